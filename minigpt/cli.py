@@ -1,0 +1,183 @@
+"""Command line: `python -m minigpt train | sample | scaling`.
+
+Model and training flags are generated from GPTConfig and TrainConfig (one source
+of defaults): `--d-model`, `--num-heads`, ..., `--batch-size`, `--max-steps`,
+`--lr`, `--seed`, `--device`. Progress and warnings go to stderr, samples and
+tables to stdout, so `sample` can be piped. Bad input exits with status 2 and
+one line saying what is wrong, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from .config import ConfigError, GPTConfig, TrainConfig
+from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus
+from .device import DeviceError, resolve_device
+from .sample import SamplingError, prepare_prompt, stream
+from .scaling import DEMO_D_KS, scaling_experiment
+from .tokenizer import CharTokenizer, UnknownCharactersError
+from .train import Trainer, TrainingDiverged, build_model
+
+USER_ERRORS = (ConfigError, CorpusError, DeviceError, SamplingError, UnknownCharactersError, TrainingDiverged)
+MODEL_FLAGS = [f for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"]
+TRAIN_FLAGS = [f for f in dataclasses.fields(TrainConfig) if f.name != "betas"]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, fields: list, title: str) -> None:
+    """One flag per config field; default None means 'the config's default' (or the checkpoint's)."""
+    group = parser.add_argument_group(title)
+    for field in fields:
+        if isinstance(field.default, bool):
+            group.add_argument(_flag(field.name), type=_parse_bool, default=None, metavar="true|false",
+                               help=f"default {field.default}")
+        else:
+            group.add_argument(_flag(field.name), type=type(field.default), default=None,
+                               help=f"default {field.default}")
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _overrides(args: argparse.Namespace, fields: list) -> dict:
+    return {f.name: getattr(args, f.name) for f in fields if getattr(args, f.name) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m minigpt", description="Train, sample and explain a tiny character-level GPT.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a model and write a checkpoint folder")
+    train.add_argument("--corpus", default=None,
+                       help=f"built-in corpus ({', '.join(BUILTIN_CORPORA)}) or a path to a UTF-8 text file "
+                            f"(default {DEFAULT_CORPUS}, or the resumed checkpoint's)")
+    train.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
+    train.add_argument("--resume", type=Path, default=None, help="checkpoint folder to continue from")
+    train.add_argument("--log-interval", type=int, default=10, help="steps between progress updates")
+    _add_config_flags(train, MODEL_FLAGS, "model (GPTConfig)")
+    _add_config_flags(train, TRAIN_FLAGS, "training (TrainConfig)")
+
+    sample = sub.add_parser("sample", help="generate text from a checkpoint")
+    sample.add_argument("--checkpoint", type=Path, required=True)
+    sample.add_argument("--prompt", default="")
+    sample.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    sample.add_argument("--top-k", type=int, default=None, help="keep the k likeliest tokens (0 = off)")
+    sample.add_argument("--top-p", type=float, default=None, help="keep the smallest set with this much mass")
+    sample.add_argument("--seed", type=int, default=None)
+    sample.add_argument("--max-new-tokens", type=int, default=200)
+    sample.add_argument("--device", default="auto")
+
+    scaling = sub.add_parser("scaling", help="print the sqrt(d_k) scaling experiment")
+    scaling.add_argument("--d-k", type=int, nargs="+", default=list(DEMO_D_KS))
+    scaling.add_argument("--seq-len", type=int, default=16)
+    scaling.add_argument("--seed", type=int, default=42)
+    scaling.add_argument("--num-samples", type=int, default=1)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .checkpoint import CheckpointError
+
+    args = build_parser().parse_args(argv)
+    commands = {"train": cmd_train, "sample": cmd_sample, "scaling": cmd_scaling}
+    try:
+        return commands[args.command](args)
+    except (*USER_ERRORS, CheckpointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .checkpoint import from_pretrained, save_pretrained
+
+    if args.log_interval < 1:
+        raise ConfigError("--log-interval must be at least 1.")
+    resumed = from_pretrained(args.resume, with_optimizer=True) if args.resume else None
+    corpus = args.corpus or (resumed.meta.get("corpus") if resumed else None) or DEFAULT_CORPUS
+    text = load_corpus(corpus)
+    train_cfg = TrainConfig(**{**(resumed.train_config.to_dict() if resumed else {}), **_overrides(args, TRAIN_FLAGS)})
+    device = resolve_device(train_cfg.device)
+    if resumed:
+        if _overrides(args, MODEL_FLAGS):
+            print("warning: model flags are ignored when resuming; the checkpoint fixes the model.", file=sys.stderr)
+        model, tokenizer = resumed.model.to(device), resumed.tokenizer
+    else:
+        tokenizer = CharTokenizer.from_text(text)
+        model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, **_overrides(args, MODEL_FLAGS)).validate()
+        model = build_model(model_cfg, train_cfg.seed, device)
+    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval)
+    if resumed:
+        trainer.load_state_dict(resumed.meta["trainer_state"], resumed.optimizer_state)
+    print(f"training {model.num_params():,} parameters on {device} ({corpus}, vocab {tokenizer.vocab_size}) "
+          f"from step {trainer.step}", file=sys.stderr)
+
+    history = list(resumed.meta.get("history", [])) if resumed else []
+
+    def save() -> None:
+        meta = {"corpus": str(corpus), "step": trainer.step, "val_loss": trainer.last_val_loss,
+                "train_loss": history[-1][1] if history else None, "history": history,
+                "trainer_state": trainer.state_dict(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        save_pretrained(args.out, model, tokenizer, train_config=train_cfg, meta=meta, optimizer=trainer.optimizer)
+
+    bar = tqdm(total=train_cfg.max_steps, initial=trainer.step, unit="step", file=sys.stderr, dynamic_ncols=True)
+    try:
+        for event in trainer.events():
+            bar.update(event.step - bar.n)
+            history.append([event.step, event.train_loss, event.val_loss])
+            postfix = {"loss": f"{event.train_loss:.4f}", "tok/s": f"{event.tokens_per_sec:,.0f}"}
+            if event.val_loss is not None:
+                postfix["val"] = f"{event.val_loss:.4f}"
+                save()
+            bar.set_postfix(postfix)
+    except KeyboardInterrupt:
+        bar.close()
+        save()
+        print(f"interrupted at step {trainer.step}; checkpoint saved to {args.out} (continue with --resume)", file=sys.stderr)
+        return 130
+    bar.close()
+    save()
+    last = history[-1]
+    print(f"done: step {trainer.step}, train loss {last[1]:.4f}, val loss {trainer.last_val_loss:.4f}, "
+          f"{trainer.elapsed:.1f} s; checkpoint in {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from .checkpoint import from_pretrained
+
+    checkpoint = from_pretrained(args.checkpoint, device=str(resolve_device(args.device)))
+    prompt = prepare_prompt(checkpoint.tokenizer, args.prompt, checkpoint.model.config.max_len)
+    for note in prompt.notes:
+        print(f"note: {note}", file=sys.stderr)
+    steps = stream(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=args.max_new_tokens,
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    first = next(steps)  # settings are checked before anything is printed
+    sys.stdout.write(args.prompt + first.text)
+    for step in steps:
+        sys.stdout.write(step.text)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_scaling(args: argparse.Namespace) -> int:
+    try:
+        table = scaling_experiment(args.d_k, args.seq_len, args.seed, args.num_samples)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    return 0

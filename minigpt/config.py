@@ -1,0 +1,169 @@
+"""Model and training hyperparameters: the one source of defaults.
+
+`GPTConfig` describes the network, `TrainConfig` the optimisation. Both are plain
+dataclasses with a `validate()` that turns a bad combination into a `ConfigError`
+with a sentence a learner can act on, and `to_dict`/`from_dict` for checkpoints.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A hyperparameter (or a combination of them) that cannot work."""
+
+
+@dataclass
+class GPTConfig:
+    """The MiniGPT network. Defaults are the reference demo's model."""
+
+    vocab_size: int = 0           # set from the tokenizer
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 3
+    d_ff: int = 256
+    max_len: int = 128
+    dropout: float = 0.1
+    scale_attention: bool = True  # False drops the 1/sqrt(d_k) factor (for the scaling lesson)
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.num_heads
+
+    def num_params(self) -> int:
+        """Parameter count without building the model (tied head counted once)."""
+        d, f, v = self.d_model, self.d_ff, self.vocab_size
+        per_layer = 4 * d * d + (d * f + f) + (f * d + d) + 2 * (2 * d)
+        return v * d + self.num_layers * per_layer + 2 * d
+
+    def validate(self) -> "GPTConfig":
+        _check_int(self, "vocab_size", 1)
+        _check_int(self, "d_model", 2)
+        _check_int(self, "num_heads", 1)
+        _check_int(self, "num_layers", 1)
+        _check_int(self, "d_ff", 1)
+        _check_int(self, "max_len", 1)
+        if self.d_model % self.num_heads:
+            raise ConfigError(
+                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads}): "
+                f"each head gets d_model / num_heads dimensions."
+            )
+        if self.d_model % 2:
+            raise ConfigError(
+                f"d_model ({self.d_model}) must be even: sinusoidal positions pair a sine "
+                f"and a cosine per frequency."
+            )
+        _check_prob(self, "dropout")
+        if not isinstance(self.scale_attention, bool):
+            raise ConfigError("scale_attention must be true or false.")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GPTConfig":
+        return _from_dict(cls, data).validate()
+
+
+@dataclass
+class TrainConfig:
+    """One training run. Defaults follow the demo (batch 16, windows of 30, AdamW 3e-3,
+    weight decay 0.01, clip 1.0) with nanoGPT's warmup + cosine schedule on top."""
+
+    batch_size: int = 16
+    block_size: int = 30
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.99)
+    max_steps: int = 2000
+    warmup_steps: int = 100
+    schedule: str = "cosine"      # "cosine" or "constant"
+    eval_interval: int = 200
+    eval_iters: int = 20
+    grad_clip: float = 1.0        # 0 disables clipping
+    val_fraction: float = 0.1
+    seed: int = 1337
+    device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1", "mps"
+
+    def validate(self, model: GPTConfig | None = None) -> "TrainConfig":
+        _check_int(self, "batch_size", 1)
+        _check_int(self, "block_size", 1)
+        _check_int(self, "max_steps", 1)
+        _check_int(self, "warmup_steps", 0)
+        _check_int(self, "eval_interval", 1)
+        _check_int(self, "eval_iters", 1)
+        _check_int(self, "seed", 0)
+        for name in ("lr", "min_lr"):
+            value = getattr(self, name)
+            if not _finite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number, got {value!r}.")
+        if self.min_lr > self.lr:
+            raise ConfigError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr}).")
+        if not _finite(self.weight_decay) or self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}.")
+        if not _finite(self.grad_clip) or self.grad_clip < 0:
+            raise ConfigError(f"grad_clip must be >= 0 (0 disables it), got {self.grad_clip!r}.")
+        if self.schedule not in ("cosine", "constant"):
+            raise ConfigError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}.")
+        if not (0.0 < self.val_fraction < 0.5):
+            raise ConfigError(f"val_fraction must lie in (0, 0.5), got {self.val_fraction!r}.")
+        if len(self.betas) != 2 or not all(_finite(b) and 0 <= b < 1 for b in self.betas):
+            raise ConfigError(f"betas must be two numbers in [0, 1), got {self.betas!r}.")
+        if model is not None and self.block_size > model.max_len:
+            raise ConfigError(
+                f"block_size ({self.block_size}) cannot exceed max_len ({model.max_len}): "
+                f"the model has positions for only {model.max_len} tokens."
+            )
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        cfg = _from_dict(cls, data)
+        cfg.betas = tuple(cfg.betas)
+        return cfg.validate()
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_int(cfg: Any, name: str, minimum: int) -> None:
+    value = getattr(cfg, name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _check_prob(cfg: Any, name: str) -> None:
+    value = getattr(cfg, name)
+    if not _finite(value) or not 0.0 <= value < 1.0:
+        raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}.")
+
+
+def _from_dict(cls: type, data: dict[str, Any]) -> Any:
+    """Build a config from JSON-like data, refusing unknown keys and wrong types."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}.")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} keys: {', '.join(unknown)}.")
+    for key, value in data.items():
+        default = fields[key].default
+        expected = type(default)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if expected is tuple and isinstance(value, list):
+            continue
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ConfigError(
+                f"{cls.__name__}.{key} must be {expected.__name__}, got {type(value).__name__}."
+            )
+    return cls(**data)

@@ -1,0 +1,119 @@
+"""Corpora and batches.
+
+Built-in corpora need no download: the reference demo's Chinese paragraph (the
+default) and the standard library's own documentation (`pydoc_data.topics`,
+about 465 KB of English). Any UTF-8 text file works too; bytes that are not
+text are refused with a `CorpusError` saying why. Batches are random windows
+drawn from one token tensor, as in nanoGPT.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+DEFAULT_CORPUS = "demo-zh"
+MAX_CORPUS_BYTES = 20 * 1024 * 1024
+
+BUILTIN_CORPORA = {
+    "demo-zh": "The reference demo's Chinese paragraph on deep learning (448 characters).",
+    "pydoc-en": "Python's own documentation topics from the standard library (about 465 KB, English).",
+}
+
+
+class CorpusError(ValueError):
+    """Text that cannot serve as a training corpus."""
+
+
+def load_corpus(name_or_path: str | Path) -> str:
+    """A built-in corpus by name, or a UTF-8 text file by path."""
+    name = str(name_or_path)
+    if name == "demo-zh":
+        return resources.files("minigpt.corpora").joinpath("demo_zh.txt").read_text("utf-8")
+    if name == "pydoc-en":
+        from pydoc_data.topics import topics
+
+        return "\n\n".join(topics[key].strip() for key in sorted(topics)) + "\n"
+    path = Path(name)
+    if not path.is_file():
+        known = ", ".join(BUILTIN_CORPORA)
+        raise CorpusError(f"no corpus named {name!r}: use one of {known} or a path to a text file.")
+    size = path.stat().st_size
+    if size > MAX_CORPUS_BYTES:
+        raise CorpusError(_too_large(size))
+    return decode_corpus(path.read_bytes(), source=path.name)
+
+
+def decode_corpus(raw: bytes, source: str = "the upload") -> str:
+    """Decode uploaded bytes as text, refusing empty, binary, oversized or non-UTF-8 data."""
+    if len(raw) > MAX_CORPUS_BYTES:
+        raise CorpusError(_too_large(len(raw)))
+    if not raw:
+        raise CorpusError(f"{source} is empty.")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = _decode(raw, "utf-16", source)
+    else:
+        if b"\x00" in raw[:8192]:
+            raise CorpusError(f"{source} looks like a binary file (it contains NUL bytes), not text.")
+        text = _decode(raw, "utf-8-sig", source)
+    check_corpus_text(text, source)
+    return text
+
+
+def check_corpus_text(text: str, source: str = "the corpus") -> None:
+    if not text.strip():
+        raise CorpusError(f"{source} holds only whitespace.")
+    controls = sum(1 for c in text if ord(c) < 32 and c not in "\n\r\t")
+    if controls > 0.01 * len(text):
+        raise CorpusError(f"{source} looks like a binary file ({controls} control characters).")
+    if len(set(text)) < 2:
+        raise CorpusError(
+            f"{source} uses a single distinct character: there is nothing to predict."
+        )
+
+
+def _decode(raw: bytes, encoding: str, source: str) -> str:
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as err:
+        raise CorpusError(
+            f"{source} is not valid {encoding.split('-sig')[0].upper()} text "
+            f"(byte {err.start}); save it as UTF-8 and upload it again."
+        ) from None
+
+
+def _too_large(size: int) -> str:
+    return f"the corpus is {size / 2**20:.1f} MB; the limit is {MAX_CORPUS_BYTES / 2**20:.0f} MB."
+
+
+def split_tokens(ids: torch.Tensor, val_fraction: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """First (1 - val_fraction) of the tokens for training, the rest for validation."""
+    n_val = int(len(ids) * val_fraction)
+    train, val = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
+    for part, name in ((train, "training"), (val, "validation")):
+        if len(part) < block_size + 1:
+            raise CorpusError(
+                f"the {name} split has {len(part)} tokens, fewer than block_size + 1 = "
+                f"{block_size + 1}: use a longer corpus or a smaller block_size."
+            )
+    return train, val
+
+
+def get_batch(
+    data: torch.Tensor,
+    batch_size: int,
+    block_size: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random windows of `data`: inputs (B, T) and next-token targets (B, T)."""
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    offsets = torch.arange(block_size + 1)
+    windows = data[starts[:, None] + offsets]  # (B, T+1)
+    device = torch.device(device)
+    if device.type == "cuda":
+        windows = windows.pin_memory().to(device, non_blocking=True)
+    elif device.type != "cpu":
+        windows = windows.to(device)
+    return windows[:, :-1], windows[:, 1:]

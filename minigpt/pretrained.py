@@ -1,0 +1,25 @@
+"""The small checkpoints shipped inside the package, one per built-in corpus.
+
+They let the dashboard generate and show attention on first visit, before anyone
+trains. The README records the exact command that produced each one.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .data import BUILTIN_CORPORA
+
+
+def pretrained_dir(corpus: str) -> Path:
+    """Folder of the shipped checkpoint for a built-in corpus."""
+    if corpus not in BUILTIN_CORPORA:
+        raise KeyError(f"no pretrained checkpoint for {corpus!r}; built-in corpora: {', '.join(BUILTIN_CORPORA)}")
+    return Path(str(resources.files("minigpt").joinpath("pretrained", corpus)))
+
+
+def load_pretrained(corpus: str, device: str = "cpu"):
+    """The shipped checkpoint for a built-in corpus, as a `Checkpoint`."""
+    from .checkpoint import from_pretrained
+
+    return from_pretrained(pretrained_dir(corpus), device=device)

@@ -1,0 +1,241 @@
+"""A training run in a background thread that other threads can steer and watch.
+
+`TrainingRun` owns a `Trainer` and runs it on a daemon thread. Any thread may
+`start()`, `pause()`, `resume()` and `stop()` it and read a consistent `snapshot()`.
+Lessons this design encodes (each was a real bug in a prototype):
+- only the optimizer step and the metrics are under the lock; forward and backward
+  run unlocked (only this thread writes the parameters), so a snapshot never waits
+  for a training step;
+- the pause/stop flags are re-checked inside the lock before the step, so no step
+  lands after pause() returns;
+- readers never touch the live model: `inference_model()` clones the weights under
+  the lock;
+- a daemon thread inside a torch op at interpreter exit aborts the process, so an
+  atexit hook stops every run, and `stop_orphaned_runs()` stops threads left behind
+  by a hot reload (the stop Event is stored on the Thread object itself).
+At each evaluation the run also keeps a short sample and the attention maps of a
+probe text, so a learner can replay how both changed during training.
+"""
+from __future__ import annotations
+
+import atexit
+import copy
+import threading
+import uuid
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .model import MiniGPT
+from .sample import generate
+from .train import Trainer, TrainEvent
+
+THREAD_NAME = "minigpt-trainer"
+_ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
+_ATEXIT_REGISTERED = False
+
+
+@dataclass
+class EvalRecord:
+    """What the model did at one evaluation: losses, a sample, the probe's attention."""
+
+    step: int
+    train_loss: float
+    val_loss: float
+    sample: str
+    attention: np.ndarray | None = None  # (layers, heads, T, T) float32 for the probe text
+
+
+@dataclass
+class RunSnapshot:
+    run_id: str
+    state: str                      # idle, running, paused, stopped, finished, error
+    step: int
+    max_steps: int
+    history: list[TrainEvent]
+    evals: list[EvalRecord]
+    tokens_per_sec: float
+    elapsed: float
+    error: str | None = None
+
+    @property
+    def progress(self) -> float:
+        return self.step / self.max_steps if self.max_steps else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Remaining time at this run's average pace so far, None before the first step."""
+        if self.step == 0 or self.elapsed <= 0:
+            return None
+        return (self.max_steps - self.step) * self.elapsed / self.step
+
+
+class TrainingRun:
+    """A Trainer on a background thread. Thread-safe; see the module docstring."""
+
+    def __init__(self, trainer: Trainer, *, probe_text: str | None = None, sample_prompt: str = "",
+                 sample_chars: int = 80, run_id: str | None = None):
+        self.trainer = trainer
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.probe_ids = None
+        if probe_text:
+            ids = [i for i in (trainer.tokenizer.stoi.get(c) for c in probe_text) if i is not None]
+            self.probe_ids = torch.tensor([ids[: trainer.model.config.max_len]]) if ids else None
+        self.sample_prompt, self.sample_chars = sample_prompt, sample_chars
+        self._lock = threading.Lock()
+        self._run, self._stop = threading.Event(), threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state, self._error = "idle", None
+        self._history: list[TrainEvent] = []
+        self._evals: list[EvalRecord] = []
+        _register(self)
+
+    # -- control -----------------------------------------------------------------
+    def start(self) -> None:
+        """Start, or resume after pause(). A finished or failed run stays as it is."""
+        with self._lock:
+            if self._state in ("finished", "error") or self._state == "running":
+                return
+            self._run.set()
+            self._state = "running"
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
+            thread.minigpt_stop = self._stop  # lets stop_orphaned_runs() reach it after a reload
+            thread.minigpt_run = self._run
+            self._thread = thread
+            thread.start()
+
+    resume = start
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._state == "running":
+                self._run.clear()
+                self._state = "paused"
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread and wait for it; the model keeps its weights and can start again."""
+        self._stop.set()
+        self._run.set()  # wake a paused loop so it can exit
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._lock:
+            if self._state in ("running", "paused", "idle"):
+                self._state = "stopped"
+            self._run.clear()
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- reading -----------------------------------------------------------------
+    def snapshot(self) -> RunSnapshot:
+        with self._lock:
+            recent = self._history[-1].tokens_per_sec if self._history else 0.0
+            return RunSnapshot(
+                run_id=self.run_id, state=self._state, step=self.trainer.step,
+                max_steps=self.trainer.cfg.max_steps, history=list(self._history), evals=list(self._evals),
+                tokens_per_sec=recent, elapsed=self.trainer.elapsed, error=self._error,
+            )
+
+    def inference_model(self) -> MiniGPT:
+        """A copy of the current weights in eval mode, safe to use while training goes on."""
+        with self._lock:
+            state = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+        model = MiniGPT(copy.deepcopy(self.trainer.model.config)).to(self.trainer.device)
+        model.load_state_dict(state)
+        return model.eval()
+
+    def checkpoint_parts(self) -> dict:
+        """Consistent copies of what save_pretrained needs, taken under the lock."""
+        with self._lock:
+            model = MiniGPT(copy.deepcopy(self.trainer.model.config))
+            model.load_state_dict({k: v.detach().cpu().clone() for k, v in self.trainer.model.state_dict().items()})
+            optimizer_state = copy.deepcopy(self.trainer.optimizer.state_dict())
+            trainer_state = self.trainer.state_dict()
+            val = self.trainer.last_val_loss
+        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
+                "optimizer_state": optimizer_state, "trainer_state": trainer_state, "val_loss": val}
+
+    # -- the thread --------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            for event in self.trainer.events(gate=self):
+                record = None
+                if event.val_loss is not None:
+                    record = EvalRecord(event.step, event.train_eval_loss, event.val_loss, *self._probe())
+                with self._lock:
+                    self._history.append(event)
+                    if record is not None:
+                        self._evals.append(record)
+            with self._lock:
+                if self.trainer.step >= self.trainer.cfg.max_steps:
+                    self._state = "finished"
+        except Exception as err:  # the run reports it; the app keeps serving
+            with self._lock:
+                self._state, self._error = "error", f"{type(err).__name__}: {err}"
+
+    # -- the Gate that Trainer.events consults -------------------------------------
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
+
+    def wait_until_running(self) -> bool:
+        while not self._stop.is_set():
+            if self._run.wait(timeout=0.2):
+                return not self._stop.is_set()
+        return False
+
+    def is_running(self) -> bool:
+        return self._run.is_set() and not self._stop.is_set()
+
+    @torch.no_grad()
+    def _probe(self) -> tuple[str, np.ndarray | None]:
+        """A short sample and the probe text's attention maps, from the live model (this thread)."""
+        model, tokenizer = self.trainer.model, self.trainer.tokenizer
+        try:
+            text = generate(model, tokenizer, self.sample_prompt, max_new_tokens=self.sample_chars,
+                            temperature=0.8, seed=0)
+            attention = None
+            if self.probe_ids is not None:
+                _, _, maps = model(self.probe_ids.to(self.trainer.device), return_attention=True)
+                attention = torch.stack([m[0] for m in maps]).float().cpu().numpy()  # (L, H, T, T)
+        finally:
+            model.train()
+        return text, attention
+
+
+def _register(run: "TrainingRun") -> None:
+    global _ATEXIT_REGISTERED
+    if not _ATEXIT_REGISTERED:
+        atexit.register(stop_all_runs)
+        _ATEXIT_REGISTERED = True
+    _ALL_RUNS.add(run)
+
+
+def stop_all_runs(timeout: float = 2.0) -> None:
+    """Stop every run in this process (registered with atexit)."""
+    for run in list(_ALL_RUNS):
+        run.stop(timeout)
+
+
+def stop_orphaned_runs(keep: "set[TrainingRun] | None" = None) -> int:
+    """Stop trainer threads no live registry knows about (e.g. left by a module reload)."""
+    kept = {run._thread for run in (keep or set())}
+    stopped = 0
+    for thread in threading.enumerate():
+        if thread.name == THREAD_NAME and thread not in kept and hasattr(thread, "minigpt_stop"):
+            thread.minigpt_stop.set()
+            thread.minigpt_run.set()
+            stopped += 1
+    return stopped
+

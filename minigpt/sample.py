@@ -1,0 +1,174 @@
+"""Sampling: temperature, top-k, top-p and a KV cache, streamed one token at a time.
+
+`stream()` yields a `Step` per new token: its text, the probability the model gave
+it and the model's five likeliest alternatives (both from the untempered softmax,
+so a learner sees what the model believed, not what the filters left).
+Temperature 0 means greedy decoding, never a division by zero.
+
+The KV cache makes each new token one forward step over one position. Positions
+are absolute (sinusoidal), so a full cache cannot simply drop its oldest entry:
+every cached key was computed at its old position. When the window is full we
+keep the last 3/4 of it and recompute their keys once (a "re-prefill"), which
+costs one forward pass per max_len/4 tokens instead of one per token.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .model import MiniGPT
+from .tokenizer import CharTokenizer
+
+MAX_NEW_TOKENS = 2000
+MAX_TEMPERATURE = 10.0
+MAX_PROMPT_CHARS = 100_000
+
+
+class SamplingError(ValueError):
+    """A sampling setting outside its meaningful range."""
+
+
+@dataclass
+class Step:
+    token: int
+    text: str
+    prob: float                                  # model probability of the chosen token
+    top: list[tuple[str, float]] = field(default_factory=list)  # model's top-5 (text, prob)
+
+
+@dataclass
+class Prompt:
+    ids: list[int]
+    notes: list[str]                             # what was done to the prompt, for the user
+
+
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
+    """Raise SamplingError with a clear sentence for any setting that cannot work."""
+    if not _is_number(temperature) or not math.isfinite(temperature) or temperature < 0:
+        raise SamplingError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}.")
+    if temperature > MAX_TEMPERATURE:
+        raise SamplingError(f"temperature {temperature:g} is above {MAX_TEMPERATURE:g}: the output would be noise.")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
+        raise SamplingError(f"top_k must be a whole number >= 0 (0 = off), got {top_k!r}.")
+    if top_p is not None:
+        if not _is_number(top_p) or not math.isfinite(top_p) or not 0 < top_p <= 1:
+            raise SamplingError(f"top_p must lie in (0, 1] (1 = off), got {top_p!r}.")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise SamplingError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}.")
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def prepare_prompt(tokenizer: CharTokenizer, prompt: str, max_len: int) -> Prompt:
+    """Encode a prompt, starting from a newline (or the first token) when it is empty,
+    and keeping only the last max_len characters of a long one. Unknown characters raise."""
+    notes = []
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise SamplingError(f"the prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+    if not prompt:
+        start = "\n" if "\n" in tokenizer.stoi else tokenizer.chars[0]
+        notes.append(f"empty prompt: starting from {start!r}.")
+        prompt = start
+    ids = tokenizer.encode(prompt)
+    if len(ids) > max_len:
+        notes.append(f"the prompt has {len(ids)} characters; the model sees only the last {max_len}.")
+        ids = ids[-max_len:]
+    return Prompt(ids, notes)
+
+
+def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
+    """Set to -inf every logit outside the top-k and outside the top-p nucleus. logits: (..., V)."""
+    if top_k and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above
+        drop_sorted = mass_before >= top_p           # the token that crosses top_p is kept
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def next_token_distribution(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
+    """Probabilities to sample from; a one-hot on the argmax when temperature is 0."""
+    if temperature == 0:
+        return F.one_hot(logits.argmax(dim=-1), logits.size(-1)).to(logits.dtype)
+    return F.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)
+
+
+@torch.no_grad()
+def stream(
+    model: MiniGPT,
+    tokenizer: CharTokenizer,
+    prompt: str | Prompt,
+    max_new_tokens: int = 200,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> Iterator[Step]:
+    """Yield one Step per generated token. Settings are checked before anything runs."""
+    check_sampling(temperature, top_k, top_p, max_new_tokens)
+    if not isinstance(prompt, Prompt):
+        prompt = prepare_prompt(tokenizer, prompt, model.config.max_len)
+    model.eval()
+    device = model.token_embed.weight.device
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed if seed is not None else torch.seed())
+    next_logits = _cached_logits if use_cache else _rerun_logits
+    state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None)
+    for _ in range(max_new_tokens):
+        logits = next_logits(model, state).float()  # (V,)
+        probs = next_token_distribution(logits, temperature, top_k, top_p)
+        token = int(torch.multinomial(probs, 1, generator=generator)) if temperature > 0 else int(probs.argmax())
+        model_probs = F.softmax(logits, dim=-1)
+        top = torch.topk(model_probs, min(5, model_probs.numel()))
+        state.ids.append(token)
+        yield Step(
+            token=token,
+            text=tokenizer.chars[token],
+            prob=float(model_probs[token]),
+            top=[(tokenizer.chars[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist())],
+        )
+
+
+def generate(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, **kwargs) -> str:
+    """The prompt followed by the generated text."""
+    return prompt + "".join(step.text for step in stream(model, tokenizer, prompt, **kwargs))
+
+
+@dataclass
+class _Context:
+    ids: list[int]               # every token so far, prompt included
+    cache: object | None
+    fed: int = 0                 # how many of ids the cache has seen
+
+
+def _rerun_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
+    """The demo's way: re-run the last max_len tokens for every new token."""
+    window = ctx.ids[-model.config.max_len :]
+    idx = torch.tensor([window], device=model.token_embed.weight.device)
+    return model(idx)[0][0, -1]
+
+
+def _cached_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
+    """Feed only the tokens the cache has not seen; re-prefill when the window is full."""
+    max_len = model.config.max_len
+    new = ctx.ids[ctx.fed :]
+    if ctx.cache.length + len(new) > max_len:
+        keep = max(1, max_len - max_len // 4)
+        ctx.cache = model.new_kv_cache()
+        new = ctx.ids[-keep:]
+    idx = torch.tensor([new], device=model.token_embed.weight.device)
+    logits = model(idx, kv_cache=ctx.cache)[0]
+    ctx.fed = len(ctx.ids)
+    return logits[0, -1]

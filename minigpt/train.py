@@ -1,0 +1,208 @@
+"""Training: AdamW with warmup + cosine decay and gradient clipping, reported as events.
+
+`Trainer` owns one model, its optimizer, the token splits and the random state.
+`Trainer.events()` drives it to max_steps and yields a `TrainEvent` every
+`log_interval` steps and at each evaluation: the caller decides whether that
+becomes a tqdm bar, a log line or a chart. The loop never prints.
+Runs are deterministic for a given seed on CPU, and resumable: `state_dict()`
+holds the step, the optimizer and both random generators.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from .config import GPTConfig, TrainConfig
+from .data import get_batch, split_tokens
+from .device import resolve_device
+from .model import MiniGPT
+from .tokenizer import CharTokenizer
+
+
+class Gate(Protocol):
+    """Lets another thread pause or stop `Trainer.events` between steps."""
+
+    lock: "threading.Lock"
+
+    def wait_until_running(self) -> bool: ...  # blocks while paused; False once stopped
+    def is_running(self) -> bool: ...
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class TrainEvent:
+    step: int                    # optimizer steps done
+    max_steps: int
+    train_loss: float            # mean training-batch loss since the previous event
+    lr: float
+    tokens_per_sec: float        # over the steps since the previous event
+    elapsed: float               # seconds spent training and evaluating (pauses excluded)
+    val_loss: float | None = None        # at evaluation steps only
+    train_eval_loss: float | None = None # same batches-of-train estimate, at evaluation steps
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to cfg.lr, then cosine decay to cfg.min_lr at max_steps (or constant)."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+
+
+def build_optimizer(model: MiniGPT, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not biases, LayerNorms), as in nanoGPT."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    device_type = next(model.parameters()).device.type
+    fused = device_type in ("cpu", "cuda")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=fused)
+
+
+@torch.no_grad()
+def estimate_loss(model: MiniGPT, data: torch.Tensor, cfg: TrainConfig, seed: int) -> float:
+    """Mean loss over cfg.eval_iters batches drawn with a fixed seed (same batches every time)."""
+    was_training = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    losses = torch.zeros(cfg.eval_iters)
+    for i in range(cfg.eval_iters):
+        x, y = get_batch(data, cfg.batch_size, cfg.block_size, generator, device)
+        losses[i] = model(x, y)[1].float()
+    model.train(was_training)
+    return losses.mean().item()
+
+
+class Trainer:
+    """One model, its optimizer and data, stepped one optimizer update at a time."""
+
+    def __init__(
+        self,
+        model: MiniGPT,
+        tokenizer: CharTokenizer,
+        text: str,
+        cfg: TrainConfig,
+        *,
+        log_interval: int = 10,
+    ):
+        self.cfg = cfg.validate(model.config)
+        self.device = next(model.parameters()).device
+        self.model = model.train()
+        self.tokenizer = tokenizer
+        ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+        self.train_data, self.val_data = split_tokens(ids, cfg.val_fraction, cfg.block_size)
+        self.optimizer = build_optimizer(model, cfg)
+        self.log_interval = log_interval
+        self.step = 0
+        self.batch_rng = torch.Generator().manual_seed(cfg.seed)
+        self.elapsed = 0.0
+        self.last_val_loss: float | None = None
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.cfg.batch_size * self.cfg.block_size
+
+    def compute_gradients(self) -> torch.Tensor:
+        """Forward and backward on a fresh batch; returns the (detached) loss."""
+        torch.manual_seed((self.cfg.seed << 32) + self.step)  # dropout masks depend on (seed, step) only
+        x, y = get_batch(self.train_data, self.cfg.batch_size, self.cfg.block_size, self.batch_rng, self.device)
+        _, loss = self.model(x, y)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"the loss became {loss.item()} at step {self.step + 1}: training stopped instead of "
+                f"learning from garbage. Try a lower learning rate (now {self.cfg.lr:g})."
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        return loss.detach()
+
+    def apply_update(self) -> float:
+        """Clip, set this step's learning rate, step the optimizer. Returns the lr used."""
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        lr = lr_at(self.step, self.cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.step += 1
+        return lr
+
+    def evaluate(self) -> tuple[float, float]:
+        """(train, val) loss estimates on fixed batches."""
+        train = estimate_loss(self.model, self.train_data, self.cfg, self.cfg.seed + 1)
+        val = estimate_loss(self.model, self.val_data, self.cfg, self.cfg.seed + 2)
+        self.last_val_loss = val
+        return train, val
+
+    def is_eval_step(self) -> bool:
+        return self.step % self.cfg.eval_interval == 0 or self.step == self.cfg.max_steps
+
+    def events(self, gate: "Gate | None" = None) -> Iterator[TrainEvent]:
+        """Train until max_steps, yielding an event every log_interval steps and at evaluations.
+
+        A `gate` (see runner.py) lets other threads pause or stop the loop: the optimizer
+        step happens under gate.lock and only while gate.is_running().
+        """
+        loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
+        while self.step < self.cfg.max_steps:
+            if gate is not None and not gate.wait_until_running():
+                return
+            t0 = time.perf_counter()
+            loss = self.compute_gradients()
+            with gate.lock if gate is not None else contextlib.nullcontext():
+                if gate is not None and not gate.is_running():
+                    continue  # paused or stopped during forward/backward: drop this step
+                lr = self.apply_update()
+            loss_sum += loss
+            n += 1
+            busy += time.perf_counter() - t0
+            evaluating = self.is_eval_step()
+            if n == self.log_interval or evaluating or self.step == self.cfg.max_steps:
+                event = TrainEvent(
+                    step=self.step, max_steps=self.cfg.max_steps, train_loss=loss_sum.item() / n, lr=lr,
+                    tokens_per_sec=n * self.tokens_per_step / max(busy, 1e-9), elapsed=self.elapsed + busy,
+                )
+                if evaluating:
+                    t0 = time.perf_counter()
+                    event.train_eval_loss, event.val_loss = self.evaluate()
+                    busy += time.perf_counter() - t0
+                self.elapsed += busy
+                event.elapsed = self.elapsed
+                yield event
+                loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
+
+    def state_dict(self) -> dict:
+        """What resuming needs besides the weights: step, optimizer and random state."""
+        return {
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "batch_rng": base64.b64encode(self.batch_rng.get_state().numpy().tobytes()).decode(),
+        }
+
+    def load_state_dict(self, state: dict, optimizer_state: dict | None) -> None:
+        self.step = int(state["step"])
+        self.elapsed = float(state.get("elapsed", 0.0))
+        rng = torch.frombuffer(bytearray(base64.b64decode(state["batch_rng"])), dtype=torch.uint8)
+        self.batch_rng.set_state(rng)
+        if optimizer_state is not None:
+            self.optimizer.load_state_dict(optimizer_state)
+
+
+def build_model(config: GPTConfig, seed: int, device: str | torch.device = "cpu") -> MiniGPT:
+    """A freshly initialised MiniGPT; the same seed gives the same weights."""
+    torch.manual_seed(seed)
+    return MiniGPT(config).to(resolve_device(str(device)) if isinstance(device, str) else device)

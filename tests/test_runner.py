@@ -1,0 +1,117 @@
+import threading
+import time
+
+import pytest
+import torch
+
+from minigpt import TrainConfig, Trainer, TrainingRun, build_model, stop_orphaned_runs
+from minigpt.runner import THREAD_NAME
+
+from helpers import TEXT, tiny_config, tiny_tokenizer
+
+
+def _run(max_steps=100_000, **overrides) -> TrainingRun:
+    tok = tiny_tokenizer()
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=20,
+                      eval_iters=2, **overrides)
+    model = build_model(tiny_config(vocab_size=tok.vocab_size), cfg.seed)
+    return TrainingRun(Trainer(model, tok, TEXT, cfg, log_interval=5), probe_text="the cat", sample_prompt="the")
+
+
+def _wait_for(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def run():
+    run = _run()
+    yield run
+    run.stop()
+
+
+def test_start_pause_resume_stop(run):
+    assert run.state == "idle"
+    run.start()
+    _wait_for(lambda: run.snapshot().step >= 10)
+    run.pause()
+    paused = run.snapshot()
+    assert paused.state == "paused"
+    time.sleep(0.3)
+    assert run.snapshot().step == paused.step  # no step lands after pause() returns
+    run.resume()
+    _wait_for(lambda: run.snapshot().step > paused.step + 5)
+    run.stop()
+    assert run.state == "stopped" and not run.is_alive()
+    stopped = run.snapshot().step
+    time.sleep(0.2)
+    assert run.snapshot().step == stopped
+
+
+def test_stop_then_start_continues_the_same_model_on_one_thread(run):
+    run.start()
+    _wait_for(lambda: run.snapshot().step >= 5)
+    run.stop()
+    before = run.snapshot().step
+    run.start()
+    _wait_for(lambda: run.snapshot().step > before + 5)
+    assert sum(t.name == THREAD_NAME and t.is_alive() for t in threading.enumerate()) == 1
+
+
+def test_snapshot_while_training_is_consistent_and_fast(run):
+    run.start()
+    _wait_for(lambda: run.snapshot().step >= 5)
+    waits = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        snap = run.snapshot()
+        waits.append(time.perf_counter() - t0)
+        steps = [e.step for e in snap.history]
+        assert steps == sorted(steps) and (not steps or steps[-1] <= snap.step)
+    assert sorted(waits)[len(waits) // 2] < 0.05  # the median read never waits for a training step
+
+
+def test_inference_model_is_a_detached_copy(run):
+    run.start()
+    _wait_for(lambda: run.snapshot().step >= 5)
+    copy = run.inference_model()
+    frozen = {k: v.clone() for k, v in copy.state_dict().items()}
+    _wait_for(lambda: run.snapshot().step >= 15)
+    assert not copy.training
+    for k, v in copy.state_dict().items():
+        assert torch.equal(v, frozen[k])
+    assert copy.token_embed.weight.data_ptr() != run.trainer.model.token_embed.weight.data_ptr()
+
+
+def test_finished_run_keeps_eval_samples_and_probe_attention():
+    run = _run(max_steps=40)
+    run.start()
+    _wait_for(lambda: run.state == "finished")
+    snap = run.snapshot()
+    assert snap.step == 40 and snap.progress == 1.0 and snap.eta_seconds == 0
+    assert [r.step for r in snap.evals] == [20, 40]
+    record = snap.evals[-1]
+    assert record.sample.startswith("the") and len(record.sample) > 3
+    assert record.attention.shape == (2, 2, 7, 7)  # (layers, heads, T, T) for "the cat"
+
+
+def test_error_in_training_thread_is_reported_not_raised():
+    run = _run()
+    with torch.no_grad():
+        run.trainer.model.final_norm.weight.fill_(float("nan"))
+    run.start()
+    _wait_for(lambda: run.state == "error")
+    assert "lower learning rate" in run.snapshot().error
+
+
+def test_orphaned_trainer_threads_are_stopped():
+    orphan, kept = _run(), _run()
+    orphan.start()
+    kept.start()
+    _wait_for(lambda: orphan.snapshot().step > 0 and kept.snapshot().step > 0)
+    assert stop_orphaned_runs(keep={kept}) == 1
+    _wait_for(lambda: not orphan.is_alive())
+    assert kept.is_alive()
+    kept.stop()

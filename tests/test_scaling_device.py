@@ -1,0 +1,48 @@
+import pytest
+import torch
+
+from minigpt import DEMO_D_KS, DeviceError, available_devices, resolve_device, scaling_experiment
+
+# Printed by the reference demo (seed_demo.py, section 6) at d_k 4/16/64/256, seq_len 16, seed 42.
+DEMO_NUMBERS = {
+    4: (1.9813, 0.3648, 2.5084, 0.1928),
+    16: (0.8247, 0.7157, 2.2914, 0.2786),
+    64: (0.4516, 0.8304, 2.4147, 0.2258),
+    256: (0.2362, 0.9022, 2.3424, 0.2591),
+}
+
+
+def test_scaling_experiment_reproduces_the_demo_numbers():
+    table = scaling_experiment()
+    assert table["d_k"].tolist() == list(DEMO_D_KS)
+    for _, row in table.iterrows():
+        expected = DEMO_NUMBERS[int(row["d_k"])]
+        got = (row["entropy_unscaled"], row["max_weight_unscaled"], row["entropy_scaled"], row["max_weight_scaled"])
+        assert got == pytest.approx(expected, abs=5e-5)
+
+
+def test_unscaled_score_spread_grows_like_sqrt_d_k():
+    table = scaling_experiment(d_ks=[4, 64, 1024], num_samples=32)
+    ratio = table["score_std_unscaled"] / table["d_k"] ** 0.5
+    assert ratio.between(0.85, 1.15).all()
+    assert table["score_std_scaled"].between(0.85, 1.15).all()
+
+
+def test_scaling_experiment_rejects_bad_settings():
+    with pytest.raises(ValueError):
+        scaling_experiment(d_ks=[0])
+    with pytest.raises(ValueError):
+        scaling_experiment(seq_len=0)
+
+
+def test_auto_device_is_the_best_available_and_cpu_always_works():
+    assert resolve_device("auto") == torch.device(available_devices()[0])
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+def test_missing_explicit_device_fails_with_a_clear_message():
+    missing = "cuda" if not torch.cuda.is_available() else "cuda:99"
+    with pytest.raises(DeviceError, match="not available|CUDA device"):
+        resolve_device(missing)
+    with pytest.raises(DeviceError, match="not a device name"):
+        resolve_device("tpu-ish")

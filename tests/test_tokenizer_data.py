@@ -1,0 +1,79 @@
+import pytest
+import torch
+
+from minigpt import CharTokenizer, CorpusError, UnknownCharactersError, decode_corpus, get_batch, load_corpus
+from minigpt.data import MAX_CORPUS_BYTES, split_tokens
+
+
+def test_tokenizer_round_trip_and_sorted_vocabulary():
+    text = "深度学习 is fun!\n"
+    tok = CharTokenizer.from_text(text)
+    assert tok.chars == sorted(set(text))
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_unknown_characters_are_reported_not_mapped_to_zero():
+    tok = CharTokenizer.from_text("abc")
+    assert tok.unknown_chars("abxcyx") == ["x", "y"]
+    with pytest.raises(UnknownCharactersError) as err:
+        tok.encode("abz")
+    assert err.value.chars == ["z"] and "'z'" in str(err.value)
+
+
+def test_builtin_corpora_need_no_download():
+    demo = load_corpus("demo-zh")
+    assert len(demo) == 448 and len(set(demo)) == 208 and demo.startswith("\n深度学习")
+    english = load_corpus("pydoc-en")
+    assert len(english) > 400_000 and "lambda" in english
+
+
+def test_user_text_file_is_a_corpus(tmp_path):
+    path = tmp_path / "poem.txt"
+    path.write_text("roses are red\n", encoding="utf-8")
+    assert load_corpus(path) == "roses are red\n"
+    with pytest.raises(CorpusError, match="no corpus named"):
+        load_corpus(tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"", "empty"),
+        (b"   \n\t  ", "whitespace"),
+        (b"aaaaaaaaaa", "single distinct character"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+        ("深度学习".encode("gbk"), "not valid UTF-8"),
+        (b"x" * (MAX_CORPUS_BYTES + 1), "limit"),
+    ],
+)
+def test_bad_corpora_are_refused_with_a_reason(raw, message):
+    with pytest.raises(CorpusError, match=message):
+        decode_corpus(raw)
+
+
+def test_utf16_with_bom_and_emoji_are_accepted():
+    assert decode_corpus("héllo 😀 wörld".encode("utf-16")) == "héllo 😀 wörld"
+    assert decode_corpus("mixed 中文 and emoji 🎉".encode("utf-8")) == "mixed 中文 and emoji 🎉"
+
+
+def test_split_refuses_a_corpus_shorter_than_a_block():
+    ids = torch.arange(40)
+    train, val = split_tokens(ids, 0.25, 8)
+    assert torch.equal(torch.cat([train, val]), ids) and len(val) == 10
+    with pytest.raises(CorpusError, match="block_size"):
+        split_tokens(ids, 0.1, 8)
+
+
+def test_batches_are_shifted_windows_of_the_token_tensor():
+    data = torch.arange(100)
+    x, y = get_batch(data, 5, 7, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (5, 7)
+    assert torch.equal(y, x + 1)  # next-token targets
+    assert torch.equal(x[:, 1:], x[:, :-1] + 1)  # contiguous windows
+
+
+def test_batches_are_reproducible_from_the_generator():
+    data = torch.arange(1000)
+    a = get_batch(data, 4, 8, torch.Generator().manual_seed(3))
+    b = get_batch(data, 4, 8, torch.Generator().manual_seed(3))
+    assert torch.equal(a[0], b[0])

@@ -24,7 +24,7 @@ HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
 
 def position_labels(text: str) -> list[str]:
     """Unique axis labels, 'position:character', so repeated characters stay apart."""
-    return [f"{i}:{c!r}"[:12] if not c.isprintable() or c.isspace() else f"{i}:{c}" for i, c in enumerate(text)]
+    return [f"{i}:{c}" if c.isprintable() and not c.isspace() else f"{i}:{c!r}" for i, c in enumerate(text)]
 
 
 def _downsample(rows: Sequence, limit: int = MAX_POINTS) -> list:

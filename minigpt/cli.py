@@ -5,6 +5,9 @@ of defaults): `--d-model`, `--num-heads`, ..., `--batch-size`, `--max-steps`,
 `--lr`, `--seed`, `--device`. Progress and warnings go to stderr, samples and
 tables to stdout, so `sample` can be piped. Bad input exits with status 2 and
 one line saying what is wrong, never a traceback.
+Under torchrun (`torchrun --nproc_per_node=N -m minigpt train ...`) the same `train`
+command trains one model with DistributedDataParallel; rank 0 alone logs and writes the
+checkpoint (see distributed.py).
 """
 from __future__ import annotations
 
@@ -17,10 +20,11 @@ from pathlib import Path
 from .config import ConfigError, GPTConfig, TrainConfig
 from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus
 from .device import DeviceError, resolve_device
-from .sample import SamplingError, prepare_prompt, stream
+from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
+from .sample import SamplingError, check_sampling, prepare_prompt, stream
 from .scaling import DEMO_D_KS, scaling_experiment
 from .tokenizer import CharTokenizer, UnknownCharactersError
-from .train import Trainer, TrainingDiverged, build_model
+from .train import Trainer, TrainingDiverged, build_model, estimate_mfu
 
 USER_ERRORS = (ConfigError, CorpusError, DeviceError, SamplingError, UnknownCharactersError, TrainingDiverged)
 MODEL_FLAGS = [f for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"]
@@ -37,7 +41,7 @@ def _add_config_flags(parser: argparse.ArgumentParser, fields: list, title: str)
     for field in fields:
         if isinstance(field.default, bool):
             group.add_argument(_flag(field.name), type=_parse_bool, default=None, metavar="true|false",
-                               help=f"default {field.default}")
+                               nargs="?", const=True, help=f"default {field.default}; the flag alone means true")
         else:
             group.add_argument(_flag(field.name), type=type(field.default), default=None,
                                help=f"default {field.default}")
@@ -66,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
     train.add_argument("--resume", type=Path, default=None, help="checkpoint folder to continue from")
     train.add_argument("--log-interval", type=int, default=10, help="steps between progress updates")
+    train.add_argument("--peak-tflops", type=float, default=None,
+                       help="peak TFLOP/s of one device in the training dtype (e.g. 989 for an H100 in bf16): "
+                            "adds model FLOPs utilisation (MFU) to the progress line")
+    train.add_argument("--save-optimizer", type=_parse_bool, default=True, metavar="true|false",
+                       help="keep optimizer state in the checkpoint so --resume continues exactly (default true)")
     _add_config_flags(train, MODEL_FLAGS, "model (GPTConfig)")
     _add_config_flags(train, TRAIN_FLAGS, "training (TrainConfig)")
 
@@ -100,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """Train alone, or as one process of a torchrun job."""
+    try:
+        return _train(args)
+    finally:
+        teardown()
+
+
+def _train(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .checkpoint import from_pretrained, save_pretrained
@@ -110,7 +127,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     corpus = args.corpus or (resumed.meta.get("corpus") if resumed else None) or DEFAULT_CORPUS
     text = load_corpus(corpus)
     train_cfg = TrainConfig(**{**(resumed.train_config.to_dict() if resumed else {}), **_overrides(args, TRAIN_FLAGS)})
-    device = resolve_device(train_cfg.device)
+    ctx = setup(train_cfg.device) if launched_by_torchrun() else None
+    device = ctx.device if ctx else resolve_device(train_cfg.device)
+    main_process = ctx is None or ctx.is_main
     if resumed:
         if _overrides(args, MODEL_FLAGS):
             print("warning: model flags are ignored when resuming; the checkpoint fixes the model.", file=sys.stderr)
@@ -119,26 +138,42 @@ def cmd_train(args: argparse.Namespace) -> int:
         tokenizer = CharTokenizer.from_text(text)
         model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, **_overrides(args, MODEL_FLAGS)).validate()
         model = build_model(model_cfg, train_cfg.seed, device)
-    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval)
+    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval, dist=ctx)
     if resumed:
         trainer.load_state_dict(resumed.meta["trainer_state"], resumed.optimizer_state)
-    print(f"training {model.num_params():,} parameters on {device} ({corpus}, vocab {tokenizer.vocab_size}) "
-          f"from step {trainer.step}", file=sys.stderr)
+    ranks = gather_ranks(ctx) if ctx else []
+    world_size = trainer.dist.world_size
+    if main_process:
+        print(f"training {model.num_params():,} parameters on {device} ({corpus}, vocab {tokenizer.vocab_size}) "
+              f"from step {trainer.step}", file=sys.stderr)
+        if ctx or train_cfg.grad_accum > 1:
+            print(f"global batch {train_cfg.batch_size} x {train_cfg.grad_accum} micro-batches x {world_size} "
+                  f"processes = {trainer.tokens_per_step // train_cfg.block_size} sequences per step", file=sys.stderr)
+        if ctx:
+            print(f"{world_size} processes ready: rank {', rank '.join(ranks)}", file=sys.stderr)
 
     history = list(resumed.meta.get("history", [])) if resumed else []
 
     def save() -> None:
+        if not main_process:
+            return  # rank 0 alone writes checkpoints
         meta = {"corpus": str(corpus), "step": trainer.step, "val_loss": trainer.last_val_loss,
                 "train_loss": history[-1][1] if history else None, "history": history,
-                "trainer_state": trainer.state_dict(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        save_pretrained(args.out, model, tokenizer, train_config=train_cfg, meta=meta, optimizer=trainer.optimizer)
+                "trainer_state": trainer.state_dict(), "world_size": world_size,
+                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        optimizer = trainer.optimizer if args.save_optimizer else None
+        save_pretrained(args.out, model, tokenizer, train_config=train_cfg, meta=meta, optimizer=optimizer)
 
-    bar = tqdm(total=train_cfg.max_steps, initial=trainer.step, unit="step", file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(total=train_cfg.max_steps, initial=trainer.step, unit="step", file=sys.stderr, dynamic_ncols=True,
+               disable=not main_process)
     try:
         for event in trainer.events():
             bar.update(event.step - bar.n)
             history.append([event.step, event.train_loss, event.val_loss])
             postfix = {"loss": f"{event.train_loss:.4f}", "tok/s": f"{event.tokens_per_sec:,.0f}"}
+            if args.peak_tflops:
+                peak = args.peak_tflops * 1e12 * world_size
+                postfix["mfu"] = f"{estimate_mfu(model.config, train_cfg.block_size, event.tokens_per_sec, peak):.1%}"
             if event.val_loss is not None:
                 postfix["val"] = f"{event.val_loss:.4f}"
                 save()
@@ -146,10 +181,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         bar.close()
         save()
-        print(f"interrupted at step {trainer.step}; checkpoint saved to {args.out} (continue with --resume)", file=sys.stderr)
+        if main_process:
+            print(f"interrupted at step {trainer.step}; checkpoint saved to {args.out} (continue with --resume)",
+                  file=sys.stderr)
         return 130
     bar.close()
     save()
+    barrier()  # every rank waits for rank 0's last checkpoint
+    if not main_process:
+        return 0
     last = history[-1]
     print(f"done: step {trainer.step}, train loss {last[1]:.4f}, val loss {trainer.last_val_loss:.4f}, "
           f"{trainer.elapsed:.1f} s; checkpoint in {args.out}", file=sys.stderr)
@@ -159,14 +199,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     from .checkpoint import from_pretrained
 
+    check_sampling(args.temperature, args.top_k, args.top_p, args.max_new_tokens)
     checkpoint = from_pretrained(args.checkpoint, device=str(resolve_device(args.device)))
     prompt = prepare_prompt(checkpoint.tokenizer, args.prompt, checkpoint.model.config.max_len)
     for note in prompt.notes:
         print(f"note: {note}", file=sys.stderr)
     steps = stream(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=args.max_new_tokens,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    first = next(steps)  # settings are checked before anything is printed
-    sys.stdout.write(args.prompt + first.text)
+    sys.stdout.write(args.prompt)
     for step in steps:
         sys.stdout.write(step.text)
         sys.stdout.flush()

@@ -16,6 +16,9 @@ class ConfigError(ValueError):
     """A hyperparameter (or a combination of them) that cannot work."""
 
 
+DTYPES = ("auto", "float32", "bfloat16")
+
+
 @dataclass
 class GPTConfig:
     """The MiniGPT network. Defaults are the reference demo's model."""
@@ -89,6 +92,9 @@ class TrainConfig:
     val_fraction: float = 0.1
     seed: int = 1337
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1", "mps"
+    grad_accum: int = 1           # micro-batches per optimizer step (per process under torchrun)
+    dtype: str = "auto"           # "auto" (bf16 autocast on CUDA, float32 elsewhere), "float32", "bfloat16"
+    compile: bool = False         # torch.compile the training forward/backward
 
     def validate(self, model: GPTConfig | None = None) -> "TrainConfig":
         _check_int(self, "batch_size", 1)
@@ -98,6 +104,11 @@ class TrainConfig:
         _check_int(self, "eval_interval", 1)
         _check_int(self, "eval_iters", 1)
         _check_int(self, "seed", 0)
+        _check_int(self, "grad_accum", 1)
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
+        if not isinstance(self.compile, bool):
+            raise ConfigError("compile must be true or false.")
         for name in ("lr", "min_lr"):
             value = getattr(self, name)
             if not _finite(value) or value <= 0:
@@ -167,3 +178,30 @@ def _from_dict(cls: type, data: dict[str, Any]) -> Any:
                 f"{cls.__name__}.{key} must be {expected.__name__}, got {type(value).__name__}."
             )
     return cls(**data)
+
+
+def training_memory_bytes(model: GPTConfig, train: TrainConfig) -> int:
+    """Rough peak memory to train in float32, known before anything is allocated.
+
+    16 bytes a parameter (weights, gradients and AdamW's two moments) plus the
+    activations autograd keeps for backward: per layer and token about 34*d_model +
+    5*num_heads*T values in 16-bit (Korthikanti et al., 2022), doubled for float32,
+    with d_ff's share scaled from the 4*d_model it assumes, plus the logits.
+    """
+    tokens = train.batch_size * train.block_size
+    d, T = model.d_model, train.block_size
+    per_token_layer = 2 * (34 * d + 8 * (model.d_ff - 4 * d) + 5 * model.num_heads * T)
+    activations = tokens * model.num_layers * per_token_layer
+    logits = 3 * 4 * tokens * model.vocab_size
+    return 16 * model.num_params() + activations + logits
+
+
+def check_memory_budget(model: GPTConfig, train: TrainConfig, budget_bytes: int) -> None:
+    """Refuse a run whose estimated training memory exceeds the budget, before allocation."""
+    need = training_memory_bytes(model, train)
+    if need > budget_bytes:
+        raise ConfigError(
+            f"this run needs about {need / 2**20:,.0f} MB to train ({model.num_params():,} parameters, "
+            f"batch {train.batch_size} x block {train.block_size}); the limit here is "
+            f"{budget_bytes / 2**20:,.0f} MB. Use a smaller d_model, fewer layers or a smaller batch."
+        )

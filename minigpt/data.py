@@ -117,3 +117,13 @@ def get_batch(
     elif device.type != "cpu":
         windows = windows.to(device)
     return windows[:, :-1], windows[:, 1:]
+
+
+def check_batch_fits(data: torch.Tensor, batch_size: int, block_size: int) -> None:
+    """Refuse a batch larger than the number of distinct windows the split holds."""
+    windows = len(data) - block_size
+    if batch_size > windows:
+        raise CorpusError(
+            f"batch_size {batch_size} is more than the {windows} distinct windows of {block_size} tokens "
+            f"in the training split: use a smaller batch or block, or a longer corpus."
+        )

@@ -6,6 +6,9 @@
 becomes a tqdm bar, a log line or a chart. The loop never prints.
 Runs are deterministic for a given seed on CPU, and resumable: `state_dict()`
 holds the step, the optimizer and both random generators.
+Under torchrun, a `DistContext` (distributed.py) makes it one of several processes: it
+trains through DistributedDataParallel, draws its own batches from seed + rank, and
+leaves evaluation to rank 0. Each optimizer step takes grad_accum micro-batches.
 """
 from __future__ import annotations
 
@@ -19,10 +22,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
-from .config import GPTConfig, TrainConfig
-from .data import get_batch, split_tokens
+from .config import ConfigError, GPTConfig, TrainConfig
+from .data import check_batch_fits, get_batch, split_tokens
 from .device import resolve_device
+from .distributed import DistContext, all_reduce_mean
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -46,7 +51,7 @@ class TrainEvent:
     max_steps: int
     train_loss: float            # mean training-batch loss since the previous event
     lr: float
-    tokens_per_sec: float        # over the steps since the previous event
+    tokens_per_sec: float        # over the steps since the previous event, summed over processes
     elapsed: float               # seconds spent training and evaluating (pauses excluded)
     val_loss: float | None = None        # at evaluation steps only
     train_eval_loss: float | None = None # same batches-of-train estimate, at evaluation steps
@@ -60,6 +65,28 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
         return cfg.lr
     progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+
+
+def autocast_dtype(dtype: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype that TrainConfig.dtype means on `device`; None means plain float32."""
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+    if dtype == "bfloat16":
+        if device.type not in ("cuda", "cpu"):
+            raise ConfigError(f"bfloat16 autocast runs on CUDA or CPU, not {device.type}; use dtype float32.")
+        return torch.bfloat16
+    return None
+
+
+def flops_per_token(config: GPTConfig, block_size: int) -> int:
+    """Training FLOPs per token, nanoGPT's estimate: 6N for the weight matmuls (forward and
+    backward) plus 12 * num_layers * d_model * block_size for the attention scores and sums."""
+    return 6 * config.num_params() + 12 * config.num_layers * config.d_model * block_size
+
+
+def estimate_mfu(config: GPTConfig, block_size: int, tokens_per_sec: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation: achieved FLOP/s over peak FLOP/s, both summed over processes."""
+    return flops_per_token(config, block_size) * tokens_per_sec / peak_flops
 
 
 def build_optimizer(model: MiniGPT, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -98,37 +125,77 @@ class Trainer:
         cfg: TrainConfig,
         *,
         log_interval: int = 10,
+        dist: DistContext | None = None,
     ):
         self.cfg = cfg.validate(model.config)
         self.device = next(model.parameters()).device
-        self.model = model.train()
+        self.dist = dist or DistContext(device=self.device)
+        self.model = model.train()  # the plain module: evaluation, saving and sampling use it
+        self.train_model = self._training_module()
+        self.autocast_dtype = autocast_dtype(cfg.dtype, self.device)
         self.tokenizer = tokenizer
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         self.train_data, self.val_data = split_tokens(ids, cfg.val_fraction, cfg.block_size)
+        check_batch_fits(self.train_data, cfg.batch_size, cfg.block_size)
         self.optimizer = build_optimizer(model, cfg)
         self.log_interval = log_interval
         self.step = 0
-        self.batch_rng = torch.Generator().manual_seed(cfg.seed)
+        self.batch_rng = torch.Generator().manual_seed(cfg.seed + self.dist.rank)
         self.elapsed = 0.0
         self.last_val_loss: float | None = None
 
+    def _training_module(self) -> torch.nn.Module:
+        """What forward and backward run through: the model, compiled and/or wrapped in DDP."""
+        module = torch.compile(self.model) if self.cfg.compile else self.model
+        if self.dist.world_size > 1:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            module = DistributedDataParallel(module, device_ids=device_ids)
+        return module
+
     @property
     def tokens_per_step(self) -> int:
-        return self.cfg.batch_size * self.cfg.block_size
+        """Tokens per optimizer step over all processes: the global batch times block_size."""
+        return self.cfg.batch_size * self.cfg.grad_accum * self.dist.world_size * self.cfg.block_size
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """This process's next micro-batch: inputs and targets, (batch_size, block_size) each."""
+        return get_batch(self.train_data, self.cfg.batch_size, self.cfg.block_size, self.batch_rng, self.device)
 
     def compute_gradients(self) -> torch.Tensor:
-        """Forward and backward on a fresh batch; returns the (detached) loss."""
-        torch.manual_seed((self.cfg.seed << 32) + self.step)  # dropout masks depend on (seed, step) only
-        x, y = get_batch(self.train_data, self.cfg.batch_size, self.cfg.block_size, self.batch_rng, self.device)
-        _, loss = self.model(x, y)
+        """Forward and backward on grad_accum fresh micro-batches; returns their mean (detached) loss.
+
+        The gradients are those of that mean loss; under DDP they are also averaged over
+        processes, once per step: all but the last micro-batch run under no_sync().
+        """
+        torch.manual_seed(((self.cfg.seed + self.dist.rank) << 32) + self.step)  # dropout masks: (seed + rank, step)
+        self.optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.device)
+        for micro in range(self.cfg.grad_accum):
+            x, y = self.next_batch()
+            with self._gradient_sync(micro == self.cfg.grad_accum - 1):
+                with self._autocast():
+                    _, loss = self.train_model(x, y)
+                self._check_finite(loss)
+                (loss / self.cfg.grad_accum).backward()
+            total += loss.detach()
+        return total / self.cfg.grad_accum
+
+    def _gradient_sync(self, last_micro_batch: bool) -> contextlib.AbstractContextManager:
+        if last_micro_batch or not isinstance(self.train_model, DistributedDataParallel):
+            return contextlib.nullcontext()
+        return self.train_model.no_sync()
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def _check_finite(self, loss: torch.Tensor) -> None:
         if not torch.isfinite(loss):
             raise TrainingDiverged(
                 f"the loss became {loss.item()} at step {self.step + 1}: training stopped instead of "
                 f"learning from garbage. Try a lower learning rate (now {self.cfg.lr:g})."
             )
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        return loss.detach()
 
     def apply_update(self) -> float:
         """Clip, set this step's learning rate, step the optimizer. Returns the lr used."""
@@ -155,8 +222,11 @@ class Trainer:
         """Train until max_steps, yielding an event every log_interval steps and at evaluations.
 
         A `gate` (see runner.py) lets other threads pause or stop the loop: the optimizer
-        step happens under gate.lock and only while gate.is_running().
+        step happens under gate.lock and only while gate.is_running(). Under DDP every
+        process must step together, so there is no gate, and only rank 0 evaluates.
         """
+        if gate is not None and self.dist.world_size > 1:
+            raise ValueError("a gate pauses one process; under torchrun all processes step together.")
         loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
         while self.step < self.cfg.max_steps:
             if gate is not None and not gate.wait_until_running():
@@ -172,11 +242,13 @@ class Trainer:
             busy += time.perf_counter() - t0
             evaluating = self.is_eval_step()
             if n == self.log_interval or evaluating or self.step == self.cfg.max_steps:
+                if self.dist.world_size > 1:
+                    all_reduce_mean(loss_sum)  # the loss of the global batch
                 event = TrainEvent(
                     step=self.step, max_steps=self.cfg.max_steps, train_loss=loss_sum.item() / n, lr=lr,
                     tokens_per_sec=n * self.tokens_per_step / max(busy, 1e-9), elapsed=self.elapsed + busy,
                 )
-                if evaluating:
+                if evaluating and self.dist.is_main:
                     t0 = time.perf_counter()
                     event.train_eval_loss, event.val_loss = self.evaluate()
                     busy += time.perf_counter() - t0
@@ -196,8 +268,11 @@ class Trainer:
     def load_state_dict(self, state: dict, optimizer_state: dict | None) -> None:
         self.step = int(state["step"])
         self.elapsed = float(state.get("elapsed", 0.0))
-        rng = torch.frombuffer(bytearray(base64.b64decode(state["batch_rng"])), dtype=torch.uint8)
-        self.batch_rng.set_state(rng)
+        if self.dist.rank == 0:
+            rng = torch.frombuffer(bytearray(base64.b64decode(state["batch_rng"])), dtype=torch.uint8)
+            self.batch_rng.set_state(rng)
+        else:  # only rank 0's generator is saved: the others restart theirs from (seed + rank, step)
+            self.batch_rng.manual_seed(((self.cfg.seed + self.dist.rank) << 32) + self.step)
         if optimizer_state is not None:
             self.optimizer.load_state_dict(optimizer_state)
 

@@ -110,3 +110,21 @@ def test_config_from_dict_rejects_unknown_keys_and_wrong_types():
     with pytest.raises(ConfigError, match="d_model must be int"):
         GPTConfig.from_dict({"vocab_size": 5, "d_model": "64"})
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
+
+
+def test_a_model_over_the_memory_budget_is_refused_before_allocation():
+    from minigpt.config import check_memory_budget, training_memory_bytes
+
+    big = GPTConfig(vocab_size=100, d_model=1024, num_heads=8, num_layers=24, d_ff=4096, max_len=1024)
+    train = TrainConfig(batch_size=32, block_size=1024)
+    assert training_memory_bytes(big, train) > 16 * big.num_params() > 4 * 2**30
+    with pytest.raises(ConfigError, match="needs about .* MB to train"):
+        check_memory_budget(big, train, budget_bytes=2**30)
+    check_memory_budget(tiny_config(), TrainConfig(batch_size=4, block_size=8), budget_bytes=2**30)
+
+
+def test_a_batch_larger_than_the_corpus_can_fill_is_refused():
+    from minigpt import CorpusError
+
+    with pytest.raises(CorpusError, match="distinct windows"):
+        _trainer(batch_size=400)

@@ -21,7 +21,7 @@ from .config import ConfigError, GPTConfig, TrainConfig
 from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus
 from .device import DeviceError, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
-from .sample import SamplingError, check_sampling, prepare_prompt, stream
+from .sample import SamplingError, check_sampling, context_window, prepare_prompt, stream
 from .scaling import DEMO_D_KS, scaling_experiment
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainingDiverged, build_model, estimate_mfu
@@ -201,11 +201,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     check_sampling(args.temperature, args.top_k, args.top_p, args.max_new_tokens)
     checkpoint = from_pretrained(args.checkpoint, device=str(resolve_device(args.device)))
-    prompt = prepare_prompt(checkpoint.tokenizer, args.prompt, checkpoint.model.config.max_len)
+    trained = checkpoint.train_config.block_size if checkpoint.train_config else None
+    window = context_window(checkpoint.model, trained)
+    prompt = prepare_prompt(checkpoint.tokenizer, args.prompt, window)
     for note in prompt.notes:
         print(f"note: {note}", file=sys.stderr)
     steps = stream(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=args.max_new_tokens,
-                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                   window=window)
     sys.stdout.write(args.prompt)
     for step in steps:
         sys.stdout.write(step.text)

@@ -204,7 +204,7 @@ class TrainingRun:
         model, tokenizer = self.trainer.model, self.trainer.tokenizer
         try:
             text = generate(model, tokenizer, self.sample_prompt, max_new_tokens=self.sample_chars,
-                            temperature=0.8, seed=0)
+                            temperature=0.8, seed=0, window=self.trainer.cfg.block_size)
             attention = None
             if self.probe_ids is not None:
                 _, _, maps = model(self.probe_ids.to(self.trainer.device), return_attention=True)

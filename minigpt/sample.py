@@ -5,11 +5,14 @@ it and the model's five likeliest alternatives (both from the untempered softmax
 so a learner sees what the model believed, not what the filters left).
 Temperature 0 means greedy decoding, never a division by zero.
 
+The model sees at most `window` tokens: max_len, or less when it was trained on
+shorter blocks (positions past the training block_size were never trained, and a
+model fed them degrades into noise; `context_window()` picks the right size).
 The KV cache makes each new token one forward step over one position. Positions
 are absolute (sinusoidal), so a full cache cannot simply drop its oldest entry:
 every cached key was computed at its old position. When the window is full we
 keep the last 3/4 of it and recompute their keys once (a "re-prefill"), which
-costs one forward pass per max_len/4 tokens instead of one per token.
+costs one forward pass per window/4 tokens instead of one per token.
 """
 from __future__ import annotations
 
@@ -65,6 +68,11 @@ def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def context_window(model: MiniGPT, block_size: int | None = None) -> int:
+    """How many tokens the model should see: its training block_size when known, else max_len."""
+    return min(block_size, model.config.max_len) if block_size else model.config.max_len
+
+
 def prepare_prompt(tokenizer: CharTokenizer, prompt: str, max_len: int) -> Prompt:
     """Encode a prompt, starting from a newline (or the first token) when it is empty,
     and keeping only the last max_len characters of a long one. Unknown characters raise."""
@@ -115,17 +123,21 @@ def stream(
     top_p: float | None = None,
     seed: int | None = None,
     use_cache: bool = True,
+    window: int | None = None,
 ) -> Iterator[Step]:
-    """Yield one Step per generated token. Settings are checked before anything runs."""
+    """Yield one Step per generated token. Settings are checked before anything runs.
+
+    window: tokens of context (default and cap: max_len); see `context_window`."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
+    window = min(window or model.config.max_len, model.config.max_len)
     if not isinstance(prompt, Prompt):
-        prompt = prepare_prompt(tokenizer, prompt, model.config.max_len)
+        prompt = prepare_prompt(tokenizer, prompt, window)
     model.eval()
     device = model.token_embed.weight.device
     generator = torch.Generator(device=device)
     generator.manual_seed(seed if seed is not None else torch.seed())
     next_logits = _cached_logits if use_cache else _rerun_logits
-    state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None)
+    state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None, window)
     for _ in range(max_new_tokens):
         logits = next_logits(model, state).float()  # (V,)
         probs = next_token_distribution(logits, temperature, top_k, top_p)
@@ -150,22 +162,21 @@ def generate(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, **kwargs) ->
 class _Context:
     ids: list[int]               # every token so far, prompt included
     cache: object | None
+    window: int                  # most tokens the model sees at once
     fed: int = 0                 # how many of ids the cache has seen
 
 
 def _rerun_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
-    """The demo's way: re-run the last max_len tokens for every new token."""
-    window = ctx.ids[-model.config.max_len :]
-    idx = torch.tensor([window], device=model.token_embed.weight.device)
+    """The demo's way: re-run the last `window` tokens for every new token."""
+    idx = torch.tensor([ctx.ids[-ctx.window :]], device=model.token_embed.weight.device)
     return model(idx)[0][0, -1]
 
 
 def _cached_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
     """Feed only the tokens the cache has not seen; re-prefill when the window is full."""
-    max_len = model.config.max_len
     new = ctx.ids[ctx.fed :]
-    if ctx.cache.length + len(new) > max_len:
-        keep = max(1, max_len - max_len // 4)
+    if ctx.cache.length + len(new) > ctx.window:
+        keep = max(1, ctx.window - ctx.window // 4)
         ctx.cache = model.new_kv_cache()
         new = ctx.ids[-keep:]
     idx = torch.tensor([new], device=model.token_embed.weight.device)

@@ -3,7 +3,15 @@ import math
 import pytest
 import torch
 
-from minigpt import SamplingError, UnknownCharactersError, check_sampling, generate, prepare_prompt, stream
+from minigpt import (
+    SamplingError,
+    UnknownCharactersError,
+    check_sampling,
+    context_window,
+    generate,
+    prepare_prompt,
+    stream,
+)
 from minigpt.sample import filter_logits, next_token_distribution
 
 from helpers import tiny_lm, tiny_tokenizer
@@ -63,6 +71,19 @@ def test_kv_cache_refills_its_window_when_the_context_passes_max_len():
         assert step.token == expected
         ids.append(expected)
         window = ids[-12:] if len(window) == 16 else window + [expected]
+
+
+def test_a_shorter_window_keeps_the_model_inside_its_trained_positions():
+    model, tok = tiny_lm()  # max_len 16, but pretend it was trained on blocks of 8
+    steps = list(stream(model, tok, "the cat", max_new_tokens=20, temperature=0.0, window=8))
+    ids, window = tok.encode("the cat"), tok.encode("the cat")
+    for step in steps:
+        assert len(window) <= 8
+        expected = int(model(torch.tensor([window]))[0][0, -1].argmax())
+        assert step.token == expected
+        ids.append(expected)
+        window = ids[-6:] if len(window) == 8 else window + [expected]
+    assert context_window(model, 8) == 8 and context_window(model, None) == 16 and context_window(model, 99) == 16
 
 
 def test_same_seed_gives_the_same_sample_and_different_seeds_differ():

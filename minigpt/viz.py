@@ -47,7 +47,7 @@ def loss_figure(history: Sequence[TrainEvent]) -> go.Figure:
                              mode="lines", line=dict(color="#9E9E9E", dash="dot")), secondary_y=True)
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="cross-entropy loss (nats)", secondary_y=False)
-    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False)
+    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False, tickformat=".1e")
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
     return fig
 
@@ -92,14 +92,16 @@ def attention_figure(attention: np.ndarray, text: str, view: str = "grid", layer
     for r, c, weights, _ in panels:
         fig.add_trace(_heatmap(weights, labels), row=r + 1 if view == "grid" else 1, col=c + 1)
     show_ticks = len(labels) <= 24 and cols <= 4
-    fig.update_xaxes(title_text="key", showticklabels=show_ticks, tickangle=0, constrain="domain")
-    fig.update_yaxes(title_text="query", autorange="reversed", showticklabels=show_ticks,
-                     scaleanchor="x", constrain="domain")
+    fig.update_xaxes(showticklabels=False, constrain="domain")
+    fig.update_yaxes(autorange="reversed", showticklabels=False, scaleanchor="x", constrain="domain")
+    # axis titles and position labels once per row / column, so they don't spill into the next panel
+    fig.update_xaxes(title_text="key", showticklabels=show_ticks, row=rows)
+    fig.update_yaxes(title_text="query", showticklabels=show_ticks, col=1)
     for i in range(2, rows * cols + 1):  # keep every panel square against its own x axis
         fig.layout[f"yaxis{i}"].scaleanchor = f"x{i}"
     fig.update_layout(
         coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, colorbar=dict(title="weight")),
-        plot_bgcolor=MASK_COLOR, height=max(320, 260 * rows), margin=dict(l=10, r=10, t=40, b=10),
+        plot_bgcolor=MASK_COLOR, height=max(400, 280 * rows), margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
 

@@ -38,6 +38,14 @@ def test_heatmap_masks_the_future_and_labels_query_and_key():
     np.testing.assert_allclose(z[3, :4], _attention()[1, 0, 3, :4], rtol=1e-6)
 
 
+def test_grid_titles_and_labels_axes_once_per_row_and_column():
+    fig = viz.attention_figure(_attention(), TEXT, view="grid")  # 3 rows x 4 columns
+    x_titles = [fig.layout[f"xaxis{i if i > 1 else ''}"].title.text for i in range(1, 13)]
+    y_titles = [fig.layout[f"yaxis{i if i > 1 else ''}"].title.text for i in range(1, 13)]
+    assert x_titles == [None] * 8 + ["key"] * 4                   # the bottom row only
+    assert y_titles == ["query", None, None, None] * 3             # the first column only
+
+
 def test_layer_view_averages_the_heads():
     attention = _attention()
     fig = viz.attention_figure(attention, TEXT, view="layers")

@@ -1,0 +1,67 @@
+"""Attention: interactive heatmaps of the loaded model's attention, and a time-lapse of a run's."""
+import math
+
+import streamlit as st
+
+import app_state
+from minigpt import attention_figure, timelapse_frame
+
+app_state.setup_page(__file__)
+
+st.title("Attention")
+st.markdown(
+    "Each heatmap row is a character of your text asking *where should I look?* (the query); each column is "
+    "an earlier character it can look at (the key). A row's weights add up to 1, and the grey upper triangle "
+    "is the future, masked so that the model cannot peek. Hover a cell to read the pair and its weight."
+)
+
+lm = app_state.require_model()
+config = lm.model.config
+st.caption(lm.summary())
+
+text = st.text_input("Text", value=lm.sample_text, key=f"attention_text:{lm.vocab_id}", persist_state="session")
+VIEWS = {"layers": "Each layer (mean of its heads)", "heads": "One layer's heads", "grid": "Every layer × head"}
+view_col, layer_col, scale_col = st.columns([3, 1, 1.4])
+view = view_col.radio("View", list(VIEWS), format_func=VIEWS.get, horizontal=True, key="attention_view",
+                      persist_state="session")
+layer = layer_col.selectbox("Layer", range(config.num_layers), format_func=lambda i: f"layer {i + 1}",
+                            index=config.num_layers - 1, key=f"attention_layer:{config.num_layers}",
+                            disabled=view != "heads", persist_state="session")
+unscaled = scale_col.checkbox("Without 1/√d_k scaling", key="attention_unscaled", persist_state="session",
+                              help="Recompute the same model's attention with the scores left undivided.")
+
+unknown = lm.tokenizer.unknown_chars(text)
+if not text:
+    st.info("Type some text to see where the model looks.")
+elif unknown:
+    st.warning("This model has never seen these characters, so it cannot read the text: "
+               + ", ".join(repr(c) for c in unknown) + ". Remove them to see the attention.")
+else:
+    if len(text) > config.max_len:
+        st.warning(f"The model has {config.max_len} positions: showing the first {config.max_len} characters.")
+        text = text[: config.max_len]
+    attention = app_state.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
+    st.plotly_chart(attention_figure(attention, text, view=view, layer=layer), key="attention_chart")
+    if unscaled and config.scale_attention:
+        st.caption(f"Every score is now √d_k = {math.sqrt(config.d_k):.1f} times larger than the model was trained "
+                   f"with: the same ranking of keys, but a far more peaked softmax. See the √d_k page for why.")
+    elif unscaled:
+        st.caption("This model was trained without the scaling, so this is its own attention.")
+
+st.subheader("Time-lapse: how attention formed during training")
+entry, _ = app_state.session_run()
+evals = [r for r in entry.run.snapshot().evals if r.attention is not None] if entry is not None else []
+if not evals:
+    st.info("Start a run on the Train page. At each evaluation it keeps the attention on a probe text and a "
+            "sample of its writing; replay them here, step by step, to watch heads go from uniform to sharp "
+            "and the text from noise to the corpus' style.")
+else:
+    st.markdown(f"Run `{entry.run_id}` on “{app_state.md(entry.probe_text)}”, at each of its {len(evals)} evaluations so far.")
+    steps = [r.step for r in evals]
+    chosen = (st.select_slider("Evaluation step", steps, value=steps[-1], key="timelapse_step")
+              if len(steps) > 1 else steps[0])
+    record = evals[steps.index(chosen)]
+    frame = timelapse_frame(record, entry.probe_text, view=view, layer=min(layer, record.attention.shape[0] - 1))
+    st.plotly_chart(frame, key="timelapse_chart")
+    st.markdown(f"**Sample at step {record.step:,}**")
+    st.code(record.sample, language=None, wrap_lines=True)

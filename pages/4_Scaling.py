@@ -1,0 +1,64 @@
+"""√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
+import streamlit as st
+
+import app_state
+from minigpt import scaling_figure, score_std_figure
+
+app_state.setup_page(__file__)
+
+st.title("√d_k scaling")
+st.markdown(
+    "Attention computes softmax(QKᵀ / √d_k). This experiment draws random queries and keys, as an untrained "
+    "head would produce, and compares the softmax with and without the division: without it, bigger heads "
+    "give ever more peaked attention (low entropy, one weight near 1); with it, every head size behaves alike."
+)
+
+defaults = app_state.scaling_defaults()
+keep = {"persist_state": "session"}
+cols = st.columns([2, 1, 1, 1])
+d_ks = cols[0].multiselect("d_k values", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], default=list(defaults["d_ks"]),
+                           key="scaling_d_ks", **keep)
+seq_len = cols[1].slider("seq_len", 2, 128, value=defaults["seq_len"], key="scaling_seq_len", **keep)
+seed = cols[2].number_input("Seed", 0, 2**31 - 1, value=defaults["seed"], key="scaling_seed", **keep)
+num_samples = cols[3].slider("Samples", 1, 64, value=defaults["num_samples"], key="scaling_samples",
+                             help="Independent (seq_len × d_k) draws averaged per d_k.", **keep)
+
+if not d_ks:
+    st.info("Choose at least one d_k.")
+    st.stop()
+table = app_state.scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
+
+st.plotly_chart(scaling_figure(table), key="scaling_chart")
+st.caption("At the demo's settings (d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) these are the "
+           "numbers the reference demo prints.")
+st.dataframe(table, hide_index=True, key="scaling_table", column_config={
+    "d_k": st.column_config.NumberColumn("d_k"),
+    "score_std_unscaled": st.column_config.NumberColumn("std of q·k", format="%.4f"),
+    "score_std_scaled": st.column_config.NumberColumn("std of q·k/√d_k", format="%.4f"),
+    "entropy_unscaled": st.column_config.NumberColumn("entropy, no scaling", format="%.4f"),
+    "entropy_scaled": st.column_config.NumberColumn("entropy, scaled", format="%.4f"),
+    "max_weight_unscaled": st.column_config.NumberColumn("max weight, no scaling", format="%.4f"),
+    "max_weight_scaled": st.column_config.NumberColumn("max weight, scaled", format="%.4f"),
+})
+
+st.subheader("Why √d_k")
+text_col, plot_col = st.columns([1, 1])
+with text_col:
+    st.markdown(
+        r"""
+A score is a dot product of a query and a key: $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$.
+If the components are independent with mean 0 and variance 1, each product $q_i k_i$ has
+variance 1, and a sum of $d_k$ of them has
+
+$$\operatorname{Var}(q \cdot k) = d_k, \qquad \operatorname{std}(q \cdot k) = \sqrt{d_k}.$$
+
+So a head with $d_k = 256$ produces scores sixteen times wider than one with $d_k = 1$.
+Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever the head size.
+
+Without it, the softmax of wide scores is nearly one-hot: one key takes almost all the weight
+(the right-hand bars near 1, the entropy near 0). Its gradient, $p\,(1-p)$ for each weight, is then
+almost zero everywhere, so the attention stops learning.
+"""
+    )
+with plot_col:
+    st.plotly_chart(score_std_figure(table), key="score_std_chart")

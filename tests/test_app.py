@@ -1,0 +1,418 @@
+"""Page tests with Streamlit's AppTest: one behaviour each, tiny training settings.
+
+AppTest ignores run_every (no automatic fragment reruns), so tests sleep and rerun.
+"""
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import app_state
+from minigpt import (GPTConfig, TrainConfig, Trainer, TrainingRun, build_model, load_pretrained,
+                     scaling_experiment)
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"]
+
+
+def home() -> AppTest:
+    return AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60).run()
+
+
+def page(at: AppTest, path: str) -> AppTest:
+    return at.switch_page(path).run()
+
+
+def tiny_settings(at: AppTest, max_steps: int = 20_000, eval_interval: int = 25) -> AppTest:
+    """Train page widgets set to a model that steps in milliseconds."""
+    at.select_slider(key="d_model").set_value(16)
+    at.select_slider(key="num_heads").set_value(2)
+    at.slider(key="num_layers").set_value(1)
+    at.select_slider(key="d_ff").set_value(32)
+    at.select_slider(key="max_len").set_value(32)
+    at.slider(key="block_size").set_value(16)
+    at.slider(key="batch_size").set_value(4)
+    at.number_input(key="max_steps").set_value(max_steps)
+    at.number_input(key="eval_interval").set_value(eval_interval)
+    return at.run()
+
+
+def start_tiny_run(**settings) -> AppTest:
+    at = tiny_settings(page(home(), "pages/1_Train.py"), **settings)
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def step_of(at: AppTest) -> int:
+    return int(at.metric[1].value.split("/")[0].replace(",", ""))
+
+
+def wait_for_step(at: AppTest, minimum: int, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        at.run()
+        if step_of(at) >= minimum:
+            return step_of(at)
+        time.sleep(0.2)
+    raise AssertionError(f"the run did not reach step {minimum} in {timeout} s (at {step_of(at)})")
+
+
+def plotly_spec(at: AppTest, index: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def own_run(at: AppTest) -> tuple[str, str]:
+    return at.session_state[app_state.OWN_RUN]
+
+
+@pytest.mark.parametrize("path", [None, *PAGES])
+def test_every_page_renders_without_exception(path):
+    at = home() if path is None else page(home(), path)
+    assert not at.exception
+    assert not at.error
+    assert len(at.title) == 1
+
+
+def test_the_english_corpus_brings_its_own_shipped_model_prompt_and_text():
+    at = home()
+    at.selectbox(key=app_state.CORPUS).set_value("pydoc-en").run()
+    assert {m.label: m.value for m in at.metric}["Corpus"] == "pydoc-en"
+    page(at, "pages/2_Generate.py")
+    assert not at.exception
+    assert not [b for b in at.button if b.key.startswith("seed:")]  # the demo's seeds are Chinese
+    assert at.text_input[0].value == "The "
+    page(at, "pages/3_Attention.py")
+    assert not at.exception and not at.warning
+    assert at.text_input[0].value.startswith("The")
+
+
+def test_home_shows_the_shipped_model_without_training():
+    at = home()
+    shipped = load_pretrained("demo-zh")
+    values = {m.label: m.value for m in at.metric}
+    assert values["Corpus"] == "demo-zh"
+    assert values["Parameters"] == f"{shipped.model.num_params():,}"
+    assert values["Device"] == "cpu"
+
+
+def test_train_starts_pauses_resumes_and_stops_a_run_while_the_step_advances():
+    at = start_tiny_run()
+    assert at.metric[0].value == "running"
+    first = wait_for_step(at, 1)
+    time.sleep(0.5)
+    assert wait_for_step(at, first + 1) > first
+    at.button(key="pause").click().run()
+    assert at.metric[0].value == "paused"
+    paused_at = step_of(at)
+    time.sleep(0.5)
+    assert step_of(at.run()) == paused_at
+    at.button(key="resume").click().run()
+    assert wait_for_step(at, paused_at + 1) > paused_at
+    at.button(key="stop").click().run()
+    assert at.metric[0].value == "stopped"
+    assert at.button(key="pause").disabled and at.button(key="stop").disabled
+
+
+def test_training_goes_on_while_the_learner_visits_other_pages():
+    at = start_tiny_run()
+    before = step_of(at)
+    page(at, "pages/4_Scaling.py")
+    time.sleep(1.0)
+    page(at, "pages/1_Train.py")
+    assert at.metric[0].value == "running" and step_of(at) > before
+
+
+def test_starting_a_run_makes_it_the_loaded_model_for_generate_and_attention():
+    at = start_tiny_run()
+    page(at, "pages/3_Attention.py")
+    assert not at.exception
+    spec = plotly_spec(at)
+    assert sum(trace["type"] == "heatmap" for trace in spec["data"]) == 1  # one layer, mean view
+    assert at.session_state[app_state.MODEL_SOURCE] == app_state.TRAINED
+
+
+def test_invalid_hyperparameters_show_the_config_error_and_disable_start():
+    at = page(home(), "pages/1_Train.py")
+    at.select_slider(key="max_len").set_value(16).run()  # block_size stays at 30
+    assert any("block_size" in e.value for e in at.error)
+    assert at.button(key="start").disabled
+
+
+def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
+    at = home()
+    many_chars = "".join(chr(0x4E00 + i) for i in range(3000)) * 2  # a vocabulary of 3,000 characters
+    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("big.txt", many_chars.encode(), "text/plain")).run()
+    page(at, "pages/1_Train.py")
+    at.select_slider(key="d_model").set_value(256)
+    at.select_slider(key="d_ff").set_value(1024)
+    at.slider(key="num_layers").set_value(6).run()
+    assert any("parameters" in e.value and f"{app_state.MAX_PARAMS:,}" in e.value for e in at.error)
+
+
+def test_another_session_watches_the_run_but_cannot_stop_or_replace_it():
+    owner = start_tiny_run()
+    run_id, key = own_run(owner)
+    watcher = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    watcher.query_params["run"] = run_id
+    page(watcher.run(), "pages/1_Train.py")
+    assert watcher.metric[0].value == "running"
+    assert watcher.button(key="pause").disabled and watcher.button(key="stop").disabled
+    assert any("watching" in i.value for i in watcher.info)
+    with pytest.raises(app_state.NotOwnerError):
+        app_state.registry().control(run_id, "not-the-key", "stop")
+    tiny_settings(watcher).button(key="start").click().run()  # the watcher's own run
+    assert own_run(watcher)[0] != run_id
+    assert app_state.registry().get(run_id).run.state == "running"
+
+
+def test_a_refresh_with_the_owner_key_in_the_url_reattaches_with_control():
+    run_id, key = own_run(start_tiny_run())
+    refreshed = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    refreshed.query_params["run"] = run_id
+    refreshed.query_params["key"] = key
+    page(refreshed.run(), "pages/1_Train.py")
+    assert own_run(refreshed) == (run_id, key)
+    assert not refreshed.button(key="pause").disabled
+    refreshed.button(key="stop").click().run()
+    assert refreshed.metric[0].value == "stopped"
+
+
+def test_an_address_naming_an_unknown_run_says_so_without_echoing_it():
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.query_params["run"] = "![x](http://example.invalid/p.png)"
+    at.run()
+    assert any("no longer on this server" in w.value and "example" not in w.value for w in at.warning)
+    assert "run" not in at.query_params
+
+
+def test_the_owner_url_carries_the_run_id_and_key():
+    at = start_tiny_run()
+    run_id, key = own_run(at)
+    assert at.query_params["run"] == run_id and at.query_params["key"] == key
+
+
+def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
+    monkeypatch.setenv(app_state.MAX_RUNS_ENV, "2")
+    start_tiny_run()
+    start_tiny_run()
+    third = tiny_settings(page(home(), "pages/1_Train.py"))
+    third.button(key="start").click().run()
+    assert any("limit" in e.value for e in third.error)
+    assert app_state.OWN_RUN not in third.session_state
+    assert app_state.registry().active_count() == 2
+
+
+def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypatch):
+    monkeypatch.setenv(app_state.MAX_RUNS_ENV, "1")
+    at = start_tiny_run()
+    first, _ = own_run(at)
+    at.button(key="start").click().run()
+    assert not at.error
+    assert own_run(at)[0] != first
+    assert app_state.registry().get(first) is None
+    assert app_state.registry().active_count() == 1
+
+
+def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_training():
+    at = start_tiny_run()
+    first, _ = own_run(at)
+    at.select_slider(key="max_len").set_value(64)
+    at.slider(key="block_size").set_value(60).run()  # longer than the demo corpus' validation split
+    at.button(key="start").click().run()
+    assert any("validation split" in e.value for e in at.error)
+    assert own_run(at)[0] == first and app_state.registry().get(first).run.state == "running"
+
+
+def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
+    monkeypatch.setenv(app_state.MAX_RUNS_ENV, "2")
+    registry = app_state.RunRegistry()
+    corpus = app_state.builtin_corpus("demo-zh")
+    tokenizer, model, train = app_state.run_configs(
+        corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+        TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
+    built, refused, gate = [], [], threading.Barrier(8)
+
+    def build():
+        built.append(1)
+        return TrainingRun(Trainer(build_model(model, 0), tokenizer, corpus.text, train))
+
+    def click():
+        gate.wait()
+        try:
+            registry.start(build, corpus="demo-zh", probe="")
+        except app_state.RunLimitError:
+            refused.append(1)
+
+    threads = [threading.Thread(target=click) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(built) == 2 and len(refused) == 6
+        assert registry.active_count() == 2
+    finally:
+        registry.stop_all()
+
+
+def test_runs_whose_owner_stopped_looking_are_released(monkeypatch):
+    at = start_tiny_run()
+    run_id, _ = own_run(at)
+    entry = app_state.registry().get(run_id)
+    monkeypatch.setenv(app_state.IDLE_ENV, "1")
+    entry.last_seen -= 5
+    assert app_state.registry().get(run_id) is None
+    assert entry.run.state == "stopped"
+
+
+def test_generate_with_temperature_zero_is_deterministic():
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.slider(key="temperature").set_value(0.0)
+    at.number_input(key="max_new_tokens").set_value(40).run()
+    texts = []
+    for seed in (1, 2):
+        at.number_input(key="gen_seed").set_value(seed)
+        at.button(key="generate").click().run()
+        assert not at.exception
+        texts.append(at.session_state["generation"]["text"])
+    assert texts[0] == texts[1] and len(texts[0]) == len("深度") + 40
+    assert at.code[0].value == texts[0]
+    table = at.dataframe[0].value
+    assert len(table) == 40 and {"chosen", "p(chosen)", "#1"} <= set(table.columns)
+
+
+def test_a_demo_seed_button_sets_the_prompt():
+    at = page(home(), "pages/2_Generate.py")
+    at.button(key="seed:计算").click().run()
+    assert at.text_input[0].value == "计算"
+
+
+def test_unknown_prompt_characters_are_named_and_nothing_is_generated():
+    at = page(home(), "pages/2_Generate.py")
+    at.text_input[0].set_value("深度Zebra").run()
+    at.button(key="generate").click().run()
+    assert any("'Z'" in w.value and "'b'" in w.value for w in at.warning)
+    assert "generation" not in at.session_state
+
+
+@pytest.mark.parametrize("view, panels", [("layers", lambda c: c.num_layers),
+                                          ("heads", lambda c: c.num_heads),
+                                          ("grid", lambda c: c.num_layers * c.num_heads)],
+                         ids=["layers", "heads", "grid"])
+def test_attention_figure_holds_one_heatmap_per_panel(view, panels):
+    config = load_pretrained("demo-zh").model.config
+    at = page(home(), "pages/3_Attention.py")
+    at.radio(key="attention_view").set_value(view).run()
+    spec = plotly_spec(at)
+    heatmaps = [t for t in spec["data"] if t["type"] == "heatmap"]
+    assert len(heatmaps) == panels(config)
+    assert "query" in heatmaps[0]["hovertemplate"] and "key" in heatmaps[0]["hovertemplate"]
+    assert heatmaps[0]["x"][0] == "0:深"
+
+
+def test_attention_names_unknown_characters():
+    at = page(home(), "pages/3_Attention.py")
+    at.text_input[0].set_value("深度 learning").run()
+    assert any("'l'" in w.value for w in at.warning)
+    assert not at.get("plotly_chart")
+
+
+def test_attention_without_scaling_recomputes_the_weights():
+    at = page(home(), "pages/3_Attention.py")
+    scaled = plotly_spec(at)
+    at.checkbox(key="attention_unscaled").check().run()
+    unscaled = plotly_spec(at)
+    assert scaled["data"][0]["z"] != unscaled["data"][0]["z"]
+
+
+def test_the_time_lapse_replays_the_run_evaluations():
+    at = start_tiny_run(eval_interval=5)
+    deadline = time.monotonic() + 30
+    entry = app_state.registry().get(own_run(at)[0])
+    while len(entry.run.snapshot().evals) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    page(at, "pages/3_Attention.py")
+    steps = at.select_slider(key="timelapse_step").options
+    assert len(steps) >= 2
+    at.select_slider(key="timelapse_step").set_value(steps[0]).run()
+    assert f"step {steps[0]} " in plotly_spec(at, 1)["layout"]["title"]["text"]
+
+
+def test_scaling_table_equals_the_library_numbers():
+    at = page(home(), "pages/4_Scaling.py")
+    shown = at.dataframe[0].value
+    expected = scaling_experiment()
+    assert shown.equals(expected)
+
+
+def test_a_bad_corpus_upload_gets_an_error_message():
+    at = home()
+    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("junk.txt", b"\x00\x01\x02binary", "text/plain")).run()
+    assert any("junk" in e.value and "binary" in e.value for e in at.error)
+    assert at.selectbox(key=app_state.CORPUS).value == "demo-zh"
+
+
+def test_an_uploaded_corpus_becomes_the_training_corpus():
+    at = home()
+    text = "the quick brown fox jumps over the lazy dog. " * 20
+    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("fox.txt", text.encode(), "text/plain")).run()
+    assert not at.error
+    assert at.selectbox(key=app_state.CORPUS).value == "fox.txt (uploaded)"
+    assert any("No model ships" in i.value for i in at.info)
+    page(at, "pages/1_Train.py")
+    assert any(app_state.md("fox.txt") in c.value for c in at.caption)
+
+
+def test_a_bad_checkpoint_upload_gets_an_error_message():
+    at = home()
+    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
+    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("model.zip", b"not a zip", "application/zip")).run()
+    assert any(e.value.startswith("model") and "zip" in e.value for e in at.error)
+
+
+def test_a_downloaded_checkpoint_loads_again_on_home():
+    at = start_tiny_run()
+    wait_for_step(at, 1)
+    entry = app_state.registry().get(own_run(at)[0])
+    data = app_state.run_checkpoint_zip(entry)
+    page(at, "streamlit_app.py")
+    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
+    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("mine.zip", data, "application/zip")).run()
+    assert not at.error
+    values = {m.label: m.value for m in at.metric}
+    assert values["Parameters"] == f"{entry.run.trainer.model.num_params():,}"
+    assert values["Corpus"] == "demo-zh"
+
+
+def test_an_empty_prompt_starts_from_a_newline_and_says_so():
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.text_input[0].set_value("")
+    at.number_input(key="max_new_tokens").set_value(5).run()
+    at.button(key="generate").click().run()
+    assert any("empty prompt" in c.value for c in at.caption)
+    assert len(at.session_state["generation"]["steps"]) == 5
+
+
+def test_streamed_text_is_shown_literally_by_markdown():
+    shown = "".join(app_state.markdown_stream(["a*b", "\n", "    c_d"]))
+    assert shown == "a\\*b  \n\u00a0\u00a0\u00a0\u00a0c\\_d"
+
+
+def test_a_new_registry_stops_trainer_threads_an_old_one_left_behind():
+    corpus = app_state.builtin_corpus("demo-zh")
+    tokenizer, model, train = app_state.run_configs(
+        corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+        TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
+    orphan = TrainingRun(Trainer(build_model(model, 0), tokenizer, corpus.text, train))
+    orphan.start()  # as if started through a registry that a code reload replaced
+    app_state.registry()
+    deadline = time.monotonic() + 5
+    while orphan.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not orphan.is_alive()

@@ -1,0 +1,205 @@
+"""End to end in a real browser: `streamlit run` on a free loopback port, driven by Debian's chromium.
+
+What only a browser shows: the pages render, training updates the live chart, the address
+bar carries the run so a refresh reattaches, text streams, heatmap hover labels. A
+screenshot of every page lands in the test's temporary folder, and `measurements.txt`
+there records the time to the first rendered Home page and the server's memory.
+CI installs chromium (.ci/run); without it these tests fail, saying so.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from minigpt import load_zip
+
+APP_DIR = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+CONNECTED = '[data-testid="stApp"][data-test-connection-state="CONNECTED"]'
+
+
+class Server:
+    def __init__(self, url: str, proc: subprocess.Popen, started: float, notes: Path):
+        self.url, self.proc, self.started, self.notes = url, proc, started, notes
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.proc.pid}/status")
+        if not status.exists():
+            return float("nan")
+        line = next(line for line in status.read_text().splitlines() if line.startswith("VmRSS"))
+        return int(line.split()[1]) / 1024
+
+    def note(self, text: str) -> None:
+        with self.notes.open("a") as f:
+            f.write(text + "\n")
+        print(text)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium is missing ({CHROMIUM}): install Debian's chromium (`apt-get install -y chromium`), "
+                    f"as .ci/run does, or set CHROMIUM to its path.", pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def server(browser, shots):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (shots / "streamlit.log").open("w")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
+         f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
+         "--server.fileWatcherType=none"],
+        cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield Server(url, proc, started, shots / "measurements.txt")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    assert proc.returncode == 0, f"the server exited with {proc.returncode}; see {shots / 'streamlit.log'}"
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode} before serving")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=1) as response:
+                if response.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"streamlit did not answer on {url} within {timeout} s")
+
+
+def open_page(browser):
+    # Streamlit scrolls inside its main section, so a full-page screenshot is only as tall as the window
+    return browser.new_page(viewport={"width": 1400, "height": 2200})
+
+
+def wait_rendered(page, heading: str) -> None:
+    page.wait_for_selector(CONNECTED, timeout=60_000)
+    page.get_by_role("heading", name=heading, level=1).wait_for(timeout=60_000)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+
+
+def go(page, label: str, heading: str) -> None:
+    """Follow the sidebar's link (the app draws its own navigation)."""
+    page.locator('[data-testid="stSidebar"] a', has_text=label).click()
+    wait_rendered(page, heading)
+
+
+def test_every_page_renders_and_generate_streams(browser, server, shots):
+    page = open_page(browser)
+    page.goto(server.url, wait_until="domcontentloaded")
+    wait_rendered(page, "MiniGPT Lab")
+    server.note(f"server start to first rendered Home page: {time.monotonic() - server.started:.1f} s")
+    time.sleep(1.0)
+    server.note(f"server RSS idle (after the Home page): {server.rss_mb():.0f} MB")
+    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "demo-zh"
+    page.screenshot(path=shots / "1_home.png", full_page=True)
+
+    go(page, "Train", "Train")
+    page.screenshot(path=shots / "2_train.png", full_page=True)
+
+    go(page, "Generate", "Generate")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.wait_for_function("() => { const c = document.querySelector('[data-testid=stCode] code');"
+                           " return c && c.innerText.length > 40 }", timeout=30_000)
+    page.wait_for_selector('[data-testid="stDataFrame"]', timeout=30_000)  # the step-by-step table
+    page.screenshot(path=shots / "3_generate.png", full_page=True)
+
+    go(page, "Attention", "Attention")
+    page.wait_for_selector(".js-plotly-plot .hm image", timeout=30_000)
+    page.screenshot(path=shots / "4_attention.png", full_page=True)
+
+    go(page, "Scaling", "√d_k scaling")
+    page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+    page.screenshot(path=shots / "5_scaling.png", full_page=True)
+    page.close()
+
+
+def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, server, shots):
+    page = open_page(browser)
+    page.goto(server.url + "/Train", wait_until="domcontentloaded")
+    wait_rendered(page, "Train")
+    for label in ("d_model", "num_layers"):  # the smallest model: their sliders' minimum
+        page.locator('[data-testid="stSlider"]', has_text=label).get_by_role("slider").press("Home")
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    eval_every = page.get_by_label("Evaluate every … steps")
+    eval_every.fill("50")
+    eval_every.press("Enter")
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    page.get_by_role("button", name="Start", exact=True).click()
+    page.wait_for_function("() => { const p = document.querySelector('.js-plotly-plot');"
+                           " return p && p.data && p.data[0].x.length >= 5 }", timeout=45_000)
+    server.note(f"server RSS while training: {server.rss_mb():.0f} MB")
+    assert "run=" in page.url and "key=" in page.url
+    page.screenshot(path=shots / "6_train_running.png", full_page=True)
+
+    page.reload(wait_until="domcontentloaded")
+    pause = page.get_by_role("button", name="Pause", exact=True)
+    pause.wait_for(timeout=30_000)
+    assert pause.is_enabled()  # the owner's key came back with the address: control, not just a view
+
+    page.wait_for_function("() => { const p = document.querySelector('.js-plotly-plot');"
+                           " return p && p.data && p.data[1].x.length >= 1 }", timeout=45_000)  # an evaluation
+    go(page, "Attention", "Attention")
+    page.wait_for_selector(".js-plotly-plot >> nth=1", timeout=30_000)  # the time-lapse frame
+    page.screenshot(path=shots / "7_attention_timelapse.png", full_page=True)
+    page.locator('[data-testid="stSidebar"] a', has_text="Train").click()
+    stop = page.get_by_role("button", name="Stop", exact=True)
+    stop.wait_for(timeout=30_000)
+    stop.click()
+    page.get_by_text("stopped", exact=True).wait_for(timeout=30_000)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')  # no polling now
+    with page.expect_download(timeout=30_000) as download:
+        page.get_by_role("button", name="Download checkpoint (.zip)").click()
+    checkpoint = load_zip(Path(download.value.path()).read_bytes())  # what Home's upload accepts
+    assert checkpoint.model.config.d_model == 16 and checkpoint.meta["corpus"] == "demo-zh"
+    page.close()
+
+
+def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
+    page = open_page(browser)
+    page.goto(server.url + "/Attention", wait_until="domcontentloaded")
+    wait_rendered(page, "Attention")
+    page.wait_for_selector(".js-plotly-plot .hm image", timeout=30_000)
+    box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + 0.1 * box["width"], box["y"] + 0.9 * box["height"])  # lower left: in the past
+    label = page.locator(".hoverlayer .hovertext").first
+    label.wait_for(timeout=10_000)
+    text = label.text_content()
+    assert "query" in text and "key" in text and "weight" in text, text
+    page.close()

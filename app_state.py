@@ -43,6 +43,8 @@ from minigpt import (
     available_devices,
     build_model,
     checkpoint_to_zip,
+    check_memory_budget,
+    context_window,
     decode_corpus,
     load_corpus,
     load_pretrained,
@@ -65,6 +67,7 @@ DEMO_SENTENCE = "深度学习是人工智能的重要领域"   # the reference d
 DEMO_SEEDS = ("深度", "自然", "注意", "计算")      # the reference demo's generation prompts
 
 MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
+MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
 MAX_CHECKPOINT_BYTES = 25 * 2**20     # as server.maxUploadSize in .streamlit/config.toml
 MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
@@ -258,6 +261,7 @@ class LoadedModel:
     steps: str           # training steps done ("1,000"; "120 / 2,000" for a run)
     detail: str          # a sentence on where the model comes from
     sample_text: str     # the default text for the attention view and the first prompt
+    window: int          # tokens of context: the training block_size (positions past it never trained)
 
     @property
     def device(self) -> str:
@@ -316,7 +320,7 @@ def _pretrained_model() -> LoadedModel:
         raise ModelUnavailable(f"The shipped model for {corpus.key} could not be loaded: {err}") from None
     return LoadedModel(checkpoint.model, checkpoint.tokenizer, SHIPPED, corpus.key, "pretrained",
                        _steps(checkpoint), f"the model shipped with the app for {corpus.key}",
-                       probe_text(checkpoint.tokenizer, corpus.text))
+                       probe_text(checkpoint.tokenizer, corpus.text), _window(checkpoint))
 
 
 def _uploaded_model() -> LoadedModel:
@@ -330,7 +334,13 @@ def _uploaded_model() -> LoadedModel:
     corpus = str(checkpoint.meta.get("corpus") or "unknown")
     text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else current_corpus().text
     return LoadedModel(checkpoint.model, checkpoint.tokenizer, UPLOADED, corpus, "uploaded", _steps(checkpoint),
-                       f"the checkpoint {md(upload.name)}", probe_text(checkpoint.tokenizer, text))
+                       f"the checkpoint {md(upload.name)}", probe_text(checkpoint.tokenizer, text),
+                       _window(checkpoint))
+
+
+def _window(checkpoint: Checkpoint) -> int:
+    trained = checkpoint.train_config.block_size if checkpoint.train_config else None
+    return context_window(checkpoint.model, trained)
 
 
 def _steps(checkpoint: Checkpoint) -> str:
@@ -343,9 +353,10 @@ def _run_model() -> LoadedModel:
     if entry is None:
         raise ModelUnavailable("No training run in this session: start one on the Train page.")
     snap = entry.run.snapshot()
-    return LoadedModel(entry.inference_model(), entry.run.trainer.tokenizer, TRAINED, entry.corpus, snap.state,
+    model = entry.inference_model()
+    return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, snap.state,
                        f"{snap.step:,} / {snap.max_steps:,}", f"run {entry.run_id} from the Train page",
-                       entry.probe_text)
+                       entry.probe_text, context_window(model, entry.run.trainer.cfg.block_size))
 
 
 def probe_text(tokenizer: CharTokenizer, corpus_text: str, limit: int = 40) -> str:
@@ -372,15 +383,13 @@ def seed_prompts(tokenizer: CharTokenizer) -> list[str]:
     return list(DEMO_SEEDS) if not tokenizer.unknown_chars("".join(DEMO_SEEDS)) else []
 
 
-@torch.no_grad()
 def attention_maps(model: MiniGPT, tokenizer: CharTokenizer, text: str, scaled: bool | None = None) -> np.ndarray:
     """Attention weights of `text`, shaped (layers, heads, T, T).
 
     scaled=None follows the model's config; False recomputes the scores without 1/sqrt(d_k).
     """
     ids = torch.tensor([tokenizer.encode(text)], device=next(model.parameters()).device)
-    _, _, maps = model(ids, return_attention=True, scale_attention=scaled)
-    return torch.stack([m[0] for m in maps]).float().cpu().numpy()
+    return model.attention_maps(ids, scale_attention=scaled).cpu().numpy()
 
 
 # ------------------------------------------------------------------ the run registry
@@ -629,6 +638,7 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
             f"This model has {model.num_params():,} parameters; this server trains at most {MAX_PARAMS:,}. "
             f"Use a smaller d_model or d_ff, or fewer layers."
         )
+    check_memory_budget(model, train, _env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
     return tokenizer, model, train
 
 

@@ -3,7 +3,7 @@
 The public API is re-exported here; the Streamlit pages import only from this module.
 """
 from .checkpoint import Checkpoint, CheckpointError, checkpoint_to_zip, from_pretrained, load_zip, save_pretrained
-from .config import ConfigError, GPTConfig, TrainConfig
+from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget, training_memory_bytes
 from .data import (
     BUILTIN_CORPORA,
     DEFAULT_CORPUS,
@@ -45,7 +45,7 @@ __all__ = [
     "CharTokenizer", "Checkpoint", "CheckpointError", "ConfigError", "CorpusError", "DeviceError", "EvalRecord", "GPTConfig", "KVCache",
     "MiniGPT", "RunSnapshot", "SamplingError", "Step", "TrainConfig", "TrainEvent", "Trainer",
     "TrainingDiverged", "TrainingRun", "UnknownCharactersError", "available_devices", "build_model",
-    "check_sampling", "context_window", "checkpoint_to_zip", "from_pretrained", "load_pretrained", "load_zip", "pretrained_dir",
+    "check_memory_budget", "training_memory_bytes", "check_sampling", "context_window", "checkpoint_to_zip", "from_pretrained", "load_pretrained", "load_zip", "pretrained_dir",
     "save_pretrained", "decode_corpus", "generate", "get_batch", "load_corpus", "lr_at", "prepare_prompt",
     "resolve_device", "scaling_experiment", "stop_all_runs", "stop_orphaned_runs", "stream",
     "attention_figure", "loss_figure", "position_labels", "scaling_figure", "score_std_figure", "steps_table",

@@ -51,6 +51,15 @@ def explicit_attention(
     return weights @ V, weights  # (B, H, Tq, d_k), (B, H, Tq, Tk)
 
 
+def fused_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, **sdpa_kwargs) -> torch.Tensor:
+    """torch's scaled_dot_product_attention, kept in float32 under CPU autocast: there the
+    weight matmuls gain from bfloat16, but the bfloat16 attention backward is far slower."""
+    if Q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        with torch.autocast("cpu", enabled=False):
+            return F.scaled_dot_product_attention(Q.float(), K.float(), V.float(), **sdpa_kwargs)
+    return F.scaled_dot_product_attention(Q, K, V, **sdpa_kwargs)  # (B, H, Tq, d_k)
+
+
 class KVCache:
     """Keys and values of every layer for the tokens seen so far, preallocated to max_len."""
 
@@ -99,10 +108,10 @@ class MultiHeadSelfAttention(nn.Module):
         else:
             weights = None
             if past == 0 or T == 1:
-                out = F.scaled_dot_product_attention(Q, K, V, is_causal=T > 1, scale=scale)
+                out = fused_attention(Q, K, V, is_causal=T > 1, scale=scale)
             else:
                 allowed = ~causal_mask(T, past + T, x.device)
-                out = F.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, scale=scale)
+                out = fused_attention(Q, K, V, attn_mask=allowed, scale=scale)
         out = out.transpose(1, 2).contiguous().view(B, T, d_model)  # concatenate heads
         return self.W_O(out), weights
 
@@ -208,6 +217,15 @@ class MiniGPT(nn.Module):
         if return_attention:
             return logits, loss, attentions
         return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor, scale_attention: bool | None = None) -> torch.Tensor:
+        """Attention weights of one sequence idx (1, T), stacked (layers, heads, T, T), in eval mode."""
+        was_training = self.training
+        self.eval()
+        _, _, maps = self(idx, return_attention=True, scale_attention=scale_attention)
+        self.train(was_training)
+        return torch.stack([m[0] for m in maps]).float()
 
     def new_kv_cache(self, batch_size: int = 1) -> KVCache:
         p = self.token_embed.weight

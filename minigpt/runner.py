@@ -169,6 +169,8 @@ class TrainingRun:
     # -- the thread --------------------------------------------------------------
     def _loop(self) -> None:
         try:
+            if self.trainer.step == 0 and not self._evals:
+                self._record_start()
             for event in self.trainer.events(gate=self):
                 record = None
                 if event.val_loss is not None:
@@ -183,6 +185,16 @@ class TrainingRun:
         except Exception as err:  # the run reports it; the app keeps serving
             with self._lock:
                 self._state, self._error = "error", f"{type(err).__name__}: {err}"
+
+    def _record_start(self) -> None:
+        """Evaluate the untrained model, so curves and the time-lapse begin at uniform attention."""
+        train_loss, val_loss = self.trainer.evaluate()
+        event = TrainEvent(step=0, max_steps=self.trainer.cfg.max_steps, train_loss=train_loss, lr=0.0,
+                           tokens_per_sec=0.0, elapsed=0.0, val_loss=val_loss, train_eval_loss=train_loss)
+        record = EvalRecord(0, train_loss, val_loss, *self._probe())
+        with self._lock:
+            self._history.append(event)
+            self._evals.append(record)
 
     # -- the Gate that Trainer.events consults -------------------------------------
     @property
@@ -207,8 +219,7 @@ class TrainingRun:
                             temperature=0.8, seed=0, window=self.trainer.cfg.block_size)
             attention = None
             if self.probe_ids is not None:
-                _, _, maps = model(self.probe_ids.to(self.trainer.device), return_attention=True)
-                attention = torch.stack([m[0] for m in maps]).float().cpu().numpy()  # (L, H, T, T)
+                attention = model.attention_maps(self.probe_ids.to(self.trainer.device)).cpu().numpy()
         finally:
             model.train()
         return text, attention

@@ -46,7 +46,7 @@ if st.button("Generate", key="generate", type="primary"):
     unknown = lm.tokenizer.unknown_chars(prompt)
     try:
         check_sampling(temperature, int(top_k), top_p, int(max_new))
-        prepared = None if unknown else prepare_prompt(lm.tokenizer, prompt, lm.model.config.max_len)
+        prepared = None if unknown else prepare_prompt(lm.tokenizer, prompt, lm.window)
     except SamplingError as err:
         st.error(str(err))
     else:
@@ -61,7 +61,8 @@ if st.button("Generate", key="generate", type="primary"):
             def pieces():
                 yield prompt
                 for step in stream(lm.model, lm.tokenizer, prepared, max_new_tokens=int(max_new),
-                                   temperature=temperature, top_k=int(top_k) or None, top_p=top_p, seed=int(seed)):
+                                   temperature=temperature, top_k=int(top_k) or None, top_p=top_p, seed=int(seed),
+                                   window=lm.window):
                     steps.append(step)
                     yield step.text
                     time.sleep(delay)

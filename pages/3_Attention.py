@@ -37,9 +37,9 @@ elif unknown:
     st.warning("This model has never seen these characters, so it cannot read the text: "
                + ", ".join(repr(c) for c in unknown) + ". Remove them to see the attention.")
 else:
-    if len(text) > config.max_len:
-        st.warning(f"The model has {config.max_len} positions: showing the first {config.max_len} characters.")
-        text = text[: config.max_len]
+    if len(text) > lm.window:
+        st.warning(f"The model was trained on {lm.window} positions: showing the first {lm.window} characters.")
+        text = text[: lm.window]
     attention = app_state.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
     st.plotly_chart(attention_figure(attention, text, view=view, layer=layer), key="attention_chart")
     if unscaled and config.scale_attention:

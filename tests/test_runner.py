@@ -91,7 +91,7 @@ def test_finished_run_keeps_eval_samples_and_probe_attention():
     _wait_for(lambda: run.state == "finished")
     snap = run.snapshot()
     assert snap.step == 40 and snap.progress == 1.0 and snap.eta_seconds == 0
-    assert [r.step for r in snap.evals] == [20, 40]
+    assert [r.step for r in snap.evals] == [0, 20, 40]  # step 0: the untrained model
     record = snap.evals[-1]
     assert record.sample.startswith("the") and len(record.sample) > 3
     assert record.attention.shape == (2, 2, 7, 7)  # (layers, heads, T, T) for "the cat"
@@ -99,9 +99,12 @@ def test_finished_run_keeps_eval_samples_and_probe_attention():
 
 def test_error_in_training_thread_is_reported_not_raised():
     run = _run()
-    with torch.no_grad():
-        run.trainer.model.final_norm.weight.fill_(float("nan"))
     run.start()
+    _wait_for(lambda: run.snapshot().step >= 5)
+    run.pause()
+    with torch.no_grad():  # what a too-high learning rate does, mid-run
+        run.trainer.model.final_norm.weight.fill_(float("nan"))
+    run.resume()
     _wait_for(lambda: run.state == "error")
     assert "lower learning rate" in run.snapshot().error
 

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import inspect
 import os
@@ -43,6 +44,7 @@ from minigpt import (
     available_devices,
     build_model,
     checkpoint_to_zip,
+    check_corpus_fits,
     check_memory_budget,
     context_window,
     decode_corpus,
@@ -199,7 +201,8 @@ def _accept_upload(widget_key: str, accept: Callable[[str, bytes], object]) -> N
     try:
         accept(file.name, file.getvalue())
     except ValueError as err:  # CorpusError, CheckpointError, ConfigError
-        errors[widget_key] = str(err) if file.name in str(err) else f"{md(file.name)}: {err}"
+        # shown literally: the message may quote the file's name or a zip entry's, which markdown would mangle
+        errors[widget_key] = md(str(err)) if file.name in str(err) else f"{md(file.name)}: {md(str(err))}"
 
 
 # ------------------------------------------------------------------ checkpoints and the loaded model
@@ -440,6 +443,12 @@ class RunEntry:
     def is_active(self) -> bool:
         return self.run.state in ACTIVE_STATES and self.run.is_alive()
 
+    def release(self) -> None:
+        """The registry forgot this run: stop it and free its memory, whoever still holds the entry."""
+        self.run.close(timeout=2.0)
+        with self._lock:
+            self._model = None
+
     def inference_model(self) -> MiniGPT:
         """A weight copy, taken again only when the run has stepped since the last one."""
         step = self.run.trainer.step
@@ -454,8 +463,9 @@ class RunRegistry:
 
     The cap is checked and a slot reserved under one lock, so simultaneous Start clicks
     never train more than max_runs() at once or spawn a thread they must then stop.
-    Runs whose owner has not looked for idle_seconds() are stopped and dropped on the
-    next access, and at most MAX_KEPT_RUNS are kept in all, so memory stays bounded.
+    Runs whose owner has not looked for idle_seconds() are dropped on the next access, and
+    at most MAX_KEPT_RUNS are kept in all; a dropped (or replaced) run is closed, which frees
+    its model, optimizer and data at once, so memory stays bounded.
     """
 
     def __init__(self) -> None:
@@ -502,7 +512,7 @@ class RunRegistry:
                 self._reserved -= 1
             raise
         if old is not None:
-            old.run.stop()
+            old.release()
         entry = RunEntry(run, secrets.token_urlsafe(16), corpus, probe)
         with self._lock:
             self._reserved -= 1
@@ -512,7 +522,7 @@ class RunRegistry:
             run.start()
             dropped = self._trim_locked()
         for stale in dropped:
-            stale.run.stop()
+            stale.release()
         return entry
 
     def control(self, run_id: str, key: str | None, action: str) -> None:
@@ -548,7 +558,12 @@ class RunRegistry:
             for entry in idle:
                 del self._entries[entry.run_id]
         for entry in idle:
-            entry.run.stop(timeout=2.0)
+            entry.release()
+        if idle:
+            # what the released runs leave (their threads' frames, the pages of sessions that have
+            # gone) sits in reference cycles: collect them now, not at some later full collection
+            del entry, idle
+            gc.collect()
 
     def _trim_locked(self) -> list[RunEntry]:
         extra = len(self._entries) - MAX_KEPT_RUNS
@@ -629,7 +644,8 @@ def sync_url() -> None:
 
 
 def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[CharTokenizer, GPTConfig, TrainConfig]:
-    """Validate a run's settings for this corpus before anything is allocated; ConfigError if not."""
+    """Validate a run's settings for this corpus before anything is allocated; ConfigError, or
+    CorpusError when the corpus is too short for them."""
     tokenizer = CharTokenizer.from_text(corpus.text)
     model = replace(model, vocab_size=tokenizer.vocab_size).validate()
     train = replace(train, device=current_device()).validate(model)
@@ -639,6 +655,7 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
             f"Use a smaller d_model or d_ff, or fewer layers."
         )
     check_memory_budget(model, train, _env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
+    check_corpus_fits(len(corpus.text), train.val_fraction, train.block_size, train.batch_size)
     return tokenizer, model, train
 
 

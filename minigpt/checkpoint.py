@@ -700,6 +700,7 @@ def _plan_extraction(archive: zipfile.ZipFile) -> list[tuple[zipfile.ZipInfo, st
     files = [i for i in infos if not i.is_dir() and not _is_junk(i.filename)]
     if not files:
         raise CheckpointError("the zip archive is empty.")
+    _refuse_torch_save(files)
     _check_sizes(files)
     return list(zip(files, _flat_names(files)))
 
@@ -718,6 +719,13 @@ def _check_entry(info: zipfile.ZipInfo) -> None:
         raise CheckpointError(f"zip entry {name!r} is a symbolic link; refusing it.")
     if info.flag_bits & 0x1:
         raise CheckpointError(f"zip entry {name!r} is encrypted; upload an unencrypted zip.")
+
+
+def _refuse_torch_save(files: list[zipfile.ZipInfo]) -> None:
+    """torch.save writes a zip too: <name>/data.pkl beside the tensor storages. Say so, rather
+    than complain about its layout."""
+    if any(_entry_parts(info.filename)[-1] == "data.pkl" for info in files):
+        raise CheckpointError(f"the zip is a torch.save file: {PICKLE_REFUSAL}")
 
 
 def _is_junk(name: str) -> bool:
@@ -787,7 +795,10 @@ def _extract_and_load(
         for info, name in plan:
             written.append(target / name)  # target is empty and names unique: the file is ours
             budget -= _extract_member(archive, info, target / name, budget)
-        return from_pretrained(target, device=device, with_optimizer=with_optimizer)
+        try:
+            return from_pretrained(target, device=device, with_optimizer=with_optimizer)
+        except CheckpointError as error:  # name the zip, not the server folder it was unpacked into
+            raise CheckpointError(str(error).replace(str(target), "the zip")) from None
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ConfigError, GPTConfig, TrainConfig
+from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget
 from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus
-from .device import DeviceError, resolve_device
+from .device import DeviceError, available_memory_bytes, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
 from .sample import SamplingError, check_sampling, context_window, prepare_prompt, stream
 from .scaling import DEMO_D_KS, scaling_experiment
@@ -133,10 +133,12 @@ def _train(args: argparse.Namespace) -> int:
     if resumed:
         if _overrides(args, MODEL_FLAGS):
             print("warning: model flags are ignored when resuming; the checkpoint fixes the model.", file=sys.stderr)
+        _check_memory(resumed.model.config, train_cfg, device)
         model, tokenizer = resumed.model.to(device), resumed.tokenizer
     else:
         tokenizer = CharTokenizer.from_text(text)
         model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, **_overrides(args, MODEL_FLAGS)).validate()
+        _check_memory(model_cfg, train_cfg, device)
         model = build_model(model_cfg, train_cfg.seed, device)
     trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval, dist=ctx)
     if resumed:
@@ -194,6 +196,14 @@ def _train(args: argparse.Namespace) -> int:
     print(f"done: step {trainer.step}, train loss {last[1]:.4f}, val loss {trainer.last_val_loss:.4f}, "
           f"{trainer.elapsed:.1f} s; checkpoint in {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_memory(model_cfg: GPTConfig, train_cfg: TrainConfig, device) -> None:
+    """Refuse, before anything is allocated, a run that would not fit the device's free memory."""
+    train_cfg.validate(model_cfg)
+    budget = available_memory_bytes(device)
+    if budget is not None:
+        check_memory_budget(model_cfg, train_cfg, budget)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:

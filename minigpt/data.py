@@ -89,15 +89,28 @@ def _too_large(size: int) -> str:
 
 def split_tokens(ids: torch.Tensor, val_fraction: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """First (1 - val_fraction) of the tokens for training, the rest for validation."""
-    n_val = int(len(ids) * val_fraction)
-    train, val = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
-    for part, name in ((train, "training"), (val, "validation")):
-        if len(part) < block_size + 1:
+    n_train, _ = split_sizes(len(ids), val_fraction, block_size)
+    return ids[:n_train], ids[n_train:]
+
+
+def split_sizes(num_tokens: int, val_fraction: float, block_size: int) -> tuple[int, int]:
+    """Token counts of the training and validation splits; CorpusError if one cannot hold a block."""
+    n_val = int(num_tokens * val_fraction)
+    sizes = (num_tokens - n_val, n_val)
+    for size, name in zip(sizes, ("training", "validation")):
+        if size < block_size + 1:
             raise CorpusError(
-                f"the {name} split has {len(part)} tokens, fewer than block_size + 1 = "
+                f"the {name} split has {size} tokens, fewer than block_size + 1 = "
                 f"{block_size + 1}: use a longer corpus or a smaller block_size."
             )
-    return train, val
+    return sizes
+
+
+def check_corpus_fits(num_tokens: int, val_fraction: float, block_size: int, batch_size: int) -> None:
+    """Trainer's checks of a corpus from its length alone, so a form can refuse settings before
+    anything is built (a character-level corpus has one token per character)."""
+    n_train, _ = split_sizes(num_tokens, val_fraction, block_size)
+    _check_windows(n_train, batch_size, block_size)
 
 
 def get_batch(
@@ -121,7 +134,11 @@ def get_batch(
 
 def check_batch_fits(data: torch.Tensor, batch_size: int, block_size: int) -> None:
     """Refuse a batch larger than the number of distinct windows the split holds."""
-    windows = len(data) - block_size
+    _check_windows(len(data), batch_size, block_size)
+
+
+def _check_windows(num_tokens: int, batch_size: int, block_size: int) -> None:
+    windows = num_tokens - block_size
     if batch_size > windows:
         raise CorpusError(
             f"batch_size {batch_size} is more than the {windows} distinct windows of {block_size} tokens "

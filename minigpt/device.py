@@ -1,5 +1,7 @@
-"""Device choice: cuda, then mps, then cpu, unless the caller names one."""
+"""Device choice: cuda, then mps, then cpu, unless the caller names one; and its free memory."""
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -33,3 +35,23 @@ def resolve_device(name: str | None = "auto") -> torch.device:
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise DeviceError(f"{name!r} was requested but only {torch.cuda.device_count()} CUDA device(s) exist.")
     return device
+
+
+def available_memory_bytes(device: torch.device) -> int | None:
+    """Memory a new run can still take on `device`: CUDA's free memory, or the RAM the OS
+    reports available for the CPU; None where nothing tells (mps)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None

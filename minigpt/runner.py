@@ -51,7 +51,7 @@ class EvalRecord:
 @dataclass
 class RunSnapshot:
     run_id: str
-    state: str                      # idle, running, paused, stopped, finished, error
+    state: str                      # idle, running, paused, stopped, finished, error, closed
     step: int
     max_steps: int
     history: list[TrainEvent]
@@ -96,7 +96,7 @@ class TrainingRun:
     def start(self) -> None:
         """Start, or resume after pause(). A finished or failed run stays as it is."""
         with self._lock:
-            if self._state in ("finished", "error") or self._state == "running":
+            if self._state in ("finished", "error", "closed") or self._state == "running":
                 return
             self._run.set()
             self._state = "running"
@@ -128,6 +128,19 @@ class TrainingRun:
             if self._state in ("running", "paused", "idle"):
                 self._state = "stopped"
             self._run.clear()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop for good and free the model, optimizer state, data and recorded attention: for a
+        run that is forgotten while something may still hold the object (a page of a browser
+        session that has gone keeps its last script's variables until Streamlit drops it)."""
+        self.stop(timeout)
+        if self.is_alive():
+            return  # still inside a step; the memory goes with the last reference instead
+        with self._lock:
+            self._state = "closed"
+            self._evals = []
+            self.probe_ids = None
+            self.trainer.release()
 
     @property
     def state(self) -> str:
@@ -184,7 +197,7 @@ class TrainingRun:
                     self._state = "finished"
         except Exception as err:  # the run reports it; the app keeps serving
             with self._lock:
-                self._state, self._error = "error", f"{type(err).__name__}: {err}"
+                self._state, self._error = "error", _describe_failure(err, self.trainer.step)
 
     def _record_start(self) -> None:
         """Evaluate the untrained model, so curves and the time-lapse begin at uniform attention."""
@@ -223,6 +236,16 @@ class TrainingRun:
         finally:
             model.train()
         return text, attention
+
+
+def _describe_failure(err: Exception, step: int) -> str:
+    """What a learner reads when the training thread fails: the error, and what to try for
+    running out of memory (a TrainingDiverged message already carries its advice)."""
+    text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        return (f"out of memory at step {step + 1} ({text}). Use a smaller batch_size, block_size "
+                f"or model, or train on a device with more memory.")
+    return text
 
 
 def _register(run: "TrainingRun") -> None:

@@ -32,7 +32,7 @@ MAX_PROMPT_CHARS = 100_000
 
 
 class SamplingError(ValueError):
-    """A sampling setting outside its meaningful range."""
+    """A sampling setting outside its meaningful range, or a model that cannot be sampled."""
 
 
 @dataclass
@@ -112,7 +112,7 @@ def next_token_distribution(logits: torch.Tensor, temperature: float, top_k: int
     return F.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)
 
 
-@torch.no_grad()
+@torch.inference_mode()  # like no_grad, minus autograd's version and view tracking: faster per token
 def stream(
     model: MiniGPT,
     tokenizer: CharTokenizer,
@@ -140,6 +140,11 @@ def stream(
     state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None, window)
     for _ in range(max_new_tokens):
         logits = next_logits(model, state).float()  # (V,)
+        if not torch.isfinite(logits).all():
+            raise SamplingError(
+                "the model's outputs are not numbers (NaN or inf): its training diverged, so it cannot "
+                "write. Train it again with a lower learning rate."
+            )
         probs = next_token_distribution(logits, temperature, top_k, top_p)
         token = int(torch.multinomial(probs, 1, generator=generator)) if temperature > 0 else int(probs.argmax())
         model_probs = F.softmax(logits, dim=-1)

@@ -257,6 +257,11 @@ class Trainer:
                 yield event
                 loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
 
+    def release(self) -> None:
+        """Let go of the model, its optimizer and the data; step, config and elapsed time stay readable."""
+        self.model = self.train_model = self.optimizer = None
+        self.train_data = self.val_data = None
+
     def state_dict(self) -> dict:
         """What resuming needs besides the weights: step, optimizer and random state."""
         return {

@@ -56,7 +56,7 @@ train_cfg = TrainConfig(max_steps=int(max_steps), batch_size=batch_size, block_s
                         eval_interval=int(eval_interval), seed=int(seed))
 try:
     _, sized, _ = app_state.run_configs(corpus, model_cfg, train_cfg)
-except ConfigError as err:
+except (ConfigError, CorpusError) as err:
     settings_ok = False
     st.error(str(err))
 else:

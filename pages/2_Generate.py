@@ -68,11 +68,15 @@ if st.button("Generate", key="generate", type="primary"):
                     time.sleep(delay)
 
             typewriter = st.empty()
-            with typewriter:
-                st.write_stream(app_state.markdown_stream(pieces()))
+            try:
+                with typewriter:
+                    st.write_stream(app_state.markdown_stream(pieces()))
+            except SamplingError as err:  # a model whose training diverged
+                st.error(str(err))
+            else:
+                st.session_state["generation"] = {"text": prompt + "".join(s.text for s in steps), "steps": steps,
+                                                  "notes": prepared.notes, "vocab": lm.vocab_id}
             typewriter.empty()  # the exact text, whitespace and all, is shown below
-            st.session_state["generation"] = {"text": prompt + "".join(s.text for s in steps), "steps": steps,
-                                              "notes": prepared.notes, "vocab": lm.vocab_id}
 
 result = st.session_state.get("generation")
 if result and result["vocab"] == lm.vocab_id:

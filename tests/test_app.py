@@ -3,16 +3,19 @@
 AppTest ignores run_every (no automatic fragment reruns), so tests sleep and rerun.
 """
 import json
+import re
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 import app_state
-from minigpt import (GPTConfig, TrainConfig, Trainer, TrainingRun, build_model, load_pretrained,
+from minigpt import (CorpusError, GPTConfig, TrainConfig, Trainer, TrainingRun, build_model, load_pretrained,
                      scaling_experiment)
+from minigpt.runner import THREAD_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"]
@@ -222,9 +225,19 @@ def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_trainin
     first, _ = own_run(at)
     at.select_slider(key="max_len").set_value(64)
     at.slider(key="block_size").set_value(60).run()  # longer than the demo corpus' validation split
-    at.button(key="start").click().run()
     assert any("validation split" in e.value for e in at.error)
+    assert at.button(key="start").disabled  # refused from the corpus' length, before anything is built
+
+    def build_fails():  # what the trainer would raise if the settings got past the page
+        raise CorpusError("the validation split has 44 tokens, fewer than block_size + 1 = 61")
+
+    with pytest.raises(CorpusError):
+        app_state.registry().start(build_fails, corpus="demo-zh", probe="", replace=own_run(at))
     assert own_run(at)[0] == first and app_state.registry().get(first).run.state == "running"
+
+
+def trainer_threads() -> int:
+    return sum(t.name == THREAD_NAME and t.is_alive() for t in threading.enumerate())
 
 
 def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
@@ -234,7 +247,15 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
     tokenizer, model, train = app_state.run_configs(
         corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
         TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
-    built, refused, gate = [], [], threading.Barrier(8)
+    clicks, before = 16, trainer_threads()
+    built, refused, gate = [], [], threading.Barrier(clicks + 1)
+    peak, done = [0], threading.Event()
+
+    def watch_threads():  # samples the trainer threads for the whole burst
+        gate.wait()
+        while not done.is_set():
+            peak[0] = max(peak[0], trainer_threads() - before)
+            time.sleep(0.0005)
 
     def build():
         built.append(1)
@@ -247,14 +268,20 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
         except app_state.RunLimitError:
             refused.append(1)
 
-    threads = [threading.Thread(target=click) for _ in range(8)]
+    watcher = threading.Thread(target=watch_threads)
+    watcher.start()
+    threads = [threading.Thread(target=click) for _ in range(clicks)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    time.sleep(0.05)
+    done.set()
+    watcher.join()
     try:
-        assert len(built) == 2 and len(refused) == 6
+        assert len(built) == 2 and len(refused) == clicks - 2
         assert registry.active_count() == 2
+        assert peak[0] <= 2 and trainer_threads() - before == 2
     finally:
         registry.stop_all()
 
@@ -266,7 +293,11 @@ def test_runs_whose_owner_stopped_looking_are_released(monkeypatch):
     monkeypatch.setenv(app_state.IDLE_ENV, "1")
     entry.last_seen -= 5
     assert app_state.registry().get(run_id) is None
-    assert entry.run.state == "stopped"
+    assert entry.run.state == "closed" and not entry.run.is_alive()
+    assert entry.run.trainer.model is None and entry.run.trainer.optimizer is None  # freed, though we hold it
+    at.run()  # the owner comes back: told the run is gone, offered a new one
+    assert any("no longer on this server" in w.value for w in at.warning)
+    assert not at.exception and not at.button(key="start").disabled
 
 
 def test_generate_with_temperature_zero_is_deterministic():
@@ -416,3 +447,77 @@ def test_a_new_registry_stops_trainer_threads_an_old_one_left_behind():
     while orphan.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not orphan.is_alive()
+
+
+
+def tiny_training_run() -> TrainingRun:
+    corpus = app_state.builtin_corpus("demo-zh")
+    tokenizer, model, train = app_state.run_configs(
+        corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+        TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
+    return TrainingRun(Trainer(build_model(model, 0), tokenizer, corpus.text, train))
+
+
+def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
+    """The watcher's buttons are disabled (see above; AppTest, like a browser, cannot click them);
+    behind them the registry itself refuses every request that lacks the owner's key."""
+    owner = start_tiny_run()
+    run_id, _ = own_run(owner)
+    for action in ("pause", "resume", "stop"):
+        for forged_key in ("not-the-key", "", None):
+            with pytest.raises(app_state.NotOwnerError):
+                app_state.registry().control(run_id, forged_key, action)
+    theirs = app_state.registry().start(tiny_training_run, corpus="demo-zh", probe="",
+                                        replace=(run_id, "not-the-key"))
+    assert theirs.run_id != run_id
+    assert app_state.registry().get(run_id).run.state == "running"  # the owner's run is untouched
+    owner.run()
+    assert owner.metric[0].value == "running" and not owner.button(key="pause").disabled
+
+
+@pytest.mark.parametrize(
+    "failure, message",
+    [(MemoryError(), r"out of memory at step 6 \(MemoryError\)\. Use a smaller batch_size"),
+     (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+      r"out of memory at step 6 \(RuntimeError: CUDA out of memory\. .*\)\. Use a smaller batch_size"),
+     (None, r"TrainingDiverged: the loss became nan at step 6: .* Try a lower learning rate")],
+    ids=["MemoryError", "RuntimeError-out-of-memory", "nan-loss"])
+def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
+    real = Trainer.compute_gradients
+
+    def compute_gradients(self):
+        if self.step >= 5:
+            if failure is not None:
+                raise failure
+            with torch.no_grad():  # what too high a learning rate does: weights that are not numbers
+                self.model.final_norm.weight.fill_(float("nan"))
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "compute_gradients", compute_gradients)
+    at = start_tiny_run()
+    entry = app_state.registry().get(own_run(at)[0])
+    deadline = time.monotonic() + 30
+    while entry.run.state != "error" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    at.run()
+    assert not at.exception
+    assert at.metric[0].value == "error"
+    assert any(re.search(message, e.value) for e in at.error), [e.value for e in at.error]
+    assert at.button(key="pause").disabled and not at.button(key="start").disabled
+    assert app_state.registry().active_count() == 0  # its training slot is free again
+
+    for path in PAGES[1:]:  # the failed run stays the loaded model, and every page still renders
+        assert not page(at, path).exception
+    page(at, "pages/2_Generate.py").session_state["stream_delay"] = 0
+    at.number_input(key="max_new_tokens").set_value(3)
+    at.button(key="generate").click().run()
+    assert not at.exception
+    if failure is None:
+        assert any("training diverged" in e.value for e in at.error)
+    else:
+        assert len(at.session_state["generation"]["steps"]) == 3
+    assert not home().exception  # other sessions are served as before
+
+    monkeypatch.undo()
+    page(at, "pages/1_Train.py").button(key="start").click().run()
+    assert not at.error and at.metric[0].value == "running"

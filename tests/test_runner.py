@@ -103,7 +103,9 @@ def test_error_in_training_thread_is_reported_not_raised():
     _wait_for(lambda: run.snapshot().step >= 5)
     run.pause()
     with torch.no_grad():  # what a too-high learning rate does, mid-run
-        run.trainer.model.final_norm.weight.fill_(float("nan"))
+        # .data: a forward/backward may still be in flight after pause(); an in-place change autograd
+        # can see would fail it with "modified by an inplace operation" instead of a NaN loss
+        run.trainer.model.final_norm.weight.data.fill_(float("nan"))
     run.resume()
     _wait_for(lambda: run.state == "error")
     assert "lower learning rate" in run.snapshot().error
@@ -118,3 +120,18 @@ def test_orphaned_trainer_threads_are_stopped():
     _wait_for(lambda: not orphan.is_alive())
     assert kept.is_alive()
     kept.stop()
+
+
+def test_close_stops_for_good_and_frees_the_weights():
+    import weakref
+
+    run = _run()
+    run.start()
+    _wait_for(lambda: run.snapshot().step >= 5)
+    model = weakref.ref(run.trainer.model)
+    run.close()
+    assert run.state == "closed" and not run.is_alive()
+    assert model() is None  # nothing else held the weights, the optimizer state or the data
+    assert run.snapshot().step >= 5  # what a page may still read
+    run.start()
+    assert run.state == "closed" and not run.is_alive()

@@ -77,3 +77,19 @@ def test_batches_are_reproducible_from_the_generator():
     a = get_batch(data, 4, 8, torch.Generator().manual_seed(3))
     b = get_batch(data, 4, 8, torch.Generator().manual_seed(3))
     assert torch.equal(a[0], b[0])
+
+
+@pytest.mark.parametrize("length, block_size, batch_size, message",
+                         [(40, 8, 4, "validation split has 4"), (8, 8, 1, "training split has 8 tokens"),
+                          (100, 8, 83, "83 is more than the 82 distinct windows")])
+def test_corpus_fit_from_its_length_matches_the_checks_on_its_tokens(length, block_size, batch_size, message):
+    from minigpt import check_corpus_fits
+    from minigpt.data import check_batch_fits
+
+    with pytest.raises(CorpusError, match=message) as by_length:
+        check_corpus_fits(length, 0.1, block_size, batch_size)
+    with pytest.raises(CorpusError) as by_tokens:
+        train, _ = split_tokens(torch.arange(length), 0.1, block_size)
+        check_batch_fits(train, batch_size, block_size)
+    assert str(by_length.value) == str(by_tokens.value)
+    check_corpus_fits(100, 0.1, 8, 82)

@@ -1,0 +1,195 @@
+"""Eight browser sessions at once: each gets its own, correct answers, and how long they wait.
+
+One `streamlit run` on a free loopback port; 8 headless chromium contexts (separate sessions)
+work at the same time. Each one
+1. opens Generate, types its own prompt and seed, sets temperature 0 (greedy, so the answer
+   is known) and 40 new characters, presses Generate, and reads the text: it must equal the
+   library's `generate()` for that prompt on the shipped demo-zh model, character for character;
+2. opens Attention (timed from `goto` to the first drawn heatmap), types its own text, and
+   reads the heatmap's axis labels: they must be `position_labels()` of that very text.
+Every session's prompt and text differ, so an answer meant for another session would show.
+Latencies: Generate from the click to the finished text (the page streams with a 15 ms
+typewriter delay per character, 0.6 s for 40); Attention from `goto`, and from typing the text,
+to the heatmap drawn. Printed as median / p90 / max over all sessions and rounds.
+
+    PYTHONPATH=. python bench/concurrent_sessions.py [--sessions 8] [--rounds 3] [--new-tokens 40]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer, percentile  # noqa: E402
+from minigpt import context_window, generate, load_corpus, load_pretrained, position_labels  # noqa: E402
+
+TIMEOUT_MS = 120_000
+HEATMAP_LABELS = "() => { const p = document.querySelector('.js-plotly-plot'); " \
+                 "return p && p.data && p.data.length && document.querySelector('.js-plotly-plot .hm image') " \
+                 "? JSON.stringify(p.data[0].x) : null }"
+
+
+@dataclass
+class Task:
+    prompt: str
+    seed: int
+    text: str               # for the attention view
+    expected: str           # what generate() gives for the prompt
+    labels: list[str]       # position_labels(text)
+
+
+@dataclass
+class Result:
+    ok: list[str] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)
+    generate_s: list[float] = field(default_factory=list)
+    attention_goto_s: list[float] = field(default_factory=list)
+    attention_typed_s: list[float] = field(default_factory=list)
+
+
+def tasks(count: int, round_: int, new_tokens: int) -> list[Task]:
+    """Distinct prompts and texts cut from the corpus the shipped model learned (all in its vocabulary)."""
+    checkpoint = load_pretrained("demo-zh")
+    window = context_window(checkpoint.model, checkpoint.train_config.block_size)
+    corpus = load_corpus("demo-zh").replace("\n", "")
+    out = []
+    for i in range(count):
+        start = (round_ * count + i) * 11 % (len(corpus) - 40)
+        prompt, text = corpus[start:start + 2 + i % 3], corpus[start + 5:start + 17 + i % 7]
+        expected = generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=new_tokens,
+                            temperature=0.0, top_p=1.0, seed=100 * round_ + i, window=window)
+        out.append(Task(prompt, 100 * round_ + i, text, expected, position_labels(text)))
+    assert len({t.expected for t in out}) == count and len({t.text for t in out}) == count, "answers must differ"
+    return out
+
+
+async def rendered(page, heading: str) -> None:
+    await page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+    await page.get_by_role("heading", name=heading, level=1).wait_for(timeout=TIMEOUT_MS)
+    await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
+
+
+async def enter(page, label: str, value: str) -> None:
+    box = page.get_by_label(label, exact=True)
+    await box.fill(value)
+    await box.press("Enter")
+    await page.wait_for_timeout(300)
+    await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
+
+
+async def one_session(browser, url: str, task: Task, new_tokens: int, result: Result, name: str) -> None:
+    context = await browser.new_context(viewport={"width": 1400, "height": 1800})
+    try:
+        page = await context.new_page()
+        await page.goto(url + "/Generate", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+        await rendered(page, "Generate")
+        await enter(page, "Prompt", task.prompt)
+        await enter(page, "Max new tokens", str(new_tokens))
+        await enter(page, "Seed", str(task.seed))
+        slider = page.locator('[data-testid="stSlider"]', has_text="Temperature").get_by_role("slider")
+        await slider.press("Home")  # the slider's minimum: 0, greedy
+        await page.wait_for_timeout(300)
+        await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
+        clicked = time.monotonic()
+        await page.get_by_role("button", name="Generate", exact=True).click()
+        code = page.locator('[data-testid="stCode"] code').first
+        await code.wait_for(timeout=TIMEOUT_MS)
+        result.generate_s.append(time.monotonic() - clicked)
+        shown = await code.text_content()
+        good = shown == task.expected.removesuffix("\n")  # a code block does not show a final line break
+        (result.ok if good else result.wrong).append(
+            f"{name} generate" + ("" if good else f": got {shown!r}, expected {task.expected!r}"))
+
+        opened = time.monotonic()
+        await page.goto(url + "/Attention", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+        await page.wait_for_function(HEATMAP_LABELS, timeout=TIMEOUT_MS)
+        result.attention_goto_s.append(time.monotonic() - opened)
+        await rendered(page, "Attention")
+        box = page.get_by_label("Text", exact=True)
+        await box.fill(task.text)
+        typed = time.monotonic()
+        await box.press("Enter")
+        want = json.dumps(task.labels, ensure_ascii=False)
+        handle = await page.wait_for_function(
+            f"() => {{ const x = ({HEATMAP_LABELS})(); return x && JSON.stringify(JSON.parse(x)) === "
+            f"JSON.stringify({want}) ? x : null }}", timeout=TIMEOUT_MS)
+        result.attention_typed_s.append(time.monotonic() - typed)
+        labels = json.loads(await handle.json_value())
+        traces = await page.evaluate("() => document.querySelector('.js-plotly-plot').data.length")
+        good = labels == task.labels and traces >= 1
+        (result.ok if good else result.wrong).append(f"{name} attention" + ("" if good else f": {labels}"))
+    except Exception as error:  # a timeout or a wrong page: counted, reported, the others go on
+        result.wrong.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+    finally:
+        await context.close()
+
+
+async def run(sessions: int, rounds: int, new_tokens: int) -> None:
+    from playwright.async_api import async_playwright
+
+    results = {1: Result(), sessions: Result()}
+    with LiveServer({"OMP_NUM_THREADS": "1"}) as server:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            warm = await browser.new_page()
+            await warm.goto(server.url + "/Generate", wait_until="domcontentloaded")
+            await rendered(warm, "Generate")  # imports torch and loads the shipped model once
+            await warm.close()
+            rss_before, cpu_before, started = server.rss_mb(), server.cpu_seconds(), time.monotonic()
+            for round_ in range(rounds):
+                for count, result in results.items():  # one session alone, then all at once, interleaved
+                    work = tasks(count, round_, new_tokens)
+                    await asyncio.gather(*(one_session(browser, server.url, task, new_tokens, result,
+                                                       f"round {round_ + 1} session {i + 1}/{count}")
+                                           for i, task in enumerate(work)))
+                print(f"round {round_ + 1} done after {time.monotonic() - started:.0f} s", flush=True)
+            wall, cpu = time.monotonic() - started, server.cpu_seconds() - cpu_before
+            rss_after = server.rss_mb()
+            await browser.close()
+        code, seconds = server.stop()
+    print(f"\n{sessions} concurrent browser sessions (and 1 alone, for comparison) x {rounds} rounds against one "
+          f"server on 127.0.0.1; demo-zh model, greedy, {new_tokens} new characters")
+    print(f"server: {cpu:.0f} CPU seconds over {wall:.0f} s of wall time on {os.cpu_count()} cores shared with "
+          f"chromium; RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after; SIGTERM: exit code {code} "
+          f"in {seconds:.1f} s")
+    wrong = []
+    for count, result in results.items():
+        report(result, count, rounds)
+        wrong += result.wrong
+    if wrong:
+        sys.exit(1)
+
+
+def report(result: Result, sessions: int, rounds: int) -> None:
+    print(f"\n{sessions} session{'s' if sessions > 1 else ''} at once: correct answers {len(result.ok)} of "
+          f"{2 * sessions * rounds} (generated text and attention labels, each session its own)")
+    for line in result.wrong:
+        print("  WRONG " + line)
+    print(f"{'latency (s)':44s} {'n':>3s} {'median':>7s} {'p90':>7s} {'max':>7s}")
+    for label, values in (("generate: click -> text complete", result.generate_s),
+                          ("attention: goto -> heatmap drawn", result.attention_goto_s),
+                          ("attention: text typed -> its heatmap drawn", result.attention_typed_s)):
+        if values:
+            print(f"{label:44s} {len(values):3d} {statistics.median(values):7.2f} {percentile(values, 90):7.2f} "
+                  f"{max(values):7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--new-tokens", type=int, default=40)
+    args = parser.parse_args()
+    asyncio.run(run(args.sessions, args.rounds, args.new_tokens))
+
+
+if __name__ == "__main__":
+    main()

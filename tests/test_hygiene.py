@@ -1,0 +1,264 @@
+"""Server hygiene: XSRF stays on, uploads are capped twice, no user input becomes a path, a page
+session writes nowhere but its temporary folder (never the repository or the package), and
+SIGTERM ends a server that is training, cleanly and quickly.
+
+Writes are caught with an audit hook (sys.addaudithook): every open-for-writing, mkdir, rename
+and removal this process makes, from any thread, is recorded while a test watches."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import app_state
+import minigpt
+from minigpt import MAX_CORPUS_BYTES, checkpoint_to_zip, pretrained_dir
+
+from test_app import home, own_run, page, start_tiny_run, wait_for_step
+from test_browser import ARGS, CHROMIUM, wait_rendered, _wait_healthy
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(minigpt.__file__).resolve().parent
+CONFIG = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+# event -> [(index of a path argument, index of its dir_fd argument or None), ...]
+PATH_EVENTS = {"os.mkdir": [(0, 2)], "os.rename": [(0, 2), (1, 3)], "os.remove": [(0, 1)], "os.rmdir": [(0, 1)],
+               "os.truncate": [(0, None)], "os.symlink": [(1, 2)], "os.link": [(1, 3)], "os.chmod": [(0, 2)],
+               "os.utime": [(0, 3)], "shutil.rmtree": [(0, 1)]}
+
+
+class WriteAudit:
+    """Records the paths this process writes to while `active`. An audit hook cannot be removed,
+    so it is installed once, on first use, and stays inert when not active."""
+
+    def __init__(self) -> None:
+        self.active = self.installed = False
+        self.paths: list[tuple[str, str]] = []
+
+    def watch(self) -> None:
+        if not self.installed:
+            sys.addaudithook(self)
+            self.installed = True
+        self.paths.clear()
+        self.active = True
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if not self.active:
+            return
+        if event == "open":
+            path, mode, flags = args
+            writes = mode is not None and any(c in mode for c in "wax+") or \
+                mode is None and isinstance(flags, int) and flags & WRITE_FLAGS
+            paths = [(path, None)] if writes else []
+        elif event in PATH_EVENTS:
+            paths = [(args[i], args[fd] if fd is not None and fd < len(args) else None) for i, fd in PATH_EVENTS[event]]
+        else:
+            return
+        for path, dir_fd in paths:
+            if isinstance(path, (str, bytes, os.PathLike)):
+                resolved = _resolve(os.fsdecode(path), dir_fd)
+                if "__pycache__" not in resolved:  # bytecode caches are the interpreter's, not the app's
+                    self.paths.append((event, resolved))
+
+
+def _resolve(path: str, dir_fd: int | None) -> str:
+    """An absolute path; a relative one with a dir_fd (as shutil.rmtree uses) is relative to that folder."""
+    if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(path):
+        try:
+            return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+        except OSError:
+            pass
+    return os.path.abspath(path)
+
+
+AUDIT = WriteAudit()
+
+
+@pytest.fixture
+def writes(tmp_path, monkeypatch):
+    """Every temporary file or folder goes to tmp_path/tmp; yields the audit, watching."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    AUDIT.watch()
+    try:
+        yield AUDIT
+    finally:
+        AUDIT.active = False
+
+
+def leftovers(folder: Path) -> list[str]:
+    """What is left in the temporary folder, less torch's own once-per-process compiler cache."""
+    return [p.name for p in folder.iterdir() if not p.name.startswith("torchinductor_")]
+
+
+def outside(paths: list[tuple[str, str]], folder: Path) -> list[tuple[str, str]]:
+    return [(event, path) for event, path in paths if not Path(path).is_relative_to(folder)]
+
+
+def repo_files() -> dict[str, tuple[int, int]]:
+    """The app's own files (not tests/ and bench/, which others may be editing) with size and mtime."""
+    skip = {".git", "__pycache__", ".pytest_cache", ".venv", "tests", "bench"}
+    found = {}
+    for path in ROOT.rglob("*"):
+        parts = path.relative_to(ROOT).parts
+        if path.is_file() and not skip & set(parts):
+            found[str(path.relative_to(ROOT))] = (path.stat().st_size, path.stat().st_mtime_ns)
+    return found
+
+
+def test_the_write_audit_sees_writes_from_any_thread(writes, tmp_path):
+    import shutil
+    import threading
+
+    target = tmp_path / "elsewhere"
+    thread = threading.Thread(target=lambda: (target.mkdir(), (target / "f.txt").write_text("x"),
+                                              shutil.rmtree(target)))
+    thread.start()
+    thread.join()
+    seen = {(event, Path(path).name) for event, path in writes.paths}
+    assert {("os.mkdir", "elsewhere"), ("open", "f.txt"), ("os.remove", "f.txt")} <= seen
+    assert outside(writes.paths, tmp_path / "tmp")
+
+
+# ------------------------------------------------------------------ configuration
+
+def test_xsrf_protection_is_on_and_errors_show_no_details():
+    assert CONFIG["server"]["enableXsrfProtection"] is True
+    assert CONFIG["client"]["showErrorDetails"] == "none"
+    assert CONFIG["server"]["runOnSave"] is False
+
+
+def test_the_upload_limit_in_the_config_is_the_one_the_code_enforces():
+    limit = CONFIG["server"]["maxUploadSize"] * 2**20  # Streamlit counts megabytes of 2**20 bytes
+    assert app_state.MAX_CHECKPOINT_BYTES == limit
+    assert MAX_CORPUS_BYTES <= limit
+
+
+def test_an_upload_over_the_limit_is_refused_again_in_code():
+    at = home()
+    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
+    big = b"PK" + bytes(app_state.MAX_CHECKPOINT_BYTES)  # AppTest, like a forged request, skips the server's cap
+    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("big.zip", big, "application/zip")).run()
+    assert not at.exception
+    assert any("the limit is 25 MB" in e.value for e in at.error)
+
+
+# ------------------------------------------------------------------ paths
+
+def test_no_uploaded_name_becomes_a_path(writes, tmp_path):
+    shipped = checkpoint_to_zip(pretrained_dir("demo-zh"))
+    at = home()
+    text = "a corpus whose file name tries to climb out of the upload folder.\n" * 10
+    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("../../evil.txt", text.encode(), "text/plain")).run()
+    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
+    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("../../evil.zip", shipped, "application/zip")).run()
+    assert not at.exception and not at.error
+    assert at.session_state[app_state.CORPUS] == "../../evil.txt (uploaded)"  # a label, nothing more
+    assert {m.label: m.value for m in at.metric}["Corpus"] == "demo-zh"  # the uploaded checkpoint is loaded
+    assert not [p for _, p in writes.paths if "evil" in p]
+    assert outside(writes.paths, tmp_path / "tmp") == []
+    assert leftovers(tmp_path / "tmp") == []  # the zip's scratch folder is gone
+
+
+def test_a_page_session_writes_nothing_outside_its_temporary_folder(writes, tmp_path):
+    before = repo_files()
+    at = home()
+    for path in ("pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"):
+        assert not page(at, path).exception
+    at = start_tiny_run(eval_interval=5)
+    wait_for_step(at, 6)
+    entry = app_state.registry().get(own_run(at)[0])
+    download = app_state.run_checkpoint_zip(entry)  # what the Train page's download button serves
+    page(at, "pages/2_Generate.py").session_state["stream_delay"] = 0
+    at.number_input(key="max_new_tokens").set_value(5)
+    at.button(key="generate").click().run()
+    assert not page(at, "pages/3_Attention.py").exception
+    page(at, "streamlit_app.py").radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
+    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("mine.zip", download, "application/zip")).run()
+    assert not at.exception and not at.error
+    page(at, "pages/1_Train.py").button(key="stop").click().run()
+    assert at.metric[0].value == "stopped"
+    assert writes.paths, "the audit saw no write at all: is it working?"
+    assert outside(writes.paths, tmp_path / "tmp") == []
+    assert not [p for _, p in writes.paths if Path(p).is_relative_to(ROOT) or Path(p).is_relative_to(PACKAGE)]
+    assert repo_files() == before
+    assert leftovers(tmp_path / "tmp") == []
+
+
+# ------------------------------------------------------------------ the real server
+
+@pytest.fixture
+def server(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium is missing ({CHROMIUM}): install Debian's chromium, as .ci/run does.", pytrace=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_path = tmp_path / "streamlit.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
+             f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
+             "--server.fileWatcherType=none"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield url, proc, log_path
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_server_refuses_an_upload_without_the_xsrf_token(server):
+    url, _, _ = server
+    request = urllib.request.Request(url + "/_stcore/upload_file/some-session/some-file", data=b"x", method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 403 and b"XSRF" in refused.value.read()
+
+
+def test_sigterm_while_training_exits_cleanly_within_seconds(server):
+    from playwright.sync_api import sync_playwright
+
+    url, proc, log_path = server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page_ = browser.new_page(viewport={"width": 1400, "height": 2200})
+            page_.goto(url + "/Train", wait_until="domcontentloaded")
+            wait_rendered(page_, "Train")
+            for label in ("d_model", "num_layers"):  # the smallest model: their sliders' minimum
+                page_.locator('[data-testid="stSlider"]', has_text=label).get_by_role("slider").press("Home")
+                page_.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            page_.get_by_role("button", name="Start", exact=True).click()
+            page_.wait_for_function(
+                "() => { const m = document.querySelectorAll('[data-testid=stMetricValue]');"
+                " return m.length >= 2 && m[0].innerText === 'running' && parseInt(m[1].innerText) >= 5 }",
+                timeout=60_000)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)  # by PID: the server we started, nothing else
+            try:
+                code = proc.wait(15)
+            except subprocess.TimeoutExpired:
+                code = None
+            seconds = time.monotonic() - started
+        finally:
+            browser.close()
+    log = log_path.read_text()
+    print(f"SIGTERM while training: exit code {code} after {seconds:.2f} s")
+    assert code == 0, log[-2000:]
+    assert seconds < 5, f"{seconds:.1f} s to exit"
+    assert "terminate called" not in log and "Traceback" not in log, log[-2000:]

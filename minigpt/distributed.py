@@ -11,6 +11,7 @@ is a no-op, so the same code runs alone unchanged. Nothing happens at import tim
 """
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -68,6 +69,10 @@ def setup(device: str = "auto") -> DistContext:
 
 def teardown() -> None:
     if dist.is_initialized():
+        # A DistributedDataParallel wrapper left for the garbage collector would be freed after
+        # the process group, at interpreter exit, and abort the process ("terminate called
+        # without an active exception"): collect it while the group still exists.
+        gc.collect()
         dist.destroy_process_group()
 
 

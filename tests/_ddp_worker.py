@@ -74,6 +74,7 @@ def main() -> None:
         print(json.dumps({"world_size": ctx.world_size, "grad_accum": cfg.grad_accum, "loss": loss.item(),
                           "reference_loss": ref_loss.item(), "grad_max_abs_diff": grad_diff,
                           "grad_max_abs": grad_scale, "replica_max_abs_diff": replica_diff}), flush=True)
+    del trainer  # its DistributedDataParallel wrapper must go before the process group does
     teardown()
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks for MiniGPT Lab: run each as `python -m bench.<name>` from the repository root."""

@@ -1,0 +1,167 @@
+"""What every benchmark shares: the machine header, repeated timing, interleaved A/B rounds, tables.
+
+Speeds are compared as ratios measured side by side in one process: each round runs
+every case once, in a rotated order, so a noisy neighbour or a clock change hits all
+cases alike. Every figure is printed as median (min-max) over the rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve")
+
+
+@dataclass
+class Stats:
+    values: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def min(self) -> float:
+        return min(self.values)
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+    def map(self, f: Callable[[float], float]) -> "Stats":
+        return Stats([f(v) for v in self.values])
+
+    def fmt(self, digits: int = 0, unit: str = "") -> str:
+        """'median (min-max)' with the given number of decimals."""
+        return f"{self.median:,.{digits}f}{unit} ({self.min:,.{digits}f}-{self.max:,.{digits}f})"
+
+
+# ---------------------------------------------------------------- the machine
+def cpu_model() -> str:
+    for line in _cpuinfo_lines():
+        if line.lower().startswith(("model name", "hardware")):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> list[str]:
+    """The instruction-set flags that matter for torch's CPU kernels, as /proc/cpuinfo lists them."""
+    for line in _cpuinfo_lines():
+        if line.lower().startswith(("flags", "features")):
+            present = set(line.split(":", 1)[1].split())
+            return [f for f in FLAGS_OF_INTEREST if f in present]
+    return []
+
+
+def _cpuinfo_lines() -> list[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def has_bf16_matmul() -> bool:
+    """Native bf16 dot products (AVX512-BF16 or AMX) make bf16 autocast pay on a CPU."""
+    flags = set(cpu_flags())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def environment_lines() -> list[str]:
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    return [
+        f"torch {torch.__version__}, python {platform.python_version()}, "
+        f"threads {torch.get_num_threads()} (interop {torch.get_num_interop_threads()}), "
+        f"{os.cpu_count()} logical CPUs",
+        f"CPU {cpu_model()}; flags: {' '.join(cpu_flags()) or 'none listed'}; "
+        f"torch kernels: {torch.backends.cpu.get_cpu_capability()}",
+        f"load average at start: {load}",
+    ]
+
+
+def print_header(title: str) -> None:
+    print(title)
+    print("=" * len(title))
+    for line in environment_lines():
+        print(line)
+    print()
+
+
+def add_common_args(parser: argparse.ArgumentParser, repeats: int = 5) -> argparse.ArgumentParser:
+    parser.add_argument("--repeats", type=int, default=repeats, help="timed rounds per case (median reported)")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    parser.add_argument(
+        "--clock", choices=CLOCKS, default="wall",
+        help="wall: elapsed time (the default); cpu: this process's CPU time, steadier on a shared "
+        "machine but only meaningful with --threads 1",
+    )
+    return parser
+
+
+def clock_from(name: str) -> Callable[[], float]:
+    return CLOCKS[name]
+
+
+def apply_threads(threads: int) -> None:
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------- timing
+def measure(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, clock: Callable[[], float] = time.perf_counter) -> Stats:
+    """Seconds (wall by default) of `repeats` calls of fn, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return Stats(times)
+
+
+def interleave(
+    cases: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, Stats]:
+    """Seconds per call of each case, the cases run round-robin in a rotated order each round."""
+    names = list(cases)
+    for _ in range(warmup):
+        for name in names:
+            cases[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = clock()
+            cases[name]()
+            times[name].append(clock() - t0)
+    return {name: Stats(ts) for name, ts in times.items()}
+
+
+def paired_ratio(slow: Stats, fast: Stats) -> Stats:
+    """Per-round speed-up slow/fast of two cases timed in the same rounds (> 1: `fast` is faster)."""
+    return Stats([s / f for s, f in zip(slow.values, fast.values)])
+
+
+# ---------------------------------------------------------------- output
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Plain-text columns: the first left-aligned, the rest right-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for row in cells[1:]:
+        print(line(row))
+    print()

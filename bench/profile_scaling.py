@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 

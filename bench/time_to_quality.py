@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 

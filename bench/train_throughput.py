@@ -18,7 +18,6 @@ model (4 x 4 x 128, block 64, batch 12, dropout 0) on --data or, without it, on 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 

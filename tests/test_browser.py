@@ -65,17 +65,9 @@ def shots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(browser, shots):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = (shots / "streamlit.log").open("w")
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
-         f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
-         "--server.fileWatcherType=none"],
-        cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    url, proc = launch_server(log)
     try:
         _wait_healthy(url, proc)
         yield Server(url, proc, started, shots / "measurements.txt")
@@ -87,6 +79,19 @@ def server(browser, shots):
             proc.kill()
         log.close()
     assert proc.returncode == 0, f"the server exited with {proc.returncode}; see {shots / 'streamlit.log'}"
+
+
+def launch_server(log) -> tuple[str, subprocess.Popen]:
+    """`streamlit run` on a free loopback port, logging to `log`; returns its URL and process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
+         f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
+         "--server.fileWatcherType=none"],
+        cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT)
+    return f"http://127.0.0.1:{port}", proc
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import minigpt
 from minigpt import MAX_CORPUS_BYTES, checkpoint_to_zip, pretrained_dir
 
 from test_app import home, own_run, page, start_tiny_run, wait_for_step
-from test_browser import ARGS, CHROMIUM, wait_rendered, _wait_healthy
+from test_browser import ARGS, CHROMIUM, _wait_healthy, launch_server, wait_rendered
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(minigpt.__file__).resolve().parent
@@ -202,17 +201,9 @@ def test_a_page_session_writes_nothing_outside_its_temporary_folder(writes, tmp_
 def server(tmp_path):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"chromium is missing ({CHROMIUM}): install Debian's chromium, as .ci/run does.", pytrace=False)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log_path = tmp_path / "streamlit.log"
     with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
-             f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
-             "--server.fileWatcherType=none"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+        url, proc = launch_server(log)
     try:
         _wait_healthy(url, proc)
         yield url, proc, log_path

@@ -4,11 +4,13 @@ Token embedding x sqrt(d_model) plus sinusoidal positions, Pre-LN blocks
 (multi-head self-attention without bias, GELU feed-forward), a final LayerNorm
 and an LM head tied to the embedding, under a causal mask.
 
-Attention has two paths that compute the same function:
-- explicit: softmax(Q K^T / sqrt(d_k)) V with the mask written out; it returns the
+Attention has two implementations of the same function (Hugging Face's `attn_implementation`):
+- "eager": softmax(Q K^T / sqrt(d_k)) V with the mask written out; it returns the
   weights, so the heatmaps and learners read this one;
-- fused: torch's scaled_dot_product_attention, for speed.
-A `KVCache` lets generation feed one new token per step.
+- "sdpa": torch's scaled_dot_product_attention, fused, for speed.
+A `KVCache` lets generation feed one new token per step. Dropout draws its masks from a
+generator the trainer hands over (`use_generator`), so two runs in one process never share
+torch's global random state; `MiniGPT(config, seed=...)` initialises from its own generator too.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 
 from .config import GPTConfig
 
-ATTENTION_PATHS = ("fused", "explicit")
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 
 
 def sinusoidal_positions(max_len: int, d_model: int) -> torch.Tensor:
@@ -34,24 +36,25 @@ def sinusoidal_positions(max_len: int, d_model: int) -> torch.Tensor:
 
 
 def causal_mask(t_query: int, t_key: int, device: torch.device | None = None) -> torch.Tensor:
-    """True where a query may NOT look: keys in its future. Queries are the last t_query keys."""
+    """True where a query may look: itself and earlier keys. Queries are the last t_query keys.
+    (scaled_dot_product_attention reads a boolean mask the same way.)"""
     q_pos = torch.arange(t_key - t_query, t_key, device=device)[:, None]
     k_pos = torch.arange(t_key, device=device)[None, :]
-    return k_pos > q_pos  # (t_query, t_key)
+    return k_pos <= q_pos  # (t_query, t_key)
 
 
-def explicit_attention(
-    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None, scale: float
+def eager_attention(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, allowed: torch.Tensor | None, scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q K^T * scale) V, returning the output and the attention weights."""
     scores = (Q @ K.transpose(-2, -1)) * scale  # (B, H, Tq, Tk)
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
     weights = F.softmax(scores, dim=-1)
     return weights @ V, weights  # (B, H, Tq, d_k), (B, H, Tq, Tk)
 
 
-def fused_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, **sdpa_kwargs) -> torch.Tensor:
+def sdpa_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, **sdpa_kwargs) -> torch.Tensor:
     """torch's scaled_dot_product_attention, kept in float32 under CPU autocast: there the
     weight matmuls gain from bfloat16, but the bfloat16 attention backward is far slower."""
     if Q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
@@ -90,7 +93,7 @@ class MultiHeadSelfAttention(nn.Module):
         self,
         x: torch.Tensor,
         *,
-        path: str,
+        attn_implementation: str,
         scale: float,
         cache: KVCache | None = None,
         layer: int = 0,
@@ -102,18 +105,34 @@ class MultiHeadSelfAttention(nn.Module):
         if cache is not None:
             past = cache.length
             K, V = cache.update(layer, K, V)  # (B, H, past + T, d_k)
-        if path == "explicit":
-            mask = causal_mask(T, past + T, x.device) if T > 1 else None
-            out, weights = explicit_attention(Q, K, V, mask, scale)
+        if attn_implementation == "eager":
+            allowed = causal_mask(T, past + T, x.device) if T > 1 else None
+            out, weights = eager_attention(Q, K, V, allowed, scale)
         else:
             weights = None
             if past == 0 or T == 1:
-                out = fused_attention(Q, K, V, is_causal=T > 1, scale=scale)
+                out = sdpa_attention(Q, K, V, is_causal=T > 1, scale=scale)
             else:
-                allowed = ~causal_mask(T, past + T, x.device)
-                out = fused_attention(Q, K, V, attn_mask=allowed, scale=scale)
+                out = sdpa_attention(Q, K, V, attn_mask=causal_mask(T, past + T, x.device), scale=scale)
         out = out.transpose(1, 2).contiguous().view(B, T, d_model)  # concatenate heads
         return self.W_O(out), weights
+
+
+class Dropout(nn.Module):
+    """nn.Dropout whose masks come from a generator of the model's own, once one is set."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+        self.generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if self.generator is None:
+            return F.dropout(x, self.p, training=True)
+        keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)
+        return x * keep.div_(1 - self.p)
 
 
 class FeedForward(nn.Module):
@@ -123,7 +142,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff)
         self.linear2 = nn.Linear(config.d_ff, config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(F.gelu(self.linear1(x))))
@@ -138,7 +157,7 @@ class Block(nn.Module):
         self.self_attn = MultiHeadSelfAttention(config)
         self.norm2 = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, **attn_kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
         attn_out, weights = self.self_attn(self.norm1(x), **attn_kwargs)
@@ -148,29 +167,37 @@ class Block(nn.Module):
 
 
 class MiniGPT(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, seed: int | None = None):
+        """seed: initialise from a generator of its own (else from torch's global one)."""
         super().__init__()
         self.config = config.validate()
         self.token_embed = nn.Embedding(config.vocab_size, config.d_model)
         self.register_buffer("pos_encoding", sinusoidal_positions(config.max_len, config.d_model), persistent=False)
-        self.dropout_embed = nn.Dropout(config.dropout)
+        self.dropout_embed = Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.token_embed.weight  # weight tying
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():
-            if name.endswith(("W_O.weight", "linear2.weight")):  # residual projections, GPT-2 style
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.num_layers))
+        self._init_weights(None if seed is None else torch.Generator().manual_seed(seed))
 
-    def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            # std d_model^-1/2: after the sqrt(d_model) scale, tokens and positions have unit size.
-            nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+    def _init_weights(self, generator: torch.Generator | None) -> None:
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear) and module is not self.lm_head:  # the head is the embedding
+                std = 0.02
+                if name.endswith(("W_O", "linear2")):  # residual projections, GPT-2 style
+                    std /= math.sqrt(2 * self.config.num_layers)
+                nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                # std d_model^-1/2: after the sqrt(d_model) scale, tokens and positions have unit size.
+                nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5, generator=generator)
+
+    def use_generator(self, generator: torch.Generator | None) -> None:
+        """Draw every dropout mask from `generator` (None: torch's global generator)."""
+        for module in self.modules():
+            if isinstance(module, Dropout):
+                module.generator = generator
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -181,31 +208,31 @@ class MiniGPT(nn.Module):
         targets: torch.Tensor | None = None,
         *,
         return_attention: bool = False,
-        attention: str = "fused",
+        attn_implementation: str = "sdpa",
         kv_cache: KVCache | None = None,
         scale_attention: bool | None = None,
     ):
         """Logits (B, T, vocab) and the mean cross-entropy against `targets` (or None).
 
-        return_attention=True takes the explicit path and also returns the per-layer
+        return_attention=True takes the eager implementation and also returns the per-layer
         attention weights, a list of (B, H, T, T) tensors from this same forward pass.
         scale_attention overrides the config's 1/sqrt(d_k) switch for this call.
         """
-        if attention not in ATTENTION_PATHS:
-            raise ValueError(f"attention must be one of {ATTENTION_PATHS}, got {attention!r}")
+        if attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
         B, T = idx.shape
         past = kv_cache.length if kv_cache is not None else 0
         if past + T > self.config.max_len:
             raise ValueError(f"sequence of {past + T} tokens exceeds max_len {self.config.max_len}")
         scaled = self.config.scale_attention if scale_attention is None else scale_attention
         scale = 1.0 / math.sqrt(self.config.d_k) if scaled else 1.0
-        path = "explicit" if return_attention else attention
+        implementation = "eager" if return_attention else attn_implementation
 
         x = self.token_embed(idx) * math.sqrt(self.config.d_model) + self.pos_encoding[past : past + T]
         x = self.dropout_embed(x)  # (B, T, d_model)
         attentions = []
         for layer, block in enumerate(self.blocks):
-            x, weights = block(x, path=path, scale=scale, cache=kv_cache, layer=layer)
+            x, weights = block(x, attn_implementation=implementation, scale=scale, cache=kv_cache, layer=layer)
             attentions.append(weights)
         if kv_cache is not None:
             kv_cache.length += T

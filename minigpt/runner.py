@@ -229,7 +229,7 @@ class TrainingRun:
         model, tokenizer = self.trainer.model, self.trainer.tokenizer
         try:
             text = generate(model, tokenizer, self.sample_prompt, max_new_tokens=self.sample_chars,
-                            temperature=0.8, seed=0, window=self.trainer.cfg.block_size)
+                            temperature=0.8, seed=0, block_size=self.trainer.cfg.block_size)
             attention = None
             if self.probe_ids is not None:
                 attention = model.attention_maps(self.probe_ids.to(self.trainer.device)).cpu().numpy()

@@ -5,14 +5,14 @@ it and the model's five likeliest alternatives (both from the untempered softmax
 so a learner sees what the model believed, not what the filters left).
 Temperature 0 means greedy decoding, never a division by zero.
 
-The model sees at most `window` tokens: max_len, or less when it was trained on
-shorter blocks (positions past the training block_size were never trained, and a
-model fed them degrades into noise; `context_window()` picks the right size).
+The model sees at most `block_size` tokens, the length it was trained on
+(`Checkpoint.block_size`): positions past it were never trained, and a model fed
+them degrades into noise. It is capped at max_len, the positions the model has.
 The KV cache makes each new token one forward step over one position. Positions
 are absolute (sinusoidal), so a full cache cannot simply drop its oldest entry:
-every cached key was computed at its old position. When the window is full we
+every cached key was computed at its old position. When the context is full we
 keep the last 3/4 of it and recompute their keys once (a "re-prefill"), which
-costs one forward pass per window/4 tokens instead of one per token.
+costs one forward pass per block_size/4 tokens instead of one per token.
 """
 from __future__ import annotations
 
@@ -68,14 +68,9 @@ def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def context_window(model: MiniGPT, block_size: int | None = None) -> int:
-    """How many tokens the model should see: its training block_size when known, else max_len."""
-    return min(block_size, model.config.max_len) if block_size else model.config.max_len
-
-
-def prepare_prompt(tokenizer: CharTokenizer, prompt: str, max_len: int) -> Prompt:
+def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Prompt:
     """Encode a prompt, starting from a newline (or the first token) when it is empty,
-    and keeping only the last max_len characters of a long one. Unknown characters raise."""
+    and keeping only the last block_size characters of a long one. Unknown characters raise."""
     notes = []
     if len(prompt) > MAX_PROMPT_CHARS:
         raise SamplingError(f"the prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
@@ -84,9 +79,9 @@ def prepare_prompt(tokenizer: CharTokenizer, prompt: str, max_len: int) -> Promp
         notes.append(f"empty prompt: starting from {start!r}.")
         prompt = start
     ids = tokenizer.encode(prompt)
-    if len(ids) > max_len:
-        notes.append(f"the prompt has {len(ids)} characters; the model sees only the last {max_len}.")
-        ids = ids[-max_len:]
+    if len(ids) > block_size:
+        notes.append(f"the prompt has {len(ids)} characters; the model sees only the last {block_size}.")
+        ids = ids[-block_size:]
     return Prompt(ids, notes)
 
 
@@ -123,21 +118,24 @@ def stream(
     top_p: float | None = None,
     seed: int | None = None,
     use_cache: bool = True,
-    window: int | None = None,
+    block_size: int | None = None,
 ) -> Iterator[Step]:
     """Yield one Step per generated token. Settings are checked before anything runs.
 
-    window: tokens of context (default and cap: max_len); see `context_window`."""
+    block_size: tokens of context, the length the model was trained on (default and cap: max_len)."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
-    window = min(window or model.config.max_len, model.config.max_len)
+    block_size = min(block_size or model.config.max_len, model.config.max_len)
     if not isinstance(prompt, Prompt):
-        prompt = prepare_prompt(tokenizer, prompt, window)
+        prompt = prepare_prompt(tokenizer, prompt, block_size)
     model.eval()
     device = model.token_embed.weight.device
     generator = torch.Generator(device=device)
-    generator.manual_seed(seed if seed is not None else torch.seed())
+    if seed is None:
+        generator.seed()  # a fresh random seed for this generator alone, never the global one
+    else:
+        generator.manual_seed(seed)
     next_logits = _cached_logits if use_cache else _rerun_logits
-    state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None, window)
+    state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None, block_size)
     for _ in range(max_new_tokens):
         logits = next_logits(model, state).float()  # (V,)
         if not torch.isfinite(logits).all():
@@ -167,21 +165,21 @@ def generate(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, **kwargs) ->
 class _Context:
     ids: list[int]               # every token so far, prompt included
     cache: object | None
-    window: int                  # most tokens the model sees at once
+    block_size: int              # most tokens the model sees at once
     fed: int = 0                 # how many of ids the cache has seen
 
 
 def _rerun_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
-    """The demo's way: re-run the last `window` tokens for every new token."""
-    idx = torch.tensor([ctx.ids[-ctx.window :]], device=model.token_embed.weight.device)
+    """The demo's way: re-run the last `block_size` tokens for every new token."""
+    idx = torch.tensor([ctx.ids[-ctx.block_size :]], device=model.token_embed.weight.device)
     return model(idx)[0][0, -1]
 
 
 def _cached_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
-    """Feed only the tokens the cache has not seen; re-prefill when the window is full."""
+    """Feed only the tokens the cache has not seen; re-prefill when the context is full."""
     new = ctx.ids[ctx.fed :]
-    if ctx.cache.length + len(new) > ctx.window:
-        keep = max(1, ctx.window - ctx.window // 4)
+    if ctx.cache.length + len(new) > ctx.block_size:
+        keep = max(1, ctx.block_size - ctx.block_size // 4)
         ctx.cache = model.new_kv_cache()
         new = ctx.ids[-keep:]
     idx = torch.tensor([new], device=model.token_embed.weight.device)

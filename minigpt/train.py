@@ -5,7 +5,9 @@
 `log_interval` steps and at each evaluation: the caller decides whether that
 becomes a tqdm bar, a log line or a chart. The loop never prints.
 Runs are deterministic for a given seed on CPU, and resumable: `state_dict()`
-holds the step, the optimizer and both random generators.
+holds the step, the optimizer and the batch generator. A trainer's randomness is its own
+(batches, dropout masks, initial weights), never torch's global generator, so a run gives the
+same curve alone or beside another run in the same process.
 Under torchrun, a `DistContext` (distributed.py) makes it one of several processes: it
 trains through DistributedDataParallel, draws its own batches from seed + rank, and
 leaves evaluation to rank 0. Each optimizer step takes grad_accum micro-batches.
@@ -141,6 +143,8 @@ class Trainer:
         self.log_interval = log_interval
         self.step = 0
         self.batch_rng = torch.Generator().manual_seed(cfg.seed + self.dist.rank)
+        self.dropout_rng = torch.Generator(device=self.device)
+        model.use_generator(self.dropout_rng)
         self.elapsed = 0.0
         self.last_val_loss: float | None = None
 
@@ -167,7 +171,7 @@ class Trainer:
         The gradients are those of that mean loss; under DDP they are also averaged over
         processes, once per step: all but the last micro-batch run under no_sync().
         """
-        torch.manual_seed(((self.cfg.seed + self.dist.rank) << 32) + self.step)  # dropout masks: (seed + rank, step)
+        self.dropout_rng.manual_seed(((self.cfg.seed + self.dist.rank) << 32) + self.step)  # masks: (seed + rank, step)
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.device)
         for micro in range(self.cfg.grad_accum):
@@ -259,6 +263,8 @@ class Trainer:
 
     def release(self) -> None:
         """Let go of the model, its optimizer and the data; step, config and elapsed time stay readable."""
+        if self.model is not None:
+            self.model.use_generator(None)
         self.model = self.train_model = self.optimizer = None
         self.train_data = self.val_data = None
 
@@ -283,6 +289,5 @@ class Trainer:
 
 
 def build_model(config: GPTConfig, seed: int, device: str | torch.device = "cpu") -> MiniGPT:
-    """A freshly initialised MiniGPT; the same seed gives the same weights."""
-    torch.manual_seed(seed)
-    return MiniGPT(config).to(resolve_device(str(device)) if isinstance(device, str) else device)
+    """A freshly initialised MiniGPT; the same seed gives the same weights, whatever else runs."""
+    return MiniGPT(config, seed=seed).to(resolve_device(str(device)) if isinstance(device, str) else device)

@@ -1,3 +1,5 @@
+"""The model: shapes, the causal mask, the KV cache, weight tying, and sdpa against eager attention."""
+
 import math
 
 import pytest
@@ -36,26 +38,26 @@ def test_future_tokens_do_not_change_past_logits():
     idx = torch.randint(0, 12, (1, 12))
     changed = idx.clone()
     changed[0, 8:] = (changed[0, 8:] + 1) % 12
-    for path in ("fused", "explicit"):
-        a, _ = model(idx, attention=path)
-        b, _ = model(changed, attention=path)
+    for path in ("sdpa", "eager"):
+        a, _ = model(idx, attn_implementation=path)
+        b, _ = model(changed, attn_implementation=path)
         torch.testing.assert_close(a[:, :8], b[:, :8])
         assert not torch.allclose(a[:, 8:], b[:, 8:])
 
 
 @pytest.mark.parametrize("scale_attention", [True, False])
-def test_fused_and_explicit_attention_agree_on_outputs_and_gradients(scale_attention):
+def test_sdpa_and_eager_attention_agree_on_outputs_and_gradients(scale_attention):
     model = tiny_model(scale_attention=scale_attention)
     idx = torch.randint(0, 12, (2, 16))
     grads = {}
-    for path in ("fused", "explicit"):
+    for path in ("sdpa", "eager"):
         model.zero_grad()
-        logits, loss = model(idx, idx.roll(-1, 1), attention=path)
+        logits, loss = model(idx, idx.roll(-1, 1), attn_implementation=path)
         loss.backward()
         grads[path] = (logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()})
-    torch.testing.assert_close(grads["fused"][0], grads["explicit"][0], atol=1e-5, rtol=0)
-    for name, grad in grads["fused"][1].items():
-        torch.testing.assert_close(grad, grads["explicit"][1][name], atol=1e-5, rtol=0, msg=name)
+    torch.testing.assert_close(grads["sdpa"][0], grads["eager"][0], atol=1e-5, rtol=0)
+    for name, grad in grads["sdpa"][1].items():
+        torch.testing.assert_close(grad, grads["eager"][1][name], atol=1e-5, rtol=0, msg=name)
 
 
 def test_lm_head_is_tied_to_token_embedding():
@@ -99,10 +101,10 @@ def test_kv_cache_chunk_after_prefix_uses_offset_causal_mask():
     model = tiny_model()
     idx = torch.randint(0, 12, (1, 9))
     full, _ = model(idx)
-    for path in ("fused", "explicit"):
+    for path in ("sdpa", "eager"):
         cache = model.new_kv_cache()
-        a, _ = model(idx[:, :5], kv_cache=cache, attention=path)
-        b, _ = model(idx[:, 5:], kv_cache=cache, attention=path)
+        a, _ = model(idx[:, :5], kv_cache=cache, attn_implementation=path)
+        b, _ = model(idx[:, 5:], kv_cache=cache, attn_implementation=path)
         torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-5, rtol=0)
 
 
@@ -112,16 +114,9 @@ def test_sequence_longer_than_max_len_is_refused():
         model(torch.zeros(1, 17, dtype=torch.long))
 
 
-def test_sinusoidal_positions_follow_the_formula():
-    pe = sinusoidal_positions(50, 8)
-    pos, i = 7, 1
-    assert pe[pos, 2 * i].item() == pytest.approx(math.sin(pos / 10000 ** (2 * i / 8)), abs=1e-6)
-    assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * i / 8)), abs=1e-6)
-
-
 def test_causal_mask_with_offset_queries():
-    mask = causal_mask(2, 5)
-    assert mask.tolist() == [[False, False, False, False, True], [False] * 5]
+    allowed = causal_mask(2, 5)  # the last two of five positions ask
+    assert allowed.tolist() == [[True, True, True, True, False], [True] * 5]
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,5 @@
+"""Sampling: top-k, top-p, greedy decoding, the KV cache, block_size, seeds and bad settings."""
+
 import math
 
 import pytest
@@ -7,7 +9,6 @@ from minigpt import (
     SamplingError,
     UnknownCharactersError,
     check_sampling,
-    context_window,
     generate,
     prepare_prompt,
     stream,
@@ -73,9 +74,9 @@ def test_kv_cache_refills_its_window_when_the_context_passes_max_len():
         window = ids[-12:] if len(window) == 16 else window + [expected]
 
 
-def test_a_shorter_window_keeps_the_model_inside_its_trained_positions():
+def test_a_shorter_block_size_keeps_the_model_inside_its_trained_positions():
     model, tok = tiny_lm()  # max_len 16, but pretend it was trained on blocks of 8
-    steps = list(stream(model, tok, "the cat", max_new_tokens=20, temperature=0.0, window=8))
+    steps = list(stream(model, tok, "the cat", max_new_tokens=20, temperature=0.0, block_size=8))
     ids, window = tok.encode("the cat"), tok.encode("the cat")
     for step in steps:
         assert len(window) <= 8
@@ -83,7 +84,8 @@ def test_a_shorter_window_keeps_the_model_inside_its_trained_positions():
         assert step.token == expected
         ids.append(expected)
         window = ids[-6:] if len(window) == 8 else window + [expected]
-    assert context_window(model, 8) == 8 and context_window(model, None) == 16 and context_window(model, 99) == 16
+    beyond = list(stream(model, tok, "the cat", max_new_tokens=20, temperature=0.0, block_size=99))
+    assert beyond == list(stream(model, tok, "the cat", max_new_tokens=20, temperature=0.0))  # capped at max_len
 
 
 def test_same_seed_gives_the_same_sample_and_different_seeds_differ():

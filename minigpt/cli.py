@@ -21,7 +21,7 @@ from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget
 from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus
 from .device import DeviceError, available_memory_bytes, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
-from .sample import SamplingError, check_sampling, context_window, prepare_prompt, stream
+from .sample import SamplingError, check_sampling, prepare_prompt, stream
 from .scaling import DEMO_D_KS, scaling_experiment
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainingDiverged, build_model, estimate_mfu
@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--corpus", default=None,
                        help=f"built-in corpus ({', '.join(BUILTIN_CORPORA)}) or a path to a UTF-8 text file "
                             f"(default {DEFAULT_CORPUS}, or the resumed checkpoint's)")
-    train.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
+    train.add_argument("--out", type=Path, required=True,
+                       help="run folder: each save is OUT/checkpoint-<step>, and only the newest is kept")
     train.add_argument("--resume", type=Path, default=None, help="checkpoint folder to continue from")
     train.add_argument("--log-interval", type=int, default=10, help="steps between progress updates")
     train.add_argument("--peak-tflops", type=float, default=None,
@@ -119,11 +120,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .checkpoint import from_pretrained, save_pretrained
+    from .checkpoint import checkpoint_folder, from_pretrained, latest_checkpoint, save_checkpoint
 
     if args.log_interval < 1:
         raise ConfigError("--log-interval must be at least 1.")
     resumed = from_pretrained(args.resume, with_optimizer=True) if args.resume else None
+    _check_out(args.out, checkpoint_folder(args.resume) if args.resume else None, latest_checkpoint(args.out))
     corpus = args.corpus or (resumed.meta.get("corpus") if resumed else None) or DEFAULT_CORPUS
     text = load_corpus(corpus)
     train_cfg = TrainConfig(**{**(resumed.train_config.to_dict() if resumed else {}), **_overrides(args, TRAIN_FLAGS)})
@@ -164,7 +166,8 @@ def _train(args: argparse.Namespace) -> int:
                 "trainer_state": trainer.state_dict(), "world_size": world_size,
                 "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         optimizer = trainer.optimizer if args.save_optimizer else None
-        save_pretrained(args.out, model, tokenizer, train_config=train_cfg, meta=meta, optimizer=optimizer)
+        save_checkpoint(args.out, trainer.step, model, tokenizer, train_config=train_cfg, meta=meta,
+                        optimizer=optimizer)
 
     bar = tqdm(total=train_cfg.max_steps, initial=trainer.step, unit="step", file=sys.stderr, dynamic_ncols=True,
                disable=not main_process)
@@ -198,6 +201,15 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_out(out: Path, resumed_from: Path | None, existing: Path | None) -> None:
+    """--out is a run folder of checkpoint-<step> folders: never mix two runs in one."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; it must be a folder for the run's checkpoints.")
+    if existing is not None and (resumed_from is None or resumed_from.resolve().parent != out.resolve()):
+        raise ConfigError(f"--out {out} already holds another run's {existing.name}: choose a new folder, "
+                          f"or continue that run with --resume {out}.")
+
+
 def _check_memory(model_cfg: GPTConfig, train_cfg: TrainConfig, device) -> None:
     """Refuse, before anything is allocated, a run that would not fit the device's free memory."""
     train_cfg.validate(model_cfg)
@@ -211,14 +223,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     check_sampling(args.temperature, args.top_k, args.top_p, args.max_new_tokens)
     checkpoint = from_pretrained(args.checkpoint, device=str(resolve_device(args.device)))
-    trained = checkpoint.train_config.block_size if checkpoint.train_config else None
-    window = context_window(checkpoint.model, trained)
-    prompt = prepare_prompt(checkpoint.tokenizer, args.prompt, window)
+    prompt = prepare_prompt(checkpoint.tokenizer, args.prompt, checkpoint.block_size)
     for note in prompt.notes:
         print(f"note: {note}", file=sys.stderr)
     steps = stream(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=args.max_new_tokens,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                   window=window)
+                   block_size=checkpoint.block_size)
     sys.stdout.write(args.prompt)
     for step in steps:
         sys.stdout.write(step.text)

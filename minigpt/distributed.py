@@ -76,10 +76,6 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
-def is_main() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == 0
-
-
 def barrier() -> None:
     if dist.is_initialized():
         dist.barrier()

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from minigpt import ConfigError, TrainConfig, Trainer, build_model, checkpoint_to_zip, from_pretrained, load_zip
+from minigpt import ConfigError, TrainConfig, Trainer, build_model, folder_zip, from_pretrained, latest_checkpoint, load_zip
 from minigpt.cli import build_parser, main
 from minigpt.data import load_corpus, split_tokens
-from minigpt.distributed import DistContext, all_reduce_mean, barrier, gather_ranks, is_main, launched_by_torchrun
+from minigpt.distributed import DistContext, all_reduce_mean, barrier, gather_ranks, launched_by_torchrun
 from minigpt.train import autocast_dtype, estimate_loss, estimate_mfu, flops_per_token
 
 from helpers import TEXT, tiny_config, tiny_tokenizer
@@ -64,8 +64,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _meta(directory: Path) -> dict:
-    return json.loads((directory / "config.json").read_text())["meta"]
+def _meta(run_dir: Path) -> dict:
+    return json.loads((latest_checkpoint(run_dir) / "config.json").read_text())["meta"]
 
 
 def _fixed_batch_loss(directory: Path) -> float:
@@ -102,17 +102,17 @@ def test_torchrun_runs_both_ranks_and_rank_0_alone_logs_and_writes_one_checkpoin
     assert "2 processes ready: rank 0/2 on node 0, cpu, rank 1/2 on node 0, cpu" in log
     assert "global batch 16 x 1 micro-batches x 2 processes = 32 sequences per step" in log
     assert log.count("training 5,520 parameters") == 1 and log.count("done: step 200") == 1
-    assert os.listdir(out.parent) == ["ckpt"]  # no staging folders left, nothing written beside it
-    names = sorted(os.listdir(out))
-    assert len(names) == 3 and names[0] == "config.json"
-    assert names[1].startswith("model-") and names[2].startswith("optimizer-")
+    assert os.listdir(out.parent) == ["ckpt"]  # nothing written beside the run folder
+    assert os.listdir(out) == [f"checkpoint-{STEPS}"]  # one save per evaluation; only the newest kept
+    assert sorted(os.listdir(out / f"checkpoint-{STEPS}")) == ["config.json", "model.safetensors",
+                                                              "optimizer.safetensors"]
     meta = _meta(out)
     assert meta["world_size"] == 2 and meta["step"] == STEPS
 
 
 def test_the_dashboard_loaders_open_the_torchrun_checkpoint(ddp_run):
     out, _ = ddp_run
-    for checkpoint in (from_pretrained(out), load_zip(checkpoint_to_zip(out))):
+    for checkpoint in (from_pretrained(out), load_zip(folder_zip(out))):
         assert checkpoint.train_config.batch_size == PER_RANK_BATCH
         ids = torch.tensor([checkpoint.tokenizer.encode("深度学习")])
         logits, _ = checkpoint.model(ids)
@@ -211,7 +211,7 @@ def test_grad_accum_below_one_is_refused():
 def test_without_torchrun_there_is_one_process_and_collectives_do_nothing(monkeypatch):
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)
-    assert not launched_by_torchrun() and is_main()
+    assert not launched_by_torchrun()
     x = torch.tensor([1.0, 3.0])
     assert all_reduce_mean(x) is x and x.tolist() == [1.0, 3.0]
     barrier()

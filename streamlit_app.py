@@ -1,10 +1,10 @@
 """Home: what MiniGPT Lab is, the loaded model, and the choice of corpus, model and device."""
 import streamlit as st
 
-import app_state
+from app import choices, corpora, models, navigation, runs, uploads
 from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, available_devices
 
-app_state.setup_page(__file__)
+navigation.setup_page(__file__)
 
 st.title("MiniGPT Lab")
 st.markdown(
@@ -19,37 +19,37 @@ st.subheader("Choose what to work with")
 corpus_col, model_col, device_col = st.columns(3)
 
 with corpus_col:
-    corpus = st.selectbox("Corpus", app_state.corpus_options(), index=list(BUILTIN_CORPORA).index(DEFAULT_CORPUS),
-                          key=app_state.CORPUS, persist_state="session",
+    corpus = st.selectbox("Corpus", corpora.corpus_options(), index=list(BUILTIN_CORPORA).index(DEFAULT_CORPUS),
+                          key=choices.CORPUS, persist_state="session",
                           help="The text new runs train on. The shipped models learned the built-in corpora.")
-    st.caption(app_state.corpus_description(corpus))
-    st.file_uploader("…or upload a .txt file (UTF-8)", type=["txt"], key=app_state.CORPUS_UPLOAD,
-                     on_change=app_state.on_corpus_upload)
-    if error := app_state.upload_error(app_state.CORPUS_UPLOAD):
+    st.caption(corpora.corpus_description(corpus))
+    st.file_uploader("…or upload a .txt file (UTF-8)", type=["txt"], key=uploads.CORPUS_UPLOAD,
+                     on_change=uploads.on_corpus_upload)
+    if error := uploads.upload_error(uploads.CORPUS_UPLOAD):
         st.error(error)
 
 with model_col:
-    entry, _ = app_state.session_run()
-    sources = [s for s in app_state.MODEL_SOURCES if s != app_state.TRAINED or entry is not None]
-    if st.session_state.get(app_state.MODEL_SOURCE) not in sources:
-        st.session_state[app_state.MODEL_SOURCE] = app_state.SHIPPED
-    source = st.radio("Model", sources, key=app_state.MODEL_SOURCE, persist_state="session",
+    entry, _ = runs.session_run()
+    sources = [s for s in choices.MODEL_SOURCES if s != choices.TRAINED or entry is not None]
+    if st.session_state.get(choices.MODEL_SOURCE) not in sources:
+        st.session_state[choices.MODEL_SOURCE] = choices.SHIPPED
+    source = st.radio("Model", sources, key=choices.MODEL_SOURCE, persist_state="session",
                       help="The model Generate and Attention use.")
-    if source == app_state.UPLOADED:
+    if source == choices.UPLOADED:
         st.file_uploader("Checkpoint (.zip from the Train page's download)", type=["zip"],
-                         key=app_state.CHECKPOINT_UPLOAD, on_change=app_state.on_checkpoint_upload)
-        if error := app_state.upload_error(app_state.CHECKPOINT_UPLOAD):
+                         key=uploads.CHECKPOINT_UPLOAD, on_change=uploads.on_checkpoint_upload)
+        if error := uploads.upload_error(uploads.CHECKPOINT_UPLOAD):
             st.error(error)
 
 with device_col:
-    st.selectbox("Device", available_devices(), key=app_state.DEVICE, persist_state="session",
+    st.selectbox("Device", available_devices(), key=choices.DEVICE, persist_state="session",
                  help="Only devices available on this server are listed.")
 
 with summary:
     st.subheader("The loaded model")
     try:
-        model = app_state.loaded_model()
-    except app_state.ModelUnavailable as reason:
+        model = models.loaded_model()
+    except models.ModelUnavailable as reason:
         st.info(str(reason))
     else:
         cols = st.columns(5)
@@ -61,6 +61,6 @@ with summary:
         st.caption(f"{model.detail[0].upper()}{model.detail[1:]}: {model.describe()}.")
 
 st.subheader("Where next")
-for col, (script, label, icon, offer) in zip(st.columns(4), app_state.PAGES[1:]):
+for col, (script, label, icon, offer) in zip(st.columns(4), navigation.PAGES[1:]):
     col.page_link(script, label=f"**{label}**", icon=icon)
     col.caption(offer)

@@ -131,7 +131,7 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    import app_state
+    from app import runs as app_runs
     from minigpt.runner import THREAD_NAME
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest's "missing ScriptRunContext" noise
@@ -139,7 +139,7 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
 
     def row(phase: str) -> tuple:
         trainers = sum(t.name == THREAD_NAME for t in threading.enumerate())
-        return ("in-process", phase, f"{own_rss_mb():.0f}", trainers, app_state.registry().active_count())
+        return ("in-process", phase, f"{own_rss_mb():.0f}", trainers, app_runs.registry().active_count())
 
     AppTest.from_file(app, default_timeout=120).run().switch_page("pages/1_Train.py").run()  # warm-up
     gc.collect()
@@ -150,15 +150,15 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
             at = AppTest.from_file(app, default_timeout=120).run()
             at.switch_page("pages/1_Train.py").run()
             at.button(key="start").click().run()
-            owners.append(at.session_state[app_state.OWN_RUN])
+            owners.append(at.session_state[app_runs.OWN_RUN])
             for run_id, key in owners:  # what the open Train pages' polling does: their owners still look
-                app_state.registry().get(run_id, key)
+                app_runs.registry().get(run_id, key)
             del at
         time.sleep(1)
         rows.append(row(f"round {round_} peak: {runs} runs training"))
         del owners  # abandoned: nobody looks any more
         time.sleep(idle + 1)
-        app_state.registry().get(None)  # what the next page view does: release the idle runs
+        app_runs.registry().get(None)  # what the next page view does: release the idle runs
         time.sleep(1)
         rows.append(row(f"round {round_} released (next page view)"))
         gc.collect()

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer, percentile  # noqa: E402
-from minigpt import context_window, generate, load_corpus, load_pretrained, position_labels  # noqa: E402
+from minigpt import generate, load_corpus, load_pretrained, position_labels  # noqa: E402
 
 TIMEOUT_MS = 120_000
 HEATMAP_LABELS = "() => { const p = document.querySelector('.js-plotly-plot'); " \
@@ -58,14 +58,13 @@ class Result:
 def tasks(count: int, round_: int, new_tokens: int) -> list[Task]:
     """Distinct prompts and texts cut from the corpus the shipped model learned (all in its vocabulary)."""
     checkpoint = load_pretrained("demo-zh")
-    window = context_window(checkpoint.model, checkpoint.train_config.block_size)
     corpus = load_corpus("demo-zh").replace("\n", "")
     out = []
     for i in range(count):
         start = (round_ * count + i) * 11 % (len(corpus) - 40)
         prompt, text = corpus[start:start + 2 + i % 3], corpus[start + 5:start + 17 + i % 7]
         expected = generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=new_tokens,
-                            temperature=0.0, top_p=1.0, seed=100 * round_ + i, window=window)
+                            temperature=0.0, top_p=1.0, seed=100 * round_ + i, block_size=checkpoint.block_size)
         out.append(Task(prompt, 100 * round_ + i, text, expected, position_labels(text)))
     assert len({t.expected for t in out}) == count and len({t.text for t in out}) == count, "answers must differ"
     return out

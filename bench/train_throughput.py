@@ -4,7 +4,7 @@
   tensor, fused AdamW, no host sync beyond the divergence check), float32;
 - project fused bf16: the same with TrainConfig.dtype="bfloat16" (autocast), where the
   CPU has native bf16 dot products (avx512_bf16 / amx);
-- project explicit: the Trainer's step with attention written out (softmax(QK^T/sqrt(d_k))V);
+- project eager: the Trainer's step with attention written out (softmax(QK^T/sqrt(d_k))V);
 - demo: the reference demo's step, re-implemented in bench/baselines.py;
 - nanoGPT: nanoGPT's model and train.py step on CPU, re-implemented in bench/baselines.py.
 
@@ -51,8 +51,8 @@ DEMO_WINDOWS = 20_000  # the demo's DataLoader holds one Python list per window:
 
 
 def project_case(shape: Shape, text: str, tokenizer: CharTokenizer, steps: int, batch_size: int,
-                 attention: str = "fused", dtype: str = "float32") -> Callable[[], None]:
-    """`steps` Trainer steps; the explicit path re-does compute_gradients with attention='explicit'."""
+                 attn_implementation: str = "sdpa", dtype: str = "float32") -> Callable[[], None]:
+    """`steps` Trainer steps; "eager" re-does compute_gradients with attn_implementation="eager"."""
     model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=shape.d_model, num_heads=shape.num_heads,
                           num_layers=shape.num_layers, d_ff=shape.d_ff, max_len=max(128, shape.block_size),
                           dropout=shape.dropout)
@@ -60,14 +60,14 @@ def project_case(shape: Shape, text: str, tokenizer: CharTokenizer, steps: int, 
                             eval_interval=10**9, dtype=dtype, device="cpu")
     trainer = Trainer(build_model(model_cfg, seed=0), tokenizer, text, train_cfg)
 
-    def explicit_gradients() -> None:
+    def eager_gradients() -> None:
         trainer.optimizer.zero_grad(set_to_none=True)
         x, y = trainer.next_batch()
         with trainer._autocast():
-            _, loss = trainer.model(x, y, attention="explicit")
+            _, loss = trainer.model(x, y, attn_implementation="eager")
         loss.backward()
 
-    gradients = trainer.compute_gradients if attention == "fused" else explicit_gradients
+    gradients = trainer.compute_gradients if attn_implementation == "sdpa" else eager_gradients
 
     def run() -> None:
         for _ in range(steps):
@@ -111,7 +111,7 @@ def bench_config(name: str, shape: Shape, args: argparse.Namespace) -> None:
     cases = {
         "demo (re-implemented)": demo_case(shape, ids, tokenizer.vocab_size, steps),
         "nanoGPT (re-implemented)": nano_case(shape, torch.tensor(ids), tokenizer.vocab_size, steps),
-        "project explicit": project_case(shape, text, tokenizer, steps, shape.batch_size, attention="explicit"),
+        "project eager": project_case(shape, text, tokenizer, steps, shape.batch_size, attn_implementation="eager"),
         "project fused": project_case(shape, text, tokenizer, steps, shape.batch_size),
     }
     if args.bf16:

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import torch
 
+from .tokenizer import CharTokenizer
+
 DEFAULT_CORPUS = "demo-zh"
+DEMO_SENTENCE = "深度学习是人工智能的重要领域"   # the reference demo's attention example
+DEMO_PROMPTS = ("深度", "自然", "注意", "计算")      # the reference demo's generation prompts
 MAX_CORPUS_BYTES = 20 * 1024 * 1024
 
 BUILTIN_CORPORA = {
@@ -144,3 +148,20 @@ def _check_windows(num_tokens: int, batch_size: int, block_size: int) -> None:
             f"batch_size {batch_size} is more than the {windows} distinct windows of {block_size} tokens "
             f"in the training split: use a smaller batch or block, or a longer corpus."
         )
+
+
+def probe_text(tokenizer: CharTokenizer, corpus_text: str, limit: int = 40) -> str:
+    """A text to show attention on: the demo's sentence when the vocabulary has it, else the
+    corpus's first full line of known characters, else its known characters."""
+    if not tokenizer.unknown_chars(DEMO_SENTENCE):
+        return DEMO_SENTENCE
+    for line in corpus_text.splitlines():
+        line = line.strip()
+        if len(line) >= 8 and not tokenizer.unknown_chars(line):
+            return line[:limit]
+    return "".join(c for c in corpus_text[:limit] if c in tokenizer.stoi)
+
+
+def demo_prompts(tokenizer: CharTokenizer) -> list[str]:
+    """The demo's four prompts, when this vocabulary can spell all of them."""
+    return list(DEMO_PROMPTS) if not tokenizer.unknown_chars("".join(DEMO_PROMPTS)) else []

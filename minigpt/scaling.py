@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-DEMO_D_KS = (4, 16, 64, 256)
+DEMO_D_KS, DEMO_SEQ_LEN, DEMO_SEED = (4, 16, 64, 256), 16, 42  # the demo's settings
 
 
 def softmax_stats(scores: torch.Tensor, eps: float = 1e-9) -> tuple[float, float]:
@@ -24,7 +24,7 @@ def softmax_stats(scores: torch.Tensor, eps: float = 1e-9) -> tuple[float, float
 
 
 def scaling_experiment(
-    d_ks: Sequence[int] = DEMO_D_KS, seq_len: int = 16, seed: int = 42, num_samples: int = 1
+    d_ks: Sequence[int] = DEMO_D_KS, seq_len: int = DEMO_SEQ_LEN, seed: int = DEMO_SEED, num_samples: int = 1
 ) -> pd.DataFrame:
     """One row per d_k: score std and softmax entropy / max weight, unscaled and scaled.
 

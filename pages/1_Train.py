@@ -1,10 +1,11 @@
 """Train: hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
 import streamlit as st
 
-import app_state
-from minigpt import ConfigError, CorpusError, GPTConfig, TrainConfig, loss_figure
+from app import choices, corpora, navigation, runs
+from app.text import format_duration, md
+from minigpt import ConfigError, CorpusError, GPTConfig, NotOwnerError, RunLimitError, TrainConfig, loss_figure
 
-app_state.setup_page(__file__)
+navigation.setup_page(__file__)
 
 st.title("Train")
 st.markdown(
@@ -14,8 +15,8 @@ st.markdown(
     "also writes a sample and keeps the attention maps for the Attention page's time-lapse."
 )
 
-corpus = app_state.current_corpus()
-entry, owner = app_state.session_run()
+corpus = corpora.current_corpus()
+entry, owner = runs.session_run()
 keep = {"persist_state": "session"}
 
 with st.expander("Hyperparameters", expanded=entry is None):
@@ -55,16 +56,16 @@ train_cfg = TrainConfig(max_steps=int(max_steps), batch_size=batch_size, block_s
                         min_lr=lr * TrainConfig.min_lr / TrainConfig.lr, warmup_steps=int(warmup_steps),
                         eval_interval=int(eval_interval), seed=int(seed))
 try:
-    _, sized, _ = app_state.run_configs(corpus, model_cfg, train_cfg)
+    _, sized, _ = runs.run_configs(corpus, model_cfg, train_cfg)
 except (ConfigError, CorpusError) as err:
     settings_ok = False
     st.error(str(err))
 else:
     settings_ok = True
 st.caption(
-    f"Corpus **{app_state.md(corpus.label)}** ({len(corpus.text):,} characters) · device **{app_state.current_device()}**"
+    f"Corpus **{md(corpus.label)}** ({len(corpus.text):,} characters) · device **{choices.current_device()}**"
     + (f" · **{sized.num_params():,}** parameters" if settings_ok else "")
-    + f" · {app_state.registry().active_count()} of {app_state.max_runs()} training slots in use on this server"
+    + f" · {runs.registry().active_count()} of {runs.registry().max_runs} training slots in use on this server"
 )
 
 state = entry.run.state if entry is not None else None
@@ -79,16 +80,16 @@ stop = buttons[3].button("Stop", key="stop", disabled=not (owner and state in ("
 
 if start:
     try:
-        app_state.start_run(corpus, model_cfg, train_cfg)
-    except (ConfigError, CorpusError, app_state.RunLimitError) as err:
+        runs.start_run(corpus, model_cfg, train_cfg)
+    except (ConfigError, CorpusError, RunLimitError) as err:
         st.error(str(err))
     else:
         st.rerun()
 for action, clicked in (("pause", pause), ("resume", resume), ("stop", stop)):
     if clicked:
         try:
-            app_state.control_run(action)
-        except (app_state.NotOwnerError, KeyError) as err:
+            runs.control_run(action)
+        except (NotOwnerError, KeyError) as err:
             st.error(str(err))
         else:
             st.rerun()
@@ -104,7 +105,7 @@ if not owner:
 
 @st.fragment(run_every=1.0 if state == "running" else None)
 def live_panel() -> None:
-    current, _ = app_state.session_run()  # the owner's poll keeps the run from being released as idle
+    current, _ = runs.session_run()  # the owner's poll keeps the run from being released as idle
     if current is None:
         st.rerun()
     snap = current.run.snapshot()
@@ -112,7 +113,7 @@ def live_panel() -> None:
     cols[0].metric("State", snap.state)
     cols[1].metric("Step", f"{snap.step:,} / {snap.max_steps:,}")
     cols[2].metric("Tokens/s", f"{snap.tokens_per_sec:,.0f}")
-    cols[3].metric("ETA", app_state.format_duration(snap.eta_seconds) if snap.state == "running" else "–")
+    cols[3].metric("ETA", format_duration(snap.eta_seconds) if snap.state == "running" else "–")
     cols[4].metric("Val loss", f"{snap.evals[-1].val_loss:.3f}" if snap.evals else "–")
     st.progress(min(snap.progress, 1.0), text=f"{snap.progress:.0%} of {snap.max_steps:,} steps")
     if snap.error:
@@ -130,7 +131,7 @@ def live_panel() -> None:
 
 live_panel()
 
-st.download_button("Download checkpoint (.zip)", data=lambda: app_state.run_checkpoint_zip(entry),
+st.download_button("Download checkpoint (.zip)", data=lambda: runs.run_checkpoint_zip(entry),
                    file_name=f"minigpt-{entry.run_id}.zip", mime="application/zip", on_click="ignore",
                    key="download", help="The current weights; upload the zip on Home to use them again.")
 st.caption(f"Share a read-only view of this run: this page's address with only `?run={entry.run_id}`. "

@@ -3,10 +3,12 @@ import time
 
 import streamlit as st
 
-import app_state
-from minigpt import MAX_NEW_TOKENS, SamplingError, check_sampling, prepare_prompt, steps_table, stream
+from app import models, navigation
+from app.text import markdown_stream
+from minigpt import (MAX_NEW_TOKENS, SamplingError, check_sampling, demo_prompts, prepare_prompt, steps_table,
+                     stream)
 
-app_state.setup_page(__file__)
+navigation.setup_page(__file__)
 
 st.title("Generate")
 st.markdown(
@@ -16,17 +18,17 @@ st.markdown(
     "model believed at every step."
 )
 
-lm = app_state.require_model()
+lm = models.require_model()
 st.caption(lm.summary())
 
 prompt_key = f"prompt:{lm.vocab_id}"  # each vocabulary keeps its own prompt
-seeds = app_state.seed_prompts(lm.tokenizer)
+seeds = demo_prompts(lm.tokenizer)
 if seeds:
     seed_cols = st.columns(len(seeds) + 4)
     for col, seed_text in zip(seed_cols, seeds):
         col.button(seed_text, key=f"seed:{seed_text}", on_click=st.session_state.__setitem__,
                    args=(prompt_key, seed_text), help="The reference demo's prompts")
-st.session_state.setdefault(prompt_key, app_state.first_prompt(lm))  # no value=: the seed buttons set it
+st.session_state.setdefault(prompt_key, models.first_prompt(lm))  # no value=: the seed buttons set it
 prompt = st.text_input("Prompt", key=prompt_key, persist_state="session")
 
 keep = {"persist_state": "session"}
@@ -46,7 +48,7 @@ if st.button("Generate", key="generate", type="primary"):
     unknown = lm.tokenizer.unknown_chars(prompt)
     try:
         check_sampling(temperature, int(top_k), top_p, int(max_new))
-        prepared = None if unknown else prepare_prompt(lm.tokenizer, prompt, lm.window)
+        prepared = None if unknown else prepare_prompt(lm.tokenizer, prompt, lm.block_size)
     except SamplingError as err:
         st.error(str(err))
     else:
@@ -62,7 +64,7 @@ if st.button("Generate", key="generate", type="primary"):
                 yield prompt
                 for step in stream(lm.model, lm.tokenizer, prepared, max_new_tokens=int(max_new),
                                    temperature=temperature, top_k=int(top_k) or None, top_p=top_p, seed=int(seed),
-                                   window=lm.window):
+                                   block_size=lm.block_size):
                     steps.append(step)
                     yield step.text
                     time.sleep(delay)
@@ -70,7 +72,7 @@ if st.button("Generate", key="generate", type="primary"):
             typewriter = st.empty()
             try:
                 with typewriter:
-                    st.write_stream(app_state.markdown_stream(pieces()))
+                    st.write_stream(markdown_stream(pieces()))
             except SamplingError as err:  # a model whose training diverged
                 st.error(str(err))
             else:

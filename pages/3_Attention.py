@@ -3,10 +3,11 @@ import math
 
 import streamlit as st
 
-import app_state
+from app import models, navigation, runs
+from app.text import md
 from minigpt import attention_figure, timelapse_frame
 
-app_state.setup_page(__file__)
+navigation.setup_page(__file__)
 
 st.title("Attention")
 st.markdown(
@@ -15,7 +16,7 @@ st.markdown(
     "is the future, masked so that the model cannot peek. Hover a cell to read the pair and its weight."
 )
 
-lm = app_state.require_model()
+lm = models.require_model()
 config = lm.model.config
 st.caption(lm.summary())
 
@@ -37,10 +38,10 @@ elif unknown:
     st.warning("This model has never seen these characters, so it cannot read the text: "
                + ", ".join(repr(c) for c in unknown) + ". Remove them to see the attention.")
 else:
-    if len(text) > lm.window:
-        st.warning(f"The model was trained on {lm.window} positions: showing the first {lm.window} characters.")
-        text = text[: lm.window]
-    attention = app_state.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
+    if len(text) > lm.block_size:
+        st.warning(f"The model was trained on {lm.block_size} positions: showing the first {lm.block_size} characters.")
+        text = text[: lm.block_size]
+    attention = models.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
     st.plotly_chart(attention_figure(attention, text, view=view, layer=layer), key="attention_chart")
     if unscaled and config.scale_attention:
         st.caption(f"Every score is now √d_k = {math.sqrt(config.d_k):.1f} times larger than the model was trained "
@@ -49,14 +50,14 @@ else:
         st.caption("This model was trained without the scaling, so this is its own attention.")
 
 st.subheader("Time-lapse: how attention formed during training")
-entry, _ = app_state.session_run()
+entry, _ = runs.session_run()
 evals = [r for r in entry.run.snapshot().evals if r.attention is not None] if entry is not None else []
 if not evals:
     st.info("Start a run on the Train page. At each evaluation it keeps the attention on a probe text and a "
             "sample of its writing; replay them here, step by step, to watch heads go from uniform to sharp "
             "and the text from noise to the corpus' style.")
 else:
-    st.markdown(f"Run `{entry.run_id}` on “{app_state.md(entry.probe_text)}”, at each of its {len(evals)} evaluations so far.")
+    st.markdown(f"Run `{entry.run_id}` on “{md(entry.probe_text)}”, at each of its {len(evals)} evaluations so far.")
     steps = [r.step for r in evals]
     chosen = (st.select_slider("Evaluation step", steps, value=steps[-1], key="timelapse_step")
               if len(steps) > 1 else steps[0])

@@ -1,10 +1,10 @@
 """√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
 import streamlit as st
 
-import app_state
-from minigpt import scaling_figure, score_std_figure
+from app import navigation
+from minigpt import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
 
-app_state.setup_page(__file__)
+navigation.setup_page(__file__)
 
 st.title("√d_k scaling")
 st.markdown(
@@ -13,20 +13,25 @@ st.markdown(
     "give ever more peaked attention (low entropy, one weight near 1); with it, every head size behaves alike."
 )
 
-defaults = app_state.scaling_defaults()
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def scaling_table(d_ks: tuple[int, ...], seq_len: int, seed: int, num_samples: int):
+    return scaling_experiment(d_ks, seq_len=seq_len, seed=seed, num_samples=num_samples)
+
+
 keep = {"persist_state": "session"}
 cols = st.columns([2, 1, 1, 1])
-d_ks = cols[0].multiselect("d_k values", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], default=list(defaults["d_ks"]),
+d_ks = cols[0].multiselect("d_k values", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], default=list(DEMO_D_KS),
                            key="scaling_d_ks", **keep)
-seq_len = cols[1].slider("seq_len", 2, 128, value=defaults["seq_len"], key="scaling_seq_len", **keep)
-seed = cols[2].number_input("Seed", 0, 2**31 - 1, value=defaults["seed"], key="scaling_seed", **keep)
-num_samples = cols[3].slider("Samples", 1, 64, value=defaults["num_samples"], key="scaling_samples",
+seq_len = cols[1].slider("seq_len", 2, 128, value=DEMO_SEQ_LEN, key="scaling_seq_len", **keep)
+seed = cols[2].number_input("Seed", 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", **keep)
+num_samples = cols[3].slider("Samples", 1, 64, value=1, key="scaling_samples",
                              help="Independent (seq_len × d_k) draws averaged per d_k.", **keep)
 
 if not d_ks:
     st.info("Choose at least one d_k.")
     st.stop()
-table = app_state.scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
+table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
 
 st.plotly_chart(scaling_figure(table), key="scaling_chart")
 st.caption("At the demo's settings (d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) these are the "

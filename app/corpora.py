@@ -1,0 +1,51 @@
+"""The corpora a session can train on: the built-in ones, loaded once per process, and its upload."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, load_corpus
+
+from .choices import CORPUS
+
+UPLOADED_CORPUS = "uploaded_corpus"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    key: str                                          # a built-in name, or "<file name> (uploaded)"
+    label: str                                        # what the learner sees
+    text: str = field(repr=False, compare=False)
+
+
+@st.cache_resource(show_spinner=False)
+def builtin_corpus(name: str) -> Corpus:
+    return Corpus(name, name, load_corpus(name))
+
+
+def corpus_options() -> list[str]:
+    uploaded = st.session_state.get(UPLOADED_CORPUS)
+    return list(BUILTIN_CORPORA) + ([uploaded.key] if uploaded else [])
+
+
+def corpus_description(key: str) -> str:
+    if key in BUILTIN_CORPORA:
+        return BUILTIN_CORPORA[key]
+    return f"Your upload, {len(current_corpus().text):,} characters."
+
+
+def current_corpus() -> Corpus:
+    key = st.session_state.get(CORPUS, DEFAULT_CORPUS)
+    uploaded = st.session_state.get(UPLOADED_CORPUS)
+    if uploaded is not None and key == uploaded.key:
+        return uploaded
+    return builtin_corpus(key if key in BUILTIN_CORPORA else DEFAULT_CORPUS)
+
+
+def use_uploaded_corpus(name: str, text: str) -> Corpus:
+    """Make an upload's text the session's corpus."""
+    corpus = Corpus(f"{name} (uploaded)", name, text)
+    st.session_state[UPLOADED_CORPUS] = corpus
+    st.session_state[CORPUS] = corpus.key
+    return corpus

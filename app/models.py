@@ -1,0 +1,172 @@
+"""The model Generate and Attention use: shipped with the app, uploaded, or this session's run.
+
+Checkpoints load once per process (`st.cache_resource`), so opening a page never reloads
+or retrains a model; a run's weights are copied only when it has stepped.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import streamlit as st
+import torch
+
+from minigpt import (BUILTIN_CORPORA, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, demo_prompts, load_pretrained,
+                     load_zip, probe_text)
+
+from .choices import SHIPPED, TRAINED, UPLOADED, current_device, model_source
+from .corpora import builtin_corpus, current_corpus
+from .navigation import HOME
+from .runs import session_run
+from .text import md
+
+UPLOADED_CHECKPOINT = "uploaded_checkpoint"   # session_state key
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the shipped model…")
+def pretrained_checkpoint(corpus: str, device: str) -> Checkpoint:
+    return load_pretrained(corpus, device)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the checkpoint…")
+def _zip_checkpoint(digest: str, device: str, _data: bytes) -> Checkpoint:
+    return load_zip(_data, device=device)
+
+
+@dataclass(frozen=True)
+class UploadedCheckpoint:
+    name: str
+    digest: str
+    data: bytes = field(repr=False)
+
+    @classmethod
+    def of(cls, name: str, data: bytes) -> "UploadedCheckpoint":
+        return cls(name, hashlib.sha256(data).hexdigest(), data)
+
+    def load(self, device: str) -> Checkpoint:
+        return _zip_checkpoint(self.digest, device, self.data)
+
+
+class ModelUnavailable(LookupError):
+    """The chosen model source has nothing to load; the message tells the learner what to do."""
+
+
+@dataclass
+class LoadedModel:
+    model: MiniGPT
+    tokenizer: CharTokenizer
+    source: str          # one of choices.MODEL_SOURCES
+    corpus: str          # the corpus the model learned, as shown to the learner
+    status: str          # one word: pretrained, uploaded, or the run's state
+    steps: str           # training steps done ("1,000"; "120 / 2,000" for a run)
+    detail: str          # a sentence on where the model comes from
+    sample_text: str     # the default text for the attention view and the first prompt
+    block_size: int      # the context it was trained on: positions past it never trained
+
+    @property
+    def device(self) -> str:
+        return str(next(self.model.parameters()).device)
+
+    @property
+    def num_params(self) -> int:
+        return self.model.num_params()
+
+    @property
+    def vocab_id(self) -> str:
+        """Short fingerprint of the vocabulary: widgets holding text are kept per vocabulary."""
+        return hashlib.sha256("".join(self.tokenizer.chars).encode()).hexdigest()[:8]
+
+    def summary(self) -> str:
+        """One line for the top of Generate and Attention."""
+        return (f"Model: {self.detail} ({self.status}, {self.steps} steps) · corpus {md(self.corpus)} · "
+                f"{self.num_params:,} parameters · {self.device}")
+
+    def describe(self) -> str:
+        c = self.model.config
+        return (f"{c.num_layers} layers × {c.num_heads} heads, d_model {c.d_model} (d_k {c.d_k}), "
+                f"d_ff {c.d_ff}, max_len {c.max_len}, vocabulary {self.tokenizer.vocab_size} characters")
+
+
+def loaded_model() -> LoadedModel:
+    """The session's model; ModelUnavailable when its source has none yet."""
+    source = model_source()
+    if source == TRAINED:
+        return _run_model()
+    if source == UPLOADED:
+        return _uploaded_model()
+    return _pretrained_model()
+
+
+def require_model() -> LoadedModel:
+    """The loaded model, or an explanation with a link to Home and the end of this page run."""
+    try:
+        return loaded_model()
+    except ModelUnavailable as reason:
+        st.info(str(reason))
+        st.page_link(HOME, label="Choose a model on Home", icon="🏠")
+        st.stop()
+
+
+def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: str, detail: str,
+                     text: str) -> LoadedModel:
+    step = checkpoint.meta.get("step")
+    steps = f"{step:,}" if isinstance(step, int) else "–"
+    return LoadedModel(checkpoint.model, checkpoint.tokenizer, source, corpus, status, steps, detail,
+                       probe_text(checkpoint.tokenizer, text), checkpoint.block_size)
+
+
+def _pretrained_model() -> LoadedModel:
+    corpus = current_corpus()
+    if corpus.key not in BUILTIN_CORPORA:
+        raise ModelUnavailable(
+            f"No model ships with your uploaded corpus ({md(corpus.label)}): train one on the Train page, "
+            f"upload a checkpoint on Home, or choose a built-in corpus."
+        )
+    try:
+        checkpoint = pretrained_checkpoint(corpus.key, current_device())
+    except (CheckpointError, OSError) as err:
+        raise ModelUnavailable(f"The shipped model for {corpus.key} could not be loaded: {err}") from None
+    return _from_checkpoint(checkpoint, SHIPPED, corpus.key, "pretrained",
+                            f"the model shipped with the app for {corpus.key}", corpus.text)
+
+
+def _uploaded_model() -> LoadedModel:
+    upload = st.session_state.get(UPLOADED_CHECKPOINT)
+    if upload is None:
+        raise ModelUnavailable("No checkpoint uploaded yet: upload a .zip on Home (the Train page's download).")
+    try:
+        checkpoint = upload.load(current_device())
+    except CheckpointError as err:
+        raise ModelUnavailable(f"{md(upload.name)} could not be loaded: {err}") from None
+    corpus = str(checkpoint.meta.get("corpus") or "unknown")
+    text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else current_corpus().text
+    return _from_checkpoint(checkpoint, UPLOADED, corpus, "uploaded", f"the checkpoint {md(upload.name)}", text)
+
+
+def _run_model() -> LoadedModel:
+    entry, _ = session_run()
+    if entry is None:
+        raise ModelUnavailable("No training run in this session: start one on the Train page.")
+    snap = entry.run.snapshot()
+    model = entry.inference_model()
+    return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, snap.state,
+                       f"{snap.step:,} / {snap.max_steps:,}", f"run {entry.run_id} from the Train page",
+                       entry.probe_text, entry.run.trainer.cfg.block_size)
+
+
+def first_prompt(model: LoadedModel) -> str:
+    prompts = demo_prompts(model.tokenizer)
+    if prompts:
+        return prompts[0]
+    words = model.sample_text.split()
+    return words[0] + " " if words else ""
+
+
+def attention_maps(model: MiniGPT, tokenizer: CharTokenizer, text: str, scaled: bool | None = None) -> np.ndarray:
+    """Attention weights of `text`, shaped (layers, heads, T, T).
+
+    scaled=None follows the model's config; False recomputes the scores without 1/sqrt(d_k).
+    """
+    ids = torch.tensor([tokenizer.encode(text)], device=next(model.parameters()).device)
+    return model.attention_maps(ids, scale_attention=scaled).cpu().numpy()

@@ -1,0 +1,159 @@
+"""This session's training run: the process-wide registry, the run this session owns or
+watches, the run in the URL (so a refresh reattaches), and starting or steering a run."""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from dataclasses import replace
+
+import streamlit as st
+
+from minigpt import (CharTokenizer, ConfigError, GPTConfig, NotOwnerError, RunEntry, RunRegistry, TrainConfig,
+                     Trainer, TrainingRun, build_model, check_corpus_fits, check_memory_budget, checkpoint_zip,
+                     demo_prompts, probe_text, stop_orphaned_runs)
+
+from .choices import MODEL_SOURCE, TRAINED, current_device
+from .corpora import Corpus
+
+MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
+MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
+MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
+IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
+
+# session_state keys
+OWN_RUN, WATCHED_RUN = "own_run", "watched_run"   # (run id, key) / run id
+URL_READ, NOTICE = "url_read", "notice"
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value >= 1 else default
+
+
+@st.cache_resource(show_spinner=False, on_release=lambda registry: registry.stop_all())
+def registry() -> RunRegistry:
+    """The process-wide registry. A new one (first use, or after a code reload) stops the
+    trainer threads an old one left behind, since nothing can reach them any more."""
+    stop_orphaned_runs()
+    return RunRegistry(max_runs=_env_int(MAX_RUNS_ENV, DEFAULT_MAX_RUNS),
+                       idle_seconds=_env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+
+
+def session_run() -> tuple[RunEntry | None, bool]:
+    """The run this session shows, and whether it owns it (else it only watches)."""
+    ss = st.session_state
+    own = ss.get(OWN_RUN)
+    if own is not None:
+        entry = registry().get(*own)
+        if entry is not None:
+            return entry, True
+        del ss[OWN_RUN]
+        ss[NOTICE] = (f"Your run `{own[0]}` is no longer on this server: runs are released "
+                      f"{registry().idle_seconds // 60} minutes after their page was last open, and when the "
+                      f"server restarts.")
+    watched = ss.get(WATCHED_RUN)
+    if watched is not None:
+        entry = registry().get(watched)
+        if entry is not None:
+            return entry, False
+        del ss[WATCHED_RUN]
+        ss[NOTICE] = f"Run `{watched}` is no longer on this server."
+    return None, False
+
+
+def read_run_from_url() -> None:
+    """On a session's first page run, adopt ?run=<id> (and &key=<secret> for its owner)."""
+    ss = st.session_state
+    if not ss.get(URL_READ):
+        ss[URL_READ] = True
+        run_id, key = st.query_params.get("run"), st.query_params.get("key")
+        if run_id:
+            entry = registry().get(run_id, key)
+            if entry is None:
+                shown = f" `{run_id}`" if _RUN_ID.fullmatch(run_id) else ""  # never echo markup from a link
+                ss[NOTICE] = (f"The run{shown} in this address is no longer on this server "
+                              f"(runs are released when idle and when the server restarts).")
+            else:
+                if entry.is_owner(key):
+                    ss[OWN_RUN] = (run_id, key)
+                else:
+                    ss[WATCHED_RUN] = run_id
+                ss[MODEL_SOURCE] = TRAINED  # the address names a run: Generate and Attention use it
+    sync_url()
+
+
+def sync_url() -> None:
+    """Keep ?run= (and the owner's &key=) in the address bar, so a refresh reattaches."""
+    ss = st.session_state
+    own, watched = ss.get(OWN_RUN), ss.get(WATCHED_RUN)
+    want = {"run": own[0], "key": own[1]} if own else {"run": watched} if watched else {}
+    for name in ("run", "key"):
+        if name in st.query_params and name not in want:
+            del st.query_params[name]
+    if any(st.query_params.get(name) != value for name, value in want.items()):
+        st.query_params.update(want)
+
+
+def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[CharTokenizer, GPTConfig, TrainConfig]:
+    """Validate a run's settings for this corpus before anything is allocated; ConfigError, or
+    CorpusError when the corpus is too short for them."""
+    tokenizer = CharTokenizer.from_text(corpus.text)
+    model = replace(model, vocab_size=tokenizer.vocab_size).validate()
+    train = replace(train, device=current_device()).validate(model)
+    if model.num_params() > MAX_PARAMS:
+        raise ConfigError(
+            f"This model has {model.num_params():,} parameters; this server trains at most {MAX_PARAMS:,}. "
+            f"Use a smaller d_model or d_ff, or fewer layers."
+        )
+    check_memory_budget(model, train, _env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
+    check_corpus_fits(len(corpus.text), train.val_fraction, train.block_size, train.batch_size)
+    return tokenizer, model, train
+
+
+def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> RunEntry:
+    """Start this session's run (replacing its previous one) and make it the loaded model.
+
+    Raises ConfigError or CorpusError for settings that can't train, RunLimitError at the cap.
+    """
+    tokenizer, model, train = run_configs(corpus, model, train)
+    probe = probe_text(tokenizer, corpus.text)
+    prompt = next(iter(demo_prompts(tokenizer)), "")
+
+    def build() -> TrainingRun:
+        trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train)
+        return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, run_id=secrets.token_urlsafe(9))
+
+    ss = st.session_state
+    entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN))
+    ss[OWN_RUN] = (entry.run_id, entry.key)
+    ss.pop(WATCHED_RUN, None)
+    ss[MODEL_SOURCE] = TRAINED
+    sync_url()
+    return entry
+
+
+def control_run(action: str) -> None:
+    """Pause, resume or stop this session's own run."""
+    own = st.session_state.get(OWN_RUN)
+    if own is None:
+        raise NotOwnerError("This session has no run of its own.")
+    registry().control(own[0], own[1], action)
+
+
+def run_checkpoint_zip(entry: RunEntry) -> bytes:
+    """The run's current weights as a checkpoint zip, made in memory, loadable again on Home."""
+    parts = entry.run.checkpoint_parts()
+    history = entry.run.snapshot().history
+    meta = {
+        "corpus": entry.corpus, "step": parts["trainer_state"]["step"], "val_loss": parts["val_loss"],
+        "history": [[e.step, e.train_loss, e.val_loss] for e in history],
+        "run_id": entry.run_id, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    return checkpoint_zip(parts["model"], parts["tokenizer"], train_config=parts["train_config"], meta=meta)

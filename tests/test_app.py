@@ -8,68 +8,18 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-import app_state
-from minigpt import (CorpusError, GPTConfig, TrainConfig, Trainer, TrainingRun, build_model, load_pretrained,
-                     scaling_experiment)
+from app import choices, corpora, runs, uploads
+from app.text import markdown_stream, md
+from helpers import (DEMO_SCALING, PAGES, ROOT, hand_forward, home, own_run, page, plotly_array, plotly_spec, start_tiny_run, step_of,
+                     tiny_settings, wait_for_step)
+from minigpt import (DEMO_SENTENCE, CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig,
+                     Trainer, TrainingRun, build_model, load_pretrained, scaling_experiment)
 from minigpt.runner import THREAD_NAME
-
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"]
-
-
-def home() -> AppTest:
-    return AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60).run()
-
-
-def page(at: AppTest, path: str) -> AppTest:
-    return at.switch_page(path).run()
-
-
-def tiny_settings(at: AppTest, max_steps: int = 20_000, eval_interval: int = 25) -> AppTest:
-    """Train page widgets set to a model that steps in milliseconds."""
-    at.select_slider(key="d_model").set_value(16)
-    at.select_slider(key="num_heads").set_value(2)
-    at.slider(key="num_layers").set_value(1)
-    at.select_slider(key="d_ff").set_value(32)
-    at.select_slider(key="max_len").set_value(32)
-    at.slider(key="block_size").set_value(16)
-    at.slider(key="batch_size").set_value(4)
-    at.number_input(key="max_steps").set_value(max_steps)
-    at.number_input(key="eval_interval").set_value(eval_interval)
-    return at.run()
-
-
-def start_tiny_run(**settings) -> AppTest:
-    at = tiny_settings(page(home(), "pages/1_Train.py"), **settings)
-    at.button(key="start").click().run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    return at
-
-
-def step_of(at: AppTest) -> int:
-    return int(at.metric[1].value.split("/")[0].replace(",", ""))
-
-
-def wait_for_step(at: AppTest, minimum: int, timeout: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        at.run()
-        if step_of(at) >= minimum:
-            return step_of(at)
-        time.sleep(0.2)
-    raise AssertionError(f"the run did not reach step {minimum} in {timeout} s (at {step_of(at)})")
-
-
-def plotly_spec(at: AppTest, index: int = 0) -> dict:
-    return json.loads(at.get("plotly_chart")[index].proto.spec)
-
-
-def own_run(at: AppTest) -> tuple[str, str]:
-    return at.session_state[app_state.OWN_RUN]
 
 
 @pytest.mark.parametrize("path", [None, *PAGES])
@@ -82,7 +32,7 @@ def test_every_page_renders_without_exception(path):
 
 def test_the_english_corpus_brings_its_own_shipped_model_prompt_and_text():
     at = home()
-    at.selectbox(key=app_state.CORPUS).set_value("pydoc-en").run()
+    at.selectbox(key=choices.CORPUS).set_value("pydoc-en").run()
     assert {m.label: m.value for m in at.metric}["Corpus"] == "pydoc-en"
     page(at, "pages/2_Generate.py")
     assert not at.exception
@@ -135,7 +85,7 @@ def test_starting_a_run_makes_it_the_loaded_model_for_generate_and_attention():
     assert not at.exception
     spec = plotly_spec(at)
     assert sum(trace["type"] == "heatmap" for trace in spec["data"]) == 1  # one layer, mean view
-    assert at.session_state[app_state.MODEL_SOURCE] == app_state.TRAINED
+    assert at.session_state[choices.MODEL_SOURCE] == choices.TRAINED
 
 
 def test_invalid_hyperparameters_show_the_config_error_and_disable_start():
@@ -148,12 +98,12 @@ def test_invalid_hyperparameters_show_the_config_error_and_disable_start():
 def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
     at = home()
     many_chars = "".join(chr(0x4E00 + i) for i in range(3000)) * 2  # a vocabulary of 3,000 characters
-    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("big.txt", many_chars.encode(), "text/plain")).run()
+    at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("big.txt", many_chars.encode(), "text/plain")).run()
     page(at, "pages/1_Train.py")
     at.select_slider(key="d_model").set_value(256)
     at.select_slider(key="d_ff").set_value(1024)
     at.slider(key="num_layers").set_value(6).run()
-    assert any("parameters" in e.value and f"{app_state.MAX_PARAMS:,}" in e.value for e in at.error)
+    assert any("parameters" in e.value and f"{runs.MAX_PARAMS:,}" in e.value for e in at.error)
 
 
 def test_another_session_watches_the_run_but_cannot_stop_or_replace_it():
@@ -165,11 +115,11 @@ def test_another_session_watches_the_run_but_cannot_stop_or_replace_it():
     assert watcher.metric[0].value == "running"
     assert watcher.button(key="pause").disabled and watcher.button(key="stop").disabled
     assert any("watching" in i.value for i in watcher.info)
-    with pytest.raises(app_state.NotOwnerError):
-        app_state.registry().control(run_id, "not-the-key", "stop")
+    with pytest.raises(NotOwnerError):
+        runs.registry().control(run_id, "not-the-key", "stop")
     tiny_settings(watcher).button(key="start").click().run()  # the watcher's own run
     assert own_run(watcher)[0] != run_id
-    assert app_state.registry().get(run_id).run.state == "running"
+    assert runs.registry().get(run_id).run.state == "running"
 
 
 def test_a_refresh_with_the_owner_key_in_the_url_reattaches_with_control():
@@ -199,25 +149,25 @@ def test_the_owner_url_carries_the_run_id_and_key():
 
 
 def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
-    monkeypatch.setenv(app_state.MAX_RUNS_ENV, "2")
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
     start_tiny_run()
     start_tiny_run()
     third = tiny_settings(page(home(), "pages/1_Train.py"))
     third.button(key="start").click().run()
     assert any("limit" in e.value for e in third.error)
-    assert app_state.OWN_RUN not in third.session_state
-    assert app_state.registry().active_count() == 2
+    assert runs.OWN_RUN not in third.session_state
+    assert runs.registry().active_count() == 2
 
 
 def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypatch):
-    monkeypatch.setenv(app_state.MAX_RUNS_ENV, "1")
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
     at = start_tiny_run()
     first, _ = own_run(at)
     at.button(key="start").click().run()
     assert not at.error
     assert own_run(at)[0] != first
-    assert app_state.registry().get(first) is None
-    assert app_state.registry().active_count() == 1
+    assert runs.registry().get(first) is None
+    assert runs.registry().active_count() == 1
 
 
 def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_training():
@@ -232,8 +182,8 @@ def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_trainin
         raise CorpusError("the validation split has 44 tokens, fewer than block_size + 1 = 61")
 
     with pytest.raises(CorpusError):
-        app_state.registry().start(build_fails, corpus="demo-zh", probe="", replace=own_run(at))
-    assert own_run(at)[0] == first and app_state.registry().get(first).run.state == "running"
+        runs.registry().start(build_fails, corpus="demo-zh", probe="", replace=own_run(at))
+    assert own_run(at)[0] == first and runs.registry().get(first).run.state == "running"
 
 
 def trainer_threads() -> int:
@@ -241,10 +191,10 @@ def trainer_threads() -> int:
 
 
 def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
-    monkeypatch.setenv(app_state.MAX_RUNS_ENV, "2")
-    registry = app_state.RunRegistry()
-    corpus = app_state.builtin_corpus("demo-zh")
-    tokenizer, model, train = app_state.run_configs(
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
+    registry = RunRegistry()
+    corpus = corpora.builtin_corpus("demo-zh")
+    tokenizer, model, train = runs.run_configs(
         corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
         TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
     clicks, before = 16, trainer_threads()
@@ -265,7 +215,7 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
         gate.wait()
         try:
             registry.start(build, corpus="demo-zh", probe="")
-        except app_state.RunLimitError:
+        except RunLimitError:
             refused.append(1)
 
     watcher = threading.Thread(target=watch_threads)
@@ -287,12 +237,13 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap(monkeypatch):
 
 
 def test_runs_whose_owner_stopped_looking_are_released(monkeypatch):
+    monkeypatch.setenv(runs.IDLE_ENV, "1")  # read when the registry is made
     at = start_tiny_run()
     run_id, _ = own_run(at)
-    entry = app_state.registry().get(run_id)
-    monkeypatch.setenv(app_state.IDLE_ENV, "1")
+    entry = runs.registry().get(run_id)
+    assert runs.registry().idle_seconds == 1
     entry.last_seen -= 5
-    assert app_state.registry().get(run_id) is None
+    assert runs.registry().get(run_id) is None
     assert entry.run.state == "closed" and not entry.run.is_alive()
     assert entry.run.trainer.model is None and entry.run.trainer.optimizer is None  # freed, though we hold it
     at.run()  # the owner comes back: told the run is gone, offered a new one
@@ -353,18 +304,50 @@ def test_attention_names_unknown_characters():
     assert not at.get("plotly_chart")
 
 
-def test_attention_without_scaling_recomputes_the_weights():
+def _heatmaps(at) -> list[np.ndarray]:
+    return [plotly_array(t["z"]) for t in plotly_spec(at)["data"] if t["type"] == "heatmap"]
+
+
+def test_attention_page_default_figure_is_the_hand_computed_attention_and_the_checkbox_drops_the_scale():
+    """Each layer's panel is the mean over heads of softmax(QK^T/sqrt(d_k)), masked; ticking
+    "Without 1/sqrt(d_k)" shows softmax(QK^T) instead, both computed here by hand."""
+    model = load_pretrained("demo-zh").model
     at = page(home(), "pages/3_Attention.py")
-    scaled = plotly_spec(at)
-    at.checkbox(key="attention_unscaled").check().run()
-    unscaled = plotly_spec(at)
-    assert scaled["data"][0]["z"] != unscaled["data"][0]["z"]
+    text = at.text_input[0].value
+    assert text == DEMO_SENTENCE
+    ids = load_pretrained("demo-zh").tokenizer.encode(text)
+    for unscaled in (False, True):
+        if unscaled:
+            at.checkbox(key="attention_unscaled").check().run()
+        want = hand_forward(model, ids, scale=not unscaled)["layers"]
+        shown = _heatmaps(at)
+        assert len(shown) == model.config.num_layers
+        for layer, (z, expected) in enumerate(zip(shown, want)):
+            mean = expected["weights"].mean(0).numpy()
+            future = np.triu(np.ones_like(mean, dtype=bool), k=1)
+            assert np.isnan(z[future]).all()  # the future is masked, drawn grey
+            np.testing.assert_allclose(z[~future], mean[~future], atol=2e-5,
+                                       err_msg=f"layer {layer + 1}, unscaled={unscaled}")
+
+
+def test_generate_at_temperature_zero_writes_the_hand_computed_greedy_continuation():
+    checkpoint = load_pretrained("demo-zh")
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.slider(key="temperature").set_value(0.0)
+    at.number_input(key="max_new_tokens").set_value(12).run()
+    at.button(key="generate").click().run()
+    prompt = at.text_input[0].value
+    ids = checkpoint.tokenizer.encode(prompt)
+    for _ in range(12):
+        ids.append(int(hand_forward(checkpoint.model, ids[-checkpoint.block_size:])["logits"][-1].argmax()))
+    assert at.session_state["generation"]["text"] == checkpoint.tokenizer.decode(ids)
 
 
 def test_the_time_lapse_replays_the_run_evaluations():
     at = start_tiny_run(eval_interval=5)
     deadline = time.monotonic() + 30
-    entry = app_state.registry().get(own_run(at)[0])
+    entry = runs.registry().get(own_run(at)[0])
     while len(entry.run.snapshot().evals) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     page(at, "pages/3_Attention.py")
@@ -374,46 +357,53 @@ def test_the_time_lapse_replays_the_run_evaluations():
     assert f"step {steps[0]} " in plotly_spec(at, 1)["layout"]["title"]["text"]
 
 
-def test_scaling_table_equals_the_library_numbers():
+def test_scaling_page_default_figure_and_table_show_the_numbers_the_reference_demo_prints():
     at = page(home(), "pages/4_Scaling.py")
-    shown = at.dataframe[0].value
-    expected = scaling_experiment()
-    assert shown.equals(expected)
+    bars = {(t["name"], t["xaxis"]): plotly_array(t["y"]) for t in plotly_spec(at)["data"]}
+    d_ks = sorted(DEMO_SCALING)
+    expected = np.array([DEMO_SCALING[d] for d in d_ks])  # columns: entropy/max weight, unscaled/scaled
+    np.testing.assert_allclose(bars[("no scaling", "x")], expected[:, 0], atol=5e-5)
+    np.testing.assert_allclose(bars[("no scaling", "x2")], expected[:, 1], atol=5e-5)
+    np.testing.assert_allclose(bars[("scaled by 1/√d_k", "x")], expected[:, 2], atol=5e-5)
+    np.testing.assert_allclose(bars[("scaled by 1/√d_k", "x2")], expected[:, 3], atol=5e-5)
+    table = at.dataframe[0].value
+    assert table["d_k"].tolist() == d_ks
+    np.testing.assert_allclose(table["entropy_unscaled"], expected[:, 0], atol=5e-5)
 
 
 def test_a_bad_corpus_upload_gets_an_error_message():
     at = home()
-    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("junk.txt", b"\x00\x01\x02binary", "text/plain")).run()
+    at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("junk.txt", b"\x00\x01\x02binary", "text/plain")).run()
     assert any("junk" in e.value and "binary" in e.value for e in at.error)
-    assert at.selectbox(key=app_state.CORPUS).value == "demo-zh"
+    assert at.selectbox(key=choices.CORPUS).value == "demo-zh"
 
 
 def test_an_uploaded_corpus_becomes_the_training_corpus():
     at = home()
     text = "the quick brown fox jumps over the lazy dog. " * 20
-    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("fox.txt", text.encode(), "text/plain")).run()
+    at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("fox.txt", text.encode(), "text/plain")).run()
     assert not at.error
-    assert at.selectbox(key=app_state.CORPUS).value == "fox.txt (uploaded)"
+    assert at.selectbox(key=choices.CORPUS).value == "fox.txt (uploaded)"
     assert any("No model ships" in i.value for i in at.info)
     page(at, "pages/1_Train.py")
-    assert any(app_state.md("fox.txt") in c.value for c in at.caption)
+    assert any(md("fox.txt") in c.value for c in at.caption)
 
 
 def test_a_bad_checkpoint_upload_gets_an_error_message():
     at = home()
-    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
-    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("model.zip", b"not a zip", "application/zip")).run()
+    at.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("model.zip", b"not a zip", "application/zip")).run()
     assert any(e.value.startswith("model") and "zip" in e.value for e in at.error)
 
 
 def test_a_downloaded_checkpoint_loads_again_on_home():
     at = start_tiny_run()
     wait_for_step(at, 1)
-    entry = app_state.registry().get(own_run(at)[0])
-    data = app_state.run_checkpoint_zip(entry)
+    entry = runs.registry().get(own_run(at)[0])
+    data = runs.run_checkpoint_zip(entry)
     page(at, "streamlit_app.py")
-    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
-    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("mine.zip", data, "application/zip")).run()
+    at.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("mine.zip", data, "application/zip")).run()
     assert not at.error
     values = {m.label: m.value for m in at.metric}
     assert values["Parameters"] == f"{entry.run.trainer.model.num_params():,}"
@@ -431,18 +421,18 @@ def test_an_empty_prompt_starts_from_a_newline_and_says_so():
 
 
 def test_streamed_text_is_shown_literally_by_markdown():
-    shown = "".join(app_state.markdown_stream(["a*b", "\n", "    c_d"]))
+    shown = "".join(markdown_stream(["a*b", "\n", "    c_d"]))
     assert shown == "a\\*b  \n\u00a0\u00a0\u00a0\u00a0c\\_d"
 
 
 def test_a_new_registry_stops_trainer_threads_an_old_one_left_behind():
-    corpus = app_state.builtin_corpus("demo-zh")
-    tokenizer, model, train = app_state.run_configs(
+    corpus = corpora.builtin_corpus("demo-zh")
+    tokenizer, model, train = runs.run_configs(
         corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
         TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
     orphan = TrainingRun(Trainer(build_model(model, 0), tokenizer, corpus.text, train))
     orphan.start()  # as if started through a registry that a code reload replaced
-    app_state.registry()
+    runs.registry()
     deadline = time.monotonic() + 5
     while orphan.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -451,8 +441,8 @@ def test_a_new_registry_stops_trainer_threads_an_old_one_left_behind():
 
 
 def tiny_training_run() -> TrainingRun:
-    corpus = app_state.builtin_corpus("demo-zh")
-    tokenizer, model, train = app_state.run_configs(
+    corpus = corpora.builtin_corpus("demo-zh")
+    tokenizer, model, train = runs.run_configs(
         corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
         TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
     return TrainingRun(Trainer(build_model(model, 0), tokenizer, corpus.text, train))
@@ -465,12 +455,12 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
     run_id, _ = own_run(owner)
     for action in ("pause", "resume", "stop"):
         for forged_key in ("not-the-key", "", None):
-            with pytest.raises(app_state.NotOwnerError):
-                app_state.registry().control(run_id, forged_key, action)
-    theirs = app_state.registry().start(tiny_training_run, corpus="demo-zh", probe="",
+            with pytest.raises(NotOwnerError):
+                runs.registry().control(run_id, forged_key, action)
+    theirs = runs.registry().start(tiny_training_run, corpus="demo-zh", probe="",
                                         replace=(run_id, "not-the-key"))
     assert theirs.run_id != run_id
-    assert app_state.registry().get(run_id).run.state == "running"  # the owner's run is untouched
+    assert runs.registry().get(run_id).run.state == "running"  # the owner's run is untouched
     owner.run()
     assert owner.metric[0].value == "running" and not owner.button(key="pause").disabled
 
@@ -495,7 +485,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
 
     monkeypatch.setattr(Trainer, "compute_gradients", compute_gradients)
     at = start_tiny_run()
-    entry = app_state.registry().get(own_run(at)[0])
+    entry = runs.registry().get(own_run(at)[0])
     deadline = time.monotonic() + 30
     while entry.run.state != "error" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -504,7 +494,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
     assert at.metric[0].value == "error"
     assert any(re.search(message, e.value) for e in at.error), [e.value for e in at.error]
     assert at.button(key="pause").disabled and not at.button(key="start").disabled
-    assert app_state.registry().active_count() == 0  # its training slot is free again
+    assert runs.registry().active_count() == 0  # its training slot is free again
 
     for path in PAGES[1:]:  # the failed run stays the loaded model, and every page still renders
         assert not page(at, path).exception

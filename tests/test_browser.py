@@ -8,25 +8,14 @@ CI installs chromium (.ci/run); without it these tests fail, saying so.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from helpers import ARGS, CHROMIUM, launch_server, wait_healthy, wait_rendered
 from minigpt import load_zip
-
-APP_DIR = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-CONNECTED = '[data-testid="stApp"][data-test-connection-state="CONNECTED"]'
-
 
 class Server:
     def __init__(self, url: str, proc: subprocess.Popen, started: float, notes: Path):
@@ -69,7 +58,7 @@ def server(browser, shots):
     started = time.monotonic()
     url, proc = launch_server(log)
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         yield Server(url, proc, started, shots / "measurements.txt")
     finally:
         proc.terminate()
@@ -81,42 +70,9 @@ def server(browser, shots):
     assert proc.returncode == 0, f"the server exited with {proc.returncode}; see {shots / 'streamlit.log'}"
 
 
-def launch_server(log) -> tuple[str, subprocess.Popen]:
-    """`streamlit run` on a free loopback port, logging to `log`; returns its URL and process."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
-         f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
-         "--server.fileWatcherType=none"],
-        cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT)
-    return f"http://127.0.0.1:{port}", proc
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode} before serving")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=1) as response:
-                if response.read() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"streamlit did not answer on {url} within {timeout} s")
-
-
 def open_page(browser):
     # Streamlit scrolls inside its main section, so a full-page screenshot is only as tall as the window
     return browser.new_page(viewport={"width": 1400, "height": 2200})
-
-
-def wait_rendered(page, heading: str) -> None:
-    page.wait_for_selector(CONNECTED, timeout=60_000)
-    page.get_by_role("heading", name=heading, level=1).wait_for(timeout=60_000)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
 
 
 def go(page, label: str, heading: str) -> None:

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-import app_state
 import minigpt
-from minigpt import MAX_CORPUS_BYTES, checkpoint_to_zip, pretrained_dir
-
-from test_app import home, own_run, page, start_tiny_run, wait_for_step
-from test_browser import ARGS, CHROMIUM, _wait_healthy, launch_server, wait_rendered
+from app import choices, runs, uploads
+from helpers import (ARGS, CHROMIUM, home, launch_server, own_run, page, start_tiny_run, wait_for_step,
+                     wait_healthy, wait_rendered)
+from minigpt import MAX_CORPUS_BYTES, folder_zip, pretrained_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(minigpt.__file__).resolve().parent
@@ -140,15 +139,15 @@ def test_xsrf_protection_is_on_and_errors_show_no_details():
 
 def test_the_upload_limit_in_the_config_is_the_one_the_code_enforces():
     limit = CONFIG["server"]["maxUploadSize"] * 2**20  # Streamlit counts megabytes of 2**20 bytes
-    assert app_state.MAX_CHECKPOINT_BYTES == limit
+    assert uploads.MAX_CHECKPOINT_BYTES == limit
     assert MAX_CORPUS_BYTES <= limit
 
 
 def test_an_upload_over_the_limit_is_refused_again_in_code():
     at = home()
-    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
-    big = b"PK" + bytes(app_state.MAX_CHECKPOINT_BYTES)  # AppTest, like a forged request, skips the server's cap
-    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("big.zip", big, "application/zip")).run()
+    at.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    big = b"PK" + bytes(uploads.MAX_CHECKPOINT_BYTES)  # AppTest, like a forged request, skips the server's cap
+    at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("big.zip", big, "application/zip")).run()
     assert not at.exception
     assert any("the limit is 25 MB" in e.value for e in at.error)
 
@@ -156,40 +155,43 @@ def test_an_upload_over_the_limit_is_refused_again_in_code():
 # ------------------------------------------------------------------ paths
 
 def test_no_uploaded_name_becomes_a_path(writes, tmp_path):
-    shipped = checkpoint_to_zip(pretrained_dir("demo-zh"))
+    shipped = folder_zip(pretrained_dir("demo-zh"))
     at = home()
     text = "a corpus whose file name tries to climb out of the upload folder.\n" * 10
-    at.file_uploader(key=app_state.CORPUS_UPLOAD).set_value(("../../evil.txt", text.encode(), "text/plain")).run()
-    at.radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
-    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("../../evil.zip", shipped, "application/zip")).run()
+    at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("../../evil.txt", text.encode(), "text/plain")).run()
+    at.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("../../evil.zip", shipped, "application/zip")).run()
     assert not at.exception and not at.error
-    assert at.session_state[app_state.CORPUS] == "../../evil.txt (uploaded)"  # a label, nothing more
+    assert at.session_state[choices.CORPUS] == "../../evil.txt (uploaded)"  # a label, nothing more
     assert {m.label: m.value for m in at.metric}["Corpus"] == "demo-zh"  # the uploaded checkpoint is loaded
     assert not [p for _, p in writes.paths if "evil" in p]
     assert outside(writes.paths, tmp_path / "tmp") == []
-    assert leftovers(tmp_path / "tmp") == []  # the zip's scratch folder is gone
+    assert leftovers(tmp_path / "tmp") == []  # the zip was read in memory
 
 
-def test_a_page_session_writes_nothing_outside_its_temporary_folder(writes, tmp_path):
+def test_a_page_session_writes_nothing_at_all(writes, tmp_path):
     before = repo_files()
     at = home()
     for path in ("pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"):
         assert not page(at, path).exception
     at = start_tiny_run(eval_interval=5)
     wait_for_step(at, 6)
-    entry = app_state.registry().get(own_run(at)[0])
-    download = app_state.run_checkpoint_zip(entry)  # what the Train page's download button serves
+    entry = runs.registry().get(own_run(at)[0])
+    download = runs.run_checkpoint_zip(entry)  # what the Train page's download button serves
     page(at, "pages/2_Generate.py").session_state["stream_delay"] = 0
     at.number_input(key="max_new_tokens").set_value(5)
     at.button(key="generate").click().run()
     assert not page(at, "pages/3_Attention.py").exception
-    page(at, "streamlit_app.py").radio(key=app_state.MODEL_SOURCE).set_value(app_state.UPLOADED).run()
-    at.file_uploader(key=app_state.CHECKPOINT_UPLOAD).set_value(("mine.zip", download, "application/zip")).run()
+    page(at, "streamlit_app.py").radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("mine.zip", download, "application/zip")).run()
     assert not at.exception and not at.error
     page(at, "pages/1_Train.py").button(key="stop").click().run()
     assert at.metric[0].value == "stopped"
-    assert writes.paths, "the audit saw no write at all: is it working?"
-    assert outside(writes.paths, tmp_path / "tmp") == []
+    probe = tmp_path / "tmp" / "audit-probe"
+    probe.write_text("the audit records this write")
+    written = [p for _, p in writes.paths if "torchinductor_" not in p]  # torch's once-per-process cache
+    assert written == [str(probe)]  # the whole session wrote nothing: downloads and uploads stay in memory
+    probe.unlink()
     assert not [p for _, p in writes.paths if Path(p).is_relative_to(ROOT) or Path(p).is_relative_to(PACKAGE)]
     assert repo_files() == before
     assert leftovers(tmp_path / "tmp") == []
@@ -205,7 +207,7 @@ def server(tmp_path):
     with log_path.open("w") as log:
         url, proc = launch_server(log)
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         yield url, proc, log_path
     finally:
         if proc.poll() is None:

@@ -1,22 +1,19 @@
+"""The √d_k experiment against the numbers the reference demo prints; device choice."""
+
 import pytest
 import torch
 
+from helpers import DEMO_SCALING
+
 from minigpt import DEMO_D_KS, DeviceError, available_devices, resolve_device, scaling_experiment
 
-# Printed by the reference demo (seed_demo.py, section 6) at d_k 4/16/64/256, seq_len 16, seed 42.
-DEMO_NUMBERS = {
-    4: (1.9813, 0.3648, 2.5084, 0.1928),
-    16: (0.8247, 0.7157, 2.2914, 0.2786),
-    64: (0.4516, 0.8304, 2.4147, 0.2258),
-    256: (0.2362, 0.9022, 2.3424, 0.2591),
-}
 
 
 def test_scaling_experiment_reproduces_the_demo_numbers():
     table = scaling_experiment()
     assert table["d_k"].tolist() == list(DEMO_D_KS)
     for _, row in table.iterrows():
-        expected = DEMO_NUMBERS[int(row["d_k"])]
+        expected = DEMO_SCALING[int(row["d_k"])]
         got = (row["entropy_unscaled"], row["max_weight_unscaled"], row["entropy_scaled"], row["max_weight_scaled"])
         assert got == pytest.approx(expected, abs=5e-5)
 

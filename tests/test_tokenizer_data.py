@@ -1,3 +1,5 @@
+"""The tokenizer, corpora and their checks, and batches."""
+
 import pytest
 import torch
 

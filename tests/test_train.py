@@ -1,3 +1,5 @@
+"""The Trainer: determinism, learning, events, resume, schedule, clipping and its refusals."""
+
 import math
 
 import pytest

@@ -1,0 +1,166 @@
+"""Seed known bugs into a copy of the code, one at a time, and report which test catches each.
+
+    python tests/mutants.py                 # every mutant; prints a Markdown table
+    python tests/mutants.py --only scale    # the mutants whose name contains "scale"
+
+Each mutant is an exact text edit (it must match once) of one file. The suite runs on a copy of
+the working tree with `-x`, fastest and most specific modules first, without the browser,
+hygiene and torchrun tests (they need minutes and catch other kinds of bug); the first failing
+test is the one that caught the mutant. A mutant that no test catches is a hole in the suite.
+Not a test module itself (pytest collects test_*.py only).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ORDER = ["test_maths.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+         "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
+         "test_cli.py", "test_bad_inputs.py"]
+
+# name -> (file, [(old, new), ...])
+MUTANTS = {
+    "attention scale 1/d_k": ("minigpt/model.py", [(
+        "scale = 1.0 / math.sqrt(self.config.d_k) if scaled", "scale = 1.0 / self.config.d_k if scaled")]),
+    "attention scale 1/sqrt(d_model)": ("minigpt/model.py", [(
+        "scale = 1.0 / math.sqrt(self.config.d_k) if scaled", "scale = 1.0 / math.sqrt(self.config.d_model) if scaled")]),
+    "post-LN block": ("minigpt/model.py", [(
+        "attn_out, weights = self.self_attn(self.norm1(x), **attn_kwargs)\n"
+        "        x = x + self.dropout(attn_out)\n"
+        "        x = x + self.dropout(self.ffn(self.norm2(x)))",
+        "attn_out, weights = self.self_attn(x, **attn_kwargs)\n"
+        "        x = self.norm1(x + self.dropout(attn_out))\n"
+        "        x = self.norm2(x + self.dropout(self.ffn(x)))")]),
+    "sampling multiplies by temperature": ("minigpt/sample.py", [(
+        "filter_logits(logits / temperature,", "filter_logits(logits * temperature,")]),
+    "val loss on the training split": ("minigpt/train.py", [(
+        "val = estimate_loss(self.model, self.val_data,", "val = estimate_loss(self.model, self.train_data,")]),
+    "lr set after optimizer.step()": ("minigpt/train.py", [(
+        '        lr = lr_at(self.step, self.cfg)\n        for group in self.optimizer.param_groups:\n'
+        '            group["lr"] = lr\n        self.optimizer.step()',
+        '        self.optimizer.step()\n        lr = lr_at(self.step, self.cfg)\n'
+        '        for group in self.optimizer.param_groups:\n            group["lr"] = lr')]),
+    "warmup one step too long (<=)": ("minigpt/train.py", [(
+        "if step < cfg.warmup_steps:", "if step <= cfg.warmup_steps:")]),
+    "warmup starts at 0 (step / W)": ("minigpt/train.py", [(
+        "cfg.lr * (step + 1) / cfg.warmup_steps", "cfg.lr * step / cfg.warmup_steps")]),
+    "Attention page checkbox wired backwards": ("pages/3_Attention.py", [(
+        "scaled=False if unscaled else None", "scaled=None if unscaled else False")]),
+    "no sqrt(d_model) embedding scale": ("minigpt/model.py", [(
+        "self.token_embed(idx) * math.sqrt(self.config.d_model)", "self.token_embed(idx)")]),
+    "ReLU instead of GELU": ("minigpt/model.py", [("F.gelu(self.linear1(x))", "F.relu(self.linear1(x))")]),
+    "sin and cos swapped in positions": ("minigpt/model.py", [
+        ("pe[:, 0::2] = torch.sin(", "pe[:, 0::2] = torch.cos("), ("pe[:, 1::2] = torch.cos(", "pe[:, 1::2] = torch.sin(")]),
+    "causal mask lets a query see the next key": ("minigpt/model.py", [(
+        "return k_pos <= q_pos  #", "return k_pos <= q_pos + 1  #")]),
+    "head not tied to the embedding": ("minigpt/model.py", [(
+        "self.lm_head.weight = self.token_embed.weight  # weight tying", "pass")]),
+    "softmax over the query axis": ("minigpt/model.py", [(
+        "weights = F.softmax(scores, dim=-1)", "weights = F.softmax(scores, dim=-2)")]),
+    "heads split without the transpose": ("minigpt/model.py", [(
+        "t.view(B, T, self.num_heads, self.d_k).transpose(1, 2)", "t.view(B, self.num_heads, T, self.d_k)")]),
+    "KV cache restarts positions at 0": ("minigpt/model.py", [(
+        "self.pos_encoding[past : past + T]", "self.pos_encoding[:T]")]),
+    "no final LayerNorm": ("minigpt/model.py", [(
+        "self.lm_head(self.final_norm(x))", "self.lm_head(x)")]),
+    "top-k keeps k + 1": ("minigpt/sample.py", [(
+        "torch.topk(logits, top_k, dim=-1)", "torch.topk(logits, min(top_k + 1, logits.size(-1)), dim=-1)")]),
+    "top-p drops the token that crosses p": ("minigpt/sample.py", [(
+        "drop_sorted = mass_before >= top_p", "drop_sorted = mass_before + probs > top_p")]),
+    "step probability after temperature": ("minigpt/sample.py", [(
+        "model_probs = F.softmax(logits, dim=-1)", "model_probs = probs")]),
+    "stream(seed=None) reseeds the global generator": ("minigpt/sample.py", [(
+        "generator.seed()  #", "generator.manual_seed(torch.seed())  #")]),
+    "dropout from the global generator": ("minigpt/train.py", [
+        ("model.use_generator(self.dropout_rng)", "model.use_generator(None)"),
+        ("self.dropout_rng.manual_seed(((self.cfg.seed", "torch.manual_seed(((self.cfg.seed")]),
+    "no gradient clipping": ("minigpt/train.py", [("if self.cfg.grad_clip > 0:", "if self.cfg.grad_clip < 0:")]),
+    "weight decay on biases and LayerNorms": ("minigpt/train.py", [
+        ("if p.dim() >= 2]", "if p.dim() >= 1]"), ("if p.dim() < 2]", "if p.dim() < 1]")]),
+    "cosine decays to 0, not min_lr": ("minigpt/train.py", [(
+        "return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)",
+        "return 0.5 * (1.0 + math.cos(math.pi * progress)) * cfg.lr")]),
+    "evaluation with dropout on": ("minigpt/train.py", [(
+        "    was_training = model.training\n    model.eval()\n    generator",
+        "    was_training = model.training\n    model.train()\n    generator")]),
+    "targets not shifted": ("minigpt/data.py", [(
+        "return windows[:, :-1], windows[:, 1:]", "return windows[:, :-1], windows[:, :-1]")]),
+    "validation split is the head": ("minigpt/data.py", [(
+        "return ids[:n_train], ids[n_train:]", "return ids[-n_train:], ids[:-n_train]")]),
+    "Scaling figure shows scaled as unscaled": ("minigpt/viz.py", [(
+        'y=table[f"{metric}_unscaled"], name="no scaling"', 'y=table[f"{metric}_scaled"], name="no scaling"')]),
+    "layer view shows the max over heads": ("minigpt/viz.py", [(
+        "attention[l].mean(axis=0)", "attention[l].max(axis=0)")]),
+    "Generate page ignores the temperature": ("pages/2_Generate.py", [(
+        "temperature=temperature, top_k=", "temperature=0.8, top_k=")]),
+    "loader skips the sha256 check": ("minigpt/checkpoint.py", [(
+        "if _sha256(data) != sha256:", "if False:")]),
+    "run folder loads the oldest checkpoint": ("minigpt/checkpoint.py", [(
+        "return max(folders, key=", "return min(folders, key=")]),
+}
+
+
+def copy_tree(dest: Path) -> None:
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\n")
+    for name in filter(None, names):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+
+
+def run_suite(tree: Path) -> tuple[str | None, float]:
+    """The first failing test's id, or None when the whole selection passes."""
+    tests = [f"tests/{name}" for name in ORDER]
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                          cwd=tree, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.MULTILINE)
+    if proc.returncode == 0:
+        return None, time.monotonic() - started
+    return (failed.group(1) if failed else f"pytest exit {proc.returncode}"), time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="run the mutants whose name contains this text")
+    args = parser.parse_args()
+    chosen = {name: m for name, m in MUTANTS.items() if args.only.lower() in name.lower()}
+    with tempfile.TemporaryDirectory(prefix="minigpt-mutants-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        clean, seconds = run_suite(tree)
+        if clean is not None:
+            print(f"the unmutated suite fails ({clean}): fix it first", file=sys.stderr)
+            return 1
+        print(f"unmutated selection passes in {seconds:.0f} s\n")
+        print("| bug seeded | caught by | seconds |\n|---|---|---|")
+        survivors = 0
+        for name, (path, edits) in chosen.items():
+            original = (tree / path).read_text(encoding="utf-8")
+            text = original
+            for old, new in edits:
+                if text.count(old) != 1:
+                    raise SystemExit(f"mutant {name!r}: {old!r} occurs {text.count(old)} times in {path}")
+                text = text.replace(old, new)
+            (tree / path).write_text(text, encoding="utf-8")
+            try:
+                caught, seconds = run_suite(tree)
+            finally:
+                (tree / path).write_text(original, encoding="utf-8")
+            survivors += caught is None
+            print(f"| {name} (`{path}`) | {f'`{caught}`' if caught else '**nothing: survived**'} | {seconds:.0f} |",
+                  flush=True)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

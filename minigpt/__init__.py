@@ -5,7 +5,8 @@ The public API is re-exported here; the app imports only from this module.
 from .archive import checkpoint_zip, folder_zip, load_zip
 from .checkpoint import (Checkpoint, CheckpointError, checkpoint_files, from_pretrained, latest_checkpoint,
                          load_files, save_checkpoint, save_pretrained)
-from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget, training_memory_bytes
+from .config import (DEFAULT_PRESET, PRESETS, ConfigError, GPTConfig, Preset, TrainConfig, check_memory_budget,
+                     training_memory_bytes)
 from .data import (
     BUILTIN_CORPORA,
     DEFAULT_CORPUS,
@@ -15,11 +16,14 @@ from .data import (
     CorpusError,
     check_corpus_fits,
     decode_corpus,
+    decode_corpus_as,
     demo_prompts,
     get_batch,
     load_corpus,
     probe_text,
 )
+from .diagnosis import (Overfitting, UnseenCharacters, overfitting, top_key_changes, uniform_loss,
+                        unseen_validation_chars)
 from .device import DeviceError, available_devices, resolve_device
 from .model import KVCache, MiniGPT
 from .pretrained import load_pretrained, pretrained_dir
@@ -30,27 +34,30 @@ from .scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainEvent, TrainingDiverged, build_model, lr_at
 from .viz import (
-    attention_figure,
+    PAGE,
+    attention_heatmap,
+    attention_panels,
     loss_figure,
     position_labels,
     scaling_figure,
     score_std_figure,
     steps_table,
-    timelapse_frame,
 )
 
 __all__ = [
+    "DEFAULT_PRESET", "PRESETS", "Preset", "Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",
+    "unseen_validation_chars",
     "BUILTIN_CORPORA", "DEFAULT_CORPUS", "DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "DEMO_PROMPTS", "DEMO_SENTENCE", "MAX_CORPUS_BYTES",
     "MAX_NEW_TOKENS",
     "CharTokenizer", "Checkpoint", "CheckpointError", "ConfigError", "CorpusError", "DeviceError", "EvalRecord",
     "GPTConfig", "KVCache", "MiniGPT", "NotOwnerError", "RunEntry", "RunLimitError", "RunRegistry", "RunSnapshot",
     "SamplingError", "Step", "TrainConfig", "TrainEvent", "Trainer", "TrainingDiverged", "TrainingRun",
     "UnknownCharactersError",
-    "attention_figure", "available_devices", "build_model", "check_corpus_fits", "check_memory_budget",
-    "check_sampling", "checkpoint_files", "checkpoint_zip", "decode_corpus", "demo_prompts", "folder_zip",
+    "PAGE", "attention_heatmap", "attention_panels", "available_devices", "build_model", "check_corpus_fits", "check_memory_budget",
+    "check_sampling", "checkpoint_files", "checkpoint_zip", "decode_corpus", "decode_corpus_as", "demo_prompts", "folder_zip",
     "from_pretrained", "generate", "get_batch", "latest_checkpoint", "load_corpus", "load_files", "load_pretrained",
     "load_zip", "loss_figure", "lr_at", "position_labels", "prepare_prompt", "pretrained_dir", "probe_text",
     "resolve_device", "save_checkpoint", "save_pretrained", "scaling_experiment", "scaling_figure",
-    "score_std_figure", "steps_table", "stop_all_runs", "stop_orphaned_runs", "stream", "timelapse_frame",
+    "score_std_figure", "steps_table", "stop_all_runs", "stop_orphaned_runs", "stream",
     "training_memory_bytes",
 ]

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget
-from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus
+from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus, probe_text
 from .device import DeviceError, available_memory_bytes, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
 from .sample import SamplingError, check_sampling, prepare_prompt, stream
@@ -164,6 +164,7 @@ def _train(args: argparse.Namespace) -> int:
         meta = {"corpus": str(corpus), "step": trainer.step, "val_loss": trainer.last_val_loss,
                 "train_loss": history[-1][1] if history else None, "history": history,
                 "trainer_state": trainer.state_dict(), "world_size": world_size,
+                "probe_text": probe_text(tokenizer, text),
                 "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         optimizer = trainer.optimizer if args.save_optimizer else None
         save_checkpoint(args.out, trainer.step, model, tokenizer, train_config=train_cfg, meta=meta,
@@ -196,6 +197,10 @@ def _train(args: argparse.Namespace) -> int:
     if not main_process:
         return 0
     last = history[-1]
+    if trainer.stopped_early:
+        best_step, best = trainer.best_val
+        print(f"stopped early: val loss has not improved on {best:.4f} (step {best_step}) for "
+              f"{train_cfg.early_stop_patience} evaluations", file=sys.stderr)
     print(f"done: step {trainer.step}, train loss {last[1]:.4f}, val loss {trainer.last_val_loss:.4f}, "
           f"{trainer.elapsed:.1f} s; checkpoint in {args.out}", file=sys.stderr)
     return 0

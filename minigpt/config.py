@@ -95,6 +95,7 @@ class TrainConfig:
     grad_accum: int = 1           # micro-batches per optimizer step (per process under torchrun)
     dtype: str = "auto"           # "auto" (bf16 autocast on CUDA, float32 elsewhere), "float32", "bfloat16"
     compile: bool = False         # torch.compile the training forward/backward
+    early_stop_patience: int = 0  # stop after this many evaluations without a lower val loss (0 = off)
 
     def validate(self, model: GPTConfig | None = None) -> "TrainConfig":
         _check_int(self, "batch_size", 1)
@@ -105,6 +106,7 @@ class TrainConfig:
         _check_int(self, "eval_iters", 1)
         _check_int(self, "seed", 0)
         _check_int(self, "grad_accum", 1)
+        _check_int(self, "early_stop_patience", 0)
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
         if not isinstance(self.compile, bool):
@@ -205,3 +207,28 @@ def check_memory_budget(model: GPTConfig, train: TrainConfig, budget_bytes: int)
             f"batch {train.batch_size} x block {train.block_size}); the limit here is "
             f"{budget_bytes / 2**20:,.0f} MB. Use a smaller d_model, fewer layers or a smaller batch."
         )
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named pair of configs that the Train page fills in with one click."""
+
+    name: str
+    model: GPTConfig
+    train: TrainConfig
+
+
+# On the built-in course-zh corpus, one CPU thread (python -m bench.presets; README, "Presets"):
+# tiny 3 s, small 24 s, demo 46 s, bigger 5 min (stopped early at step 1,000).
+PRESETS = {
+    "tiny": Preset("tiny", GPTConfig(d_model=32, num_heads=2, num_layers=1, d_ff=128, max_len=64, dropout=0.0),
+                   TrainConfig(batch_size=16, block_size=32, max_steps=300, warmup_steps=30, eval_interval=50)),
+    "small": Preset("small", GPTConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=64, dropout=0.1),
+                    TrainConfig(batch_size=32, block_size=32, max_steps=600, warmup_steps=50, eval_interval=100,
+                                early_stop_patience=3)),
+    "demo": Preset("demo", GPTConfig(), TrainConfig()),
+    "bigger": Preset("bigger", GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=128, dropout=0.2),
+                     TrainConfig(batch_size=32, block_size=64, max_steps=1500, warmup_steps=100, eval_interval=250,
+                                 lr=2e-3, min_lr=2e-4, early_stop_patience=3)),
+}
+DEFAULT_PRESET = "small"

@@ -1,10 +1,12 @@
 """Corpora and batches.
 
-Built-in corpora need no download: the reference demo's Chinese paragraph (the
-default) and the standard library's own documentation (`pydoc_data.topics`,
-about 465 KB of English). Any UTF-8 text file works too; bytes that are not
-text are refused with a `CorpusError` saying why. Batches are random windows
-drawn from one token tensor, as in nanoGPT.
+Built-in corpora need no download: a Chinese text on deep learning and attention written
+for MiniGPT Lab (the default, about 10,000 characters: enough for a small model to learn
+the style rather than recite the text), the reference demo's own 448-character paragraph
+(which a model can only memorise), and the standard library's documentation
+(`pydoc_data.topics`, about 465 KB of English). Any UTF-8 or GBK text file works too;
+bytes that are not text are refused with a `CorpusError` saying why. Batches are random
+windows drawn from one token tensor, as in nanoGPT.
 """
 from __future__ import annotations
 
@@ -15,13 +17,15 @@ import torch
 
 from .tokenizer import CharTokenizer
 
-DEFAULT_CORPUS = "demo-zh"
+DEFAULT_CORPUS = "course-zh"
 DEMO_SENTENCE = "深度学习是人工智能的重要领域"   # the reference demo's attention example
 DEMO_PROMPTS = ("深度", "自然", "注意", "计算")      # the reference demo's generation prompts
 MAX_CORPUS_BYTES = 20 * 1024 * 1024
 
 BUILTIN_CORPORA = {
-    "demo-zh": "The reference demo's Chinese paragraph on deep learning (448 characters).",
+    "course-zh": "A Chinese text on deep learning and attention, written for this lab (about 10,000 characters): "
+                 "large enough for a small model to learn its style instead of reciting it.",
+    "demo-zh": "The reference demo's Chinese paragraph (448 characters): a model can only memorise it.",
     "pydoc-en": "Python's own documentation topics from the standard library (about 465 KB, English).",
 }
 
@@ -33,8 +37,8 @@ class CorpusError(ValueError):
 def load_corpus(name_or_path: str | Path) -> str:
     """A built-in corpus by name, or a UTF-8 text file by path."""
     name = str(name_or_path)
-    if name == "demo-zh":
-        return resources.files("minigpt.corpora").joinpath("demo_zh.txt").read_text("utf-8")
+    if name in ("course-zh", "demo-zh"):
+        return resources.files("minigpt.corpora").joinpath(name.replace("-", "_") + ".txt").read_text("utf-8")
     if name == "pydoc-en":
         from pydoc_data.topics import topics
 
@@ -50,19 +54,45 @@ def load_corpus(name_or_path: str | Path) -> str:
 
 
 def decode_corpus(raw: bytes, source: str = "the upload") -> str:
-    """Decode uploaded bytes as text, refusing empty, binary, oversized or non-UTF-8 data."""
+    """Decode uploaded bytes as text, refusing empty, binary, oversized or undecodable data."""
+    return decode_corpus_as(raw, source)[0]
+
+
+def decode_corpus_as(raw: bytes, source: str = "the upload") -> tuple[str, str]:
+    """The text and the encoding it was read in: UTF-16 with a byte-order mark, UTF-8, or GBK
+    (as Chinese Windows saves text, read as its superset GB18030) when UTF-8 fails and GBK gives
+    Chinese text."""
     if len(raw) > MAX_CORPUS_BYTES:
         raise CorpusError(_too_large(len(raw)))
     if not raw:
         raise CorpusError(f"{source} is empty.")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        text = _decode(raw, "utf-16", source)
+        text, encoding = _decode(raw, "utf-16", source), "UTF-16"
     else:
         if b"\x00" in raw[:8192]:
             raise CorpusError(f"{source} looks like a binary file (it contains NUL bytes), not text.")
-        text = _decode(raw, "utf-8-sig", source)
+        try:
+            text, encoding = raw.decode("utf-8-sig"), "UTF-8"
+        except UnicodeDecodeError as err:
+            text, encoding = _gbk_or_refuse(raw, source, err.start), "GBK"
     check_corpus_text(text, source)
-    return text
+    return text, encoding
+
+
+def _gbk_or_refuse(raw: bytes, source: str, bad_byte: int) -> str:
+    try:
+        text = raw.decode("gb18030")
+    except UnicodeDecodeError:
+        text = ""
+    chinese = sum(1 for c in text if "\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef")
+    plain = sum(1 for c in text if c.isascii() and (c.isprintable() or c in "\n\r\t"))
+    visible = sum(1 for c in text if not c.isspace())
+    if text and chinese >= 0.5 * visible and chinese + plain >= 0.95 * len(text):
+        return text
+    raise CorpusError(
+        f"{source} is not valid UTF-8 text (byte {bad_byte}), nor Chinese text in GBK; save it as UTF-8 "
+        f"and upload it again."
+    )
 
 
 def check_corpus_text(text: str, source: str = "the corpus") -> None:
@@ -150,16 +180,17 @@ def _check_windows(num_tokens: int, batch_size: int, block_size: int) -> None:
         )
 
 
-def probe_text(tokenizer: CharTokenizer, corpus_text: str, limit: int = 40) -> str:
-    """A text to show attention on: the demo's sentence when the vocabulary has it, else the
-    corpus's first full line of known characters, else its known characters."""
+def probe_text(tokenizer: CharTokenizer, corpus_text: str = "", limit: int = 40) -> str:
+    """A text to show attention on, in the vocabulary only: the demo's sentence when the vocabulary
+    has it, else the corpus's first full line, else the first visible characters of the vocabulary."""
     if not tokenizer.unknown_chars(DEMO_SENTENCE):
         return DEMO_SENTENCE
     for line in corpus_text.splitlines():
         line = line.strip()
         if len(line) >= 8 and not tokenizer.unknown_chars(line):
             return line[:limit]
-    return "".join(c for c in corpus_text[:limit] if c in tokenizer.stoi)
+    visible = [c for c in tokenizer.chars if c.isprintable() and not c.isspace()]
+    return "".join(visible[:16]) or tokenizer.chars[0]
 
 
 def demo_prompts(tokenizer: CharTokenizer) -> list[str]:

@@ -33,6 +33,7 @@ from .sample import generate
 from .train import Trainer, TrainEvent
 
 THREAD_NAME = "minigpt-trainer"
+SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 _ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
 _ATEXIT_REGISTERED = False
 
@@ -56,9 +57,10 @@ class RunSnapshot:
     max_steps: int
     history: list[TrainEvent]
     evals: list[EvalRecord]
-    tokens_per_sec: float
+    tokens_per_sec: float           # median of the last few logged intervals: steady, not jumpy
     elapsed: float
     error: str | None = None
+    stopped_early: bool = False     # early_stop_patience ran out before max_steps
 
     @property
     def progress(self) -> float:
@@ -153,11 +155,12 @@ class TrainingRun:
     # -- reading -----------------------------------------------------------------
     def snapshot(self) -> RunSnapshot:
         with self._lock:
-            recent = self._history[-1].tokens_per_sec if self._history else 0.0
+            speeds = sorted(e.tokens_per_sec for e in self._history[-SPEED_WINDOW:] if e.step > 0)
             return RunSnapshot(
                 run_id=self.run_id, state=self._state, step=self.trainer.step,
                 max_steps=self.trainer.cfg.max_steps, history=list(self._history), evals=list(self._evals),
-                tokens_per_sec=recent, elapsed=self.trainer.elapsed, error=self._error,
+                tokens_per_sec=speeds[len(speeds) // 2] if speeds else 0.0, elapsed=self.trainer.elapsed,
+                error=self._error, stopped_early=self.trainer.stopped_early,
             )
 
     def inference_model(self) -> MiniGPT:
@@ -193,7 +196,7 @@ class TrainingRun:
                     if record is not None:
                         self._evals.append(record)
             with self._lock:
-                if self.trainer.step >= self.trainer.cfg.max_steps:
+                if self.trainer.step >= self.trainer.cfg.max_steps or self.trainer.stopped_early:
                     self._state = "finished"
         except Exception as err:  # the run reports it; the app keeps serving
             with self._lock:

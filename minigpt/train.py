@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from .config import ConfigError, GPTConfig, TrainConfig
 from .data import check_batch_fits, get_batch, split_tokens
 from .device import resolve_device
+from .diagnosis import unseen_validation_chars
 from .distributed import DistContext, all_reduce_mean
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
@@ -138,6 +139,9 @@ class Trainer:
         self.tokenizer = tokenizer
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         self.train_data, self.val_data = split_tokens(ids, cfg.val_fraction, cfg.block_size)
+        # kept after release(): what a page says about a finished run
+        self.unseen = unseen_validation_chars(text, cfg.val_fraction)
+        self.model_config, self.model_params, self.corpus_chars = model.config, model.num_params(), len(text)
         check_batch_fits(self.train_data, cfg.batch_size, cfg.block_size)
         self.optimizer = build_optimizer(model, cfg)
         self.log_interval = log_interval
@@ -147,6 +151,11 @@ class Trainer:
         model.use_generator(self.dropout_rng)
         self.elapsed = 0.0
         self.last_val_loss: float | None = None
+        self.best_val: tuple[int, float] | None = None  # (step, val loss) of the lowest so far
+        self.stopped_early = False
+        if cfg.early_stop_patience and self.dist.world_size > 1:
+            raise ConfigError("early stopping needs every process to see the val loss; under torchrun, "
+                              "leave early_stop_patience at 0.")
 
     def _training_module(self) -> torch.nn.Module:
         """What forward and backward run through: the model, compiled and/or wrapped in DDP."""
@@ -217,7 +226,16 @@ class Trainer:
         train = estimate_loss(self.model, self.train_data, self.cfg, self.cfg.seed + 1)
         val = estimate_loss(self.model, self.val_data, self.cfg, self.cfg.seed + 2)
         self.last_val_loss = val
+        if self.best_val is None or val < self.best_val[1]:
+            self.best_val = (self.step, val)
         return train, val
+
+    def patience_ran_out(self) -> bool:
+        """early_stop_patience evaluations in a row have not lowered the val loss."""
+        patience = self.cfg.early_stop_patience
+        if not patience or self.best_val is None:
+            return False
+        return self.step - self.best_val[0] >= patience * self.cfg.eval_interval
 
     def is_eval_step(self) -> bool:
         return self.step % self.cfg.eval_interval == 0 or self.step == self.cfg.max_steps
@@ -260,6 +278,9 @@ class Trainer:
                 event.elapsed = self.elapsed
                 yield event
                 loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
+                if evaluating and self.patience_ran_out():
+                    self.stopped_early = True
+                    return
 
     def release(self) -> None:
         """Let go of the model, its optimizer and the data; step, config and elapsed time stay readable."""
@@ -273,12 +294,15 @@ class Trainer:
         return {
             "step": self.step,
             "elapsed": self.elapsed,
+            "best_val": list(self.best_val) if self.best_val else None,
             "batch_rng": base64.b64encode(self.batch_rng.get_state().numpy().tobytes()).decode(),
         }
 
     def load_state_dict(self, state: dict, optimizer_state: dict | None) -> None:
         self.step = int(state["step"])
         self.elapsed = float(state.get("elapsed", 0.0))
+        best = state.get("best_val")
+        self.best_val = (int(best[0]), float(best[1])) if best else None
         if self.dist.rank == 0:
             rng = torch.frombuffer(bytearray(base64.b64decode(state["batch_rng"])), dtype=torch.uint8)
             self.batch_rng.set_state(rng)

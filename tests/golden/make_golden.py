@@ -18,7 +18,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PROMPTS = {"demo-zh": ["深度学习", "注意力机制是", "自然语言处理的"], "pydoc-en": ["The list ", "def f(x):\n    ", "import "]}
+PROMPTS = {"course-zh": ["注意力", "深度学习是", "训练的时候，"], "demo-zh": ["深度学习", "注意力机制是", "自然语言处理的"],
+           "pydoc-en": ["The list ", "def f(x):\n    ", "import "]}
 
 
 def demo_classes(path: Path) -> dict:

@@ -12,6 +12,9 @@ st.markdown(
     "A small model ships with the app, so **Generate** and **Attention** work right away; "
     "**Train** grows your own while you watch, and **√d_k scaling** shows why attention divides by √d_k."
 )
+st.info("**First time here?** Open **Train** and press **Start**: the default *Small* preset learns the built-in "
+        "course text's style in about half a minute. Then write with it on **Generate** and watch where it looks "
+        "on **Attention**.")
 
 summary = st.container(border=True)
 

@@ -17,6 +17,7 @@ class Corpus:
     key: str                                          # a built-in name, or "<file name> (uploaded)"
     label: str                                        # what the learner sees
     text: str = field(repr=False, compare=False)
+    encoding: str = "UTF-8"                           # what an upload was read as
 
 
 @st.cache_resource(show_spinner=False)
@@ -32,7 +33,9 @@ def corpus_options() -> list[str]:
 def corpus_description(key: str) -> str:
     if key in BUILTIN_CORPORA:
         return BUILTIN_CORPORA[key]
-    return f"Your upload, {len(current_corpus().text):,} characters."
+    corpus = current_corpus()
+    read_as = f", read as {corpus.encoding}" if corpus.encoding != "UTF-8" else ""
+    return f"Your upload, {len(corpus.text):,} characters{read_as}."
 
 
 def current_corpus() -> Corpus:
@@ -43,9 +46,15 @@ def current_corpus() -> Corpus:
     return builtin_corpus(key if key in BUILTIN_CORPORA else DEFAULT_CORPUS)
 
 
-def use_uploaded_corpus(name: str, text: str) -> Corpus:
+def use_uploaded_corpus(name: str, text: str, encoding: str = "UTF-8") -> Corpus:
     """Make an upload's text the session's corpus."""
-    corpus = Corpus(f"{name} (uploaded)", name, text)
+    corpus = Corpus(f"{name} (uploaded)", name, text, encoding)
     st.session_state[UPLOADED_CORPUS] = corpus
     st.session_state[CORPUS] = corpus.key
     return corpus
+
+
+def forget_uploaded_corpus() -> None:
+    """The learner removed the file: back to the default corpus."""
+    if st.session_state.pop(UPLOADED_CORPUS, None) is not None:
+        st.session_state[CORPUS] = DEFAULT_CORPUS

@@ -84,7 +84,8 @@ class LoadedModel:
 
     def describe(self) -> str:
         c = self.model.config
-        return (f"{c.num_layers} layers × {c.num_heads} heads, d_model {c.d_model} (d_k {c.d_k}), "
+        return (f"{c.num_layers} layer{'s' if c.num_layers != 1 else ''} × {c.num_heads} "
+                f"head{'s' if c.num_heads != 1 else ''}, d_model {c.d_model} (d_k {c.d_k}), "
                 f"d_ff {c.d_ff}, max_len {c.max_len}, vocabulary {self.tokenizer.vocab_size} characters")
 
 
@@ -110,10 +111,16 @@ def require_model() -> LoadedModel:
 
 def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: str, detail: str,
                      text: str) -> LoadedModel:
+    """text: the corpus the model learned, when known; the default texts come from it, or from the
+    probe text the checkpoint carries, never from another corpus."""
     step = checkpoint.meta.get("step")
     steps = f"{step:,}" if isinstance(step, int) else "–"
-    return LoadedModel(checkpoint.model, checkpoint.tokenizer, source, corpus, status, steps, detail,
-                       probe_text(checkpoint.tokenizer, text), checkpoint.block_size)
+    tokenizer = checkpoint.tokenizer
+    probe = checkpoint.meta.get("probe_text")
+    if not (isinstance(probe, str) and probe.strip() and not tokenizer.unknown_chars(probe)):
+        probe = probe_text(tokenizer, text)
+    return LoadedModel(checkpoint.model, tokenizer, source, corpus, status, steps, detail,
+                       probe[: checkpoint.block_size], checkpoint.block_size)
 
 
 def _pretrained_model() -> LoadedModel:
@@ -140,7 +147,7 @@ def _uploaded_model() -> LoadedModel:
     except CheckpointError as err:
         raise ModelUnavailable(f"{md(upload.name)} could not be loaded: {err}") from None
     corpus = str(checkpoint.meta.get("corpus") or "unknown")
-    text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else current_corpus().text
+    text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else ""
     return _from_checkpoint(checkpoint, UPLOADED, corpus, "uploaded", f"the checkpoint {md(upload.name)}", text)
 
 
@@ -156,11 +163,15 @@ def _run_model() -> LoadedModel:
 
 
 def first_prompt(model: LoadedModel) -> str:
+    """The demo's first prompt when the vocabulary has it, else the start of the model's sample
+    text: only characters the model knows."""
     prompts = demo_prompts(model.tokenizer)
     if prompts:
         return prompts[0]
     words = model.sample_text.split()
-    return words[0] + " " if words else ""
+    if not words:
+        return model.sample_text[:4]
+    return words[0][:8] + (" " if " " in model.tokenizer.stoi else "")
 
 
 def attention_maps(model: MiniGPT, tokenizer: CharTokenizer, text: str, scaled: bool | None = None) -> np.ndarray:

@@ -63,8 +63,16 @@ def session_run() -> tuple[RunEntry | None, bool]:
         entry = registry().get(watched)
         if entry is not None:
             return entry, False
+        newer = registry().successor(watched)
+        if newer is not None:
+            ss[WATCHED_RUN] = newer.run_id
+            ss[NOTICE] = (f"The owner of run `{watched}` started a new run, `{newer.run_id}`: you are now "
+                          f"watching that one.")
+            sync_url()
+            return newer, False
         del ss[WATCHED_RUN]
-        ss[NOTICE] = f"Run `{watched}` is no longer on this server."
+        ss[NOTICE] = (f"Run `{watched}` is no longer on this server: its owner stopped using it, or the server "
+                      f"restarted. Ask for a new link, or train a run of your own on the Train page.")
     return None, False
 
 
@@ -75,16 +83,18 @@ def read_run_from_url() -> None:
         ss[URL_READ] = True
         run_id, key = st.query_params.get("run"), st.query_params.get("key")
         if run_id:
-            entry = registry().get(run_id, key)
+            entry = registry().get(run_id, key) or registry().successor(run_id)
             if entry is None:
                 shown = f" `{run_id}`" if _RUN_ID.fullmatch(run_id) else ""  # never echo markup from a link
                 ss[NOTICE] = (f"The run{shown} in this address is no longer on this server "
                               f"(runs are released when idle and when the server restarts).")
             else:
-                if entry.is_owner(key):
+                if entry.run_id == run_id and entry.is_owner(key):
                     ss[OWN_RUN] = (run_id, key)
                 else:
-                    ss[WATCHED_RUN] = run_id
+                    ss[WATCHED_RUN] = entry.run_id
+                    if entry.run_id != run_id:
+                        ss[NOTICE] = f"Run `{run_id}` was replaced by its owner's new run, `{entry.run_id}`: showing that."
                 ss[MODEL_SOURCE] = TRAINED  # the address names a run: Generate and Attention use it
     sync_url()
 
@@ -123,7 +133,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> RunEntry:
     Raises ConfigError or CorpusError for settings that can't train, RunLimitError at the cap.
     """
     tokenizer, model, train = run_configs(corpus, model, train)
-    probe = probe_text(tokenizer, corpus.text)
+    probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
     prompt = next(iter(demo_prompts(tokenizer)), "")
 
     def build() -> TrainingRun:
@@ -147,6 +157,17 @@ def control_run(action: str) -> None:
     registry().control(own[0], own[1], action)
 
 
+def run_settings(entry: RunEntry) -> tuple[GPTConfig, TrainConfig]:
+    """The configs the run trains with (not what the form shows now)."""
+    return entry.run.trainer.model_config, entry.run.trainer.cfg
+
+
+def readonly_link(entry: RunEntry) -> str:
+    """This page's address with only ?run=<id>: it lets others watch, never steer."""
+    base = (st.context.url or "").split("?")[0]
+    return f"{base}?run={entry.run_id}"
+
+
 def run_checkpoint_zip(entry: RunEntry) -> bytes:
     """The run's current weights as a checkpoint zip, made in memory, loadable again on Home."""
     parts = entry.run.checkpoint_parts()
@@ -154,6 +175,6 @@ def run_checkpoint_zip(entry: RunEntry) -> bytes:
     meta = {
         "corpus": entry.corpus, "step": parts["trainer_state"]["step"], "val_loss": parts["val_loss"],
         "history": [[e.step, e.train_loss, e.val_loss] for e in history],
-        "run_id": entry.run_id, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "run_id": entry.run_id, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "probe_text": entry.probe_text,
     }
     return checkpoint_zip(parts["model"], parts["tokenizer"], train_config=parts["train_config"], meta=meta)

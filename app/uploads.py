@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from minigpt import CheckpointError, decode_corpus
+from minigpt import CheckpointError, decode_corpus_as
 
 from .choices import MODEL_SOURCE, UPLOADED, current_device
-from .corpora import use_uploaded_corpus
+from .corpora import forget_uploaded_corpus, use_uploaded_corpus
 from .models import UPLOADED_CHECKPOINT, UploadedCheckpoint
 from .text import md
 
@@ -20,8 +20,8 @@ MAX_CHECKPOINT_BYTES = 25 * 2**20     # as server.maxUploadSize in .streamlit/co
 
 
 def accept_corpus_upload(name: str, data: bytes) -> None:
-    """Make uploaded bytes the session's corpus; CorpusError says why they can't be one."""
-    use_uploaded_corpus(name, decode_corpus(data, source=name))
+    """Make uploaded bytes (UTF-8, UTF-16 or GBK) the session's corpus; CorpusError says why they can't be one."""
+    use_uploaded_corpus(name, *decode_corpus_as(data, source=name))
 
 
 def accept_checkpoint_upload(name: str, data: bytes) -> None:
@@ -37,6 +37,8 @@ def accept_checkpoint_upload(name: str, data: bytes) -> None:
 
 
 def on_corpus_upload() -> None:
+    if st.session_state.get(CORPUS_UPLOAD) is None:
+        forget_uploaded_corpus()
     _accept(CORPUS_UPLOAD, accept_corpus_upload)
 
 

@@ -19,6 +19,7 @@ from .model import MiniGPT
 from .runner import TrainingRun
 
 ACTIVE_STATES = ("running", "paused")
+MAX_SUCCESSORS = 256  # replacements remembered, so that watchers can follow an owner to a new run
 
 
 class RunLimitError(RuntimeError):
@@ -81,6 +82,7 @@ class RunRegistry:
         self._lock = threading.Lock()
         self._entries: dict[str, RunEntry] = {}
         self._reserved = 0
+        self._successors: dict[str, str] = {}  # replaced run id -> the id of the run that replaced it
 
     def get(self, run_id: str | None, key: str | None = None) -> RunEntry | None:
         """The run, or None; its owner's key also marks it as seen."""
@@ -90,6 +92,16 @@ class RunRegistry:
             if entry is not None and entry.is_owner(key):
                 entry.last_seen = time.monotonic()
             return entry
+
+    def successor(self, run_id: str) -> RunEntry | None:
+        """The run that replaced `run_id` (its owner's newest, following every replacement), if any:
+        someone watching an owner's link follows the owner to their new run."""
+        with self._lock:
+            seen = set()
+            while run_id in self._successors and run_id not in seen:
+                seen.add(run_id)
+                run_id = self._successors[run_id]
+            return self._entries.get(run_id) if seen else None
 
     def active_count(self) -> int:
         self._release_idle()
@@ -114,6 +126,9 @@ class RunRegistry:
             self._reserved -= 1
             if old is not None:
                 self._entries.pop(old.run_id, None)
+                self._successors[old.run_id] = entry.run_id
+                while len(self._successors) > MAX_SUCCESSORS:
+                    self._successors.pop(next(iter(self._successors)))
             self._entries[entry.run_id] = entry
             run.start()
             dropped = self._trim_locked()

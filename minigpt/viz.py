@@ -13,13 +13,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .runner import EvalRecord
+from .diagnosis import Overfitting
 from .sample import Step
 from .train import TrainEvent
 
 MAX_POINTS = 2000
 MASK_COLOR = "#d9d9d9"
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+PAGE = 24  # positions per heatmap page: at most this many rows and columns, each labelled
 
 
 def position_labels(text: str) -> list[str]:
@@ -34,8 +35,13 @@ def _downsample(rows: Sequence, limit: int = MAX_POINTS) -> list:
     return list(rows[::stride]) + ([rows[-1]] if (len(rows) - 1) % stride else [])
 
 
-def loss_figure(history: Sequence[TrainEvent]) -> go.Figure:
-    """Train loss per logged interval, validation loss at evaluations, lr on a second axis."""
+def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
+                overfit: "Overfitting | None" = None) -> go.Figure:
+    """Train loss per logged interval, validation loss at evaluations, lr on a second axis.
+
+    uniform: the loss of guessing uniformly (ln vocab), drawn as a reference line;
+    overfit: marks where val loss was lowest and the stretch where it rose since.
+    """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rows = _downsample(history)
     fig.add_trace(go.Scatter(x=[e.step for e in rows], y=[e.train_loss for e in rows], name="train loss",
@@ -45,10 +51,20 @@ def loss_figure(history: Sequence[TrainEvent]) -> go.Figure:
                              mode="lines+markers", line=dict(color="#E53935")), secondary_y=False)
     fig.add_trace(go.Scatter(x=[e.step for e in rows], y=[e.lr for e in rows], name="learning rate",
                              mode="lines", line=dict(color="#9E9E9E", dash="dot")), secondary_y=True)
+    if uniform is not None:
+        fig.add_hline(y=uniform, line=dict(color="#757575", dash="dash", width=1), secondary_y=False,
+                      annotation_text=f"guessing uniformly: ln V = {uniform:.2f}", annotation_position="top left")
+    if overfit is not None:
+        fig.add_vrect(x0=overfit.best_step, x1=overfit.step, fillcolor="#E53935", opacity=0.08, line_width=0)
+        fig.add_annotation(x=overfit.best_step, y=overfit.best_val, text="val loss lowest; rising since: overfitting",
+                           showarrow=True, arrowhead=2, ax=40, ay=-40, font=dict(color="#B71C1C"))
+    max_lr = max((e.lr for e in rows), default=0.0)
     fig.update_xaxes(title_text="step")
-    fig.update_yaxes(title_text="cross-entropy loss (nats)", secondary_y=False)
-    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False, tickformat=".1e")
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
+    fig.update_yaxes(title_text="cross-entropy loss (nats)", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False, tickformat=".0e",
+                     range=[0, 1.05 * max_lr if max_lr > 0 else 1], nticks=4)
+    fig.update_layout(height=400, margin=dict(l=10, r=10, t=20, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig
 
 
@@ -59,73 +75,74 @@ def _masked(weights: np.ndarray) -> np.ndarray:
     return z
 
 
-def _heatmap(weights: np.ndarray, labels: list[str]) -> go.Heatmap:
-    return go.Heatmap(z=_masked(weights), x=labels, y=labels, coloraxis="coloraxis",
-                      hovertemplate=HOVER, hoverongaps=False)
+def _tick(c: str) -> str:
+    return c if c.isprintable() and not c.isspace() else repr(c)[1:-1] or "·"
 
 
-def attention_figure(attention: np.ndarray, text: str, view: str = "grid", layer: int = 0) -> go.Figure:
-    """Heatmaps of attention weights, attention shaped (layers, heads, T, T).
+def attention_panels(attention: np.ndarray, view: str = "layers", layer: int = 0) -> list[tuple[str, np.ndarray]]:
+    """The heatmaps a view shows, as (title, weights (T, T)), attention shaped (layers, heads, T, T).
 
-    view="layers": each layer's mean over heads, side by side (the demo's first figure);
-    view="heads":  the heads of one layer side by side (the demo's second figure);
-    view="grid":   every layer (rows) x head (columns).
+    view="layers": each layer's mean over heads (the demo's first figure);
+    view="heads":  the heads of one layer (the demo's second figure);
+    view="grid":   every layer x head, layer by layer.
     """
     attention = np.asarray(attention, dtype=np.float32)
     n_layers, n_heads = attention.shape[:2]
-    labels = position_labels(text)[: attention.shape[-1]]
     if view == "layers":
-        panels = [(0, l, attention[l].mean(axis=0), f"layer {l + 1} · mean of heads") for l in range(n_layers)]
-        rows, cols = 1, n_layers
-    elif view == "heads":
+        return [(f"layer {l + 1} · mean of heads", attention[l].mean(axis=0)) for l in range(n_layers)]
+    if view == "heads":
         if not 0 <= layer < n_layers:
             raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer}")
-        panels = [(0, h, attention[layer, h], f"layer {layer + 1} · head {h + 1}") for h in range(n_heads)]
-        rows, cols = 1, n_heads
-    elif view == "grid":
-        panels = [(l, h, attention[l, h], f"L{l + 1} H{h + 1}") for l in range(n_layers) for h in range(n_heads)]
-        rows, cols = n_layers, n_heads
-    else:
-        raise ValueError(f"view must be 'layers', 'heads' or 'grid', got {view!r}")
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[3] for p in panels],
-                        horizontal_spacing=0.03, vertical_spacing=0.08 if rows > 1 else 0.0)
-    for r, c, weights, _ in panels:
-        fig.add_trace(_heatmap(weights, labels), row=r + 1 if view == "grid" else 1, col=c + 1)
-    show_ticks = len(labels) <= 24 and cols <= 4
-    fig.update_xaxes(showticklabels=False, constrain="domain")
-    fig.update_yaxes(autorange="reversed", showticklabels=False, scaleanchor="x", constrain="domain")
-    # axis titles and position labels once per row / column, so they don't spill into the next panel
-    fig.update_xaxes(title_text="key", showticklabels=show_ticks, row=rows)
-    fig.update_yaxes(title_text="query", showticklabels=show_ticks, col=1)
-    for i in range(2, rows * cols + 1):  # keep every panel square against its own x axis
-        fig.layout[f"yaxis{i}"].scaleanchor = f"x{i}"
+        return [(f"layer {layer + 1} · head {h + 1}", attention[layer, h]) for h in range(n_heads)]
+    if view == "grid":
+        return [(f"layer {l + 1} · head {h + 1}", attention[l, h]) for l in range(n_layers) for h in range(n_heads)]
+    raise ValueError(f"view must be 'layers', 'heads' or 'grid', got {view!r}")
+
+
+def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: int = 0,
+                      stop: int | None = None) -> go.Figure:
+    """One attention matrix (T, T) as a heatmap: rows are queries, columns keys, the future grey.
+
+    start, stop: the positions shown (a page of a long text); every row and column keeps its
+    character as a tick label, upright, and its position in the hover text.
+    """
+    T = np.asarray(weights).shape[-1]
+    stop = T if stop is None else min(stop, T)
+    if not 0 <= start < stop:
+        raise ValueError(f"positions {start}..{stop} are not inside the text's {T}")
+    labels = position_labels(text[:T])[start:stop]
+    z = _masked(weights)[start:stop, start:stop]
+    ticks = [_tick(c) for c in text[start:stop]]
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, coloraxis="coloraxis", hovertemplate=HOVER,
+                               hoverongaps=False))
+    font = dict(size=12 if stop - start <= 16 else 10)
+    axis = dict(tickmode="array", tickvals=labels, ticktext=ticks, tickangle=0, tickfont=font, showgrid=False)
+    fig.update_xaxes(title_text="key", side="bottom", constrain="domain", **axis)
+    fig.update_yaxes(title_text="query", autorange="reversed", scaleanchor="x", constrain="domain", **axis)
     fig.update_layout(
-        coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, colorbar=dict(title="weight")),
-        plot_bgcolor=MASK_COLOR, height=max(400, 280 * rows), margin=dict(l=10, r=10, t=40, b=10),
+        title=dict(text=title, x=0.0, font=dict(size=13)),
+        coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=False),
+        plot_bgcolor=MASK_COLOR, height=max(300, 100 + 22 * (stop - start)), margin=dict(l=10, r=10, t=36, b=10),
     )
     return fig
 
 
-def timelapse_frame(record: EvalRecord, text: str, view: str = "layers", layer: int = 0) -> go.Figure:
-    """The probe text's attention at one evaluation of a run, titled with its step and losses."""
-    fig = attention_figure(record.attention, text, view=view, layer=layer)
-    fig.update_layout(title=f"step {record.step} · val loss {record.val_loss:.3f}")
-    return fig
+SCALING_METRICS = {
+    "entropy": ("Entropy (higher = more uniform)", "mean softmax entropy (nats)", None),
+    "max_weight": ("Max attention weight (lower = less saturated)", "mean max weight", [0, 1]),
+}
 
 
-def scaling_figure(table: pd.DataFrame) -> go.Figure:
-    """Mean softmax entropy and mean max weight per d_k, unscaled vs scaled, as grouped bars."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Entropy (higher = more uniform)",
-                                                        "Max attention weight (lower = less saturated)"))
+def scaling_figure(table: pd.DataFrame, metric: str = "entropy") -> go.Figure:
+    """One metric of the √d_k experiment per d_k, unscaled vs scaled, as grouped bars."""
+    title, axis, span = SCALING_METRICS[metric]
     x = [f"d_k={d}" for d in table["d_k"]]
-    for col, metric in enumerate(("entropy", "max_weight"), start=1):
-        fig.add_trace(go.Bar(x=x, y=table[f"{metric}_unscaled"], name="no scaling", marker_color="#E53935",
-                             legendgroup="no", showlegend=col == 1), row=1, col=col)
-        fig.add_trace(go.Bar(x=x, y=table[f"{metric}_scaled"], name="scaled by 1/√d_k", marker_color="#1E88E5",
-                             legendgroup="yes", showlegend=col == 1), row=1, col=col)
-    fig.update_yaxes(title_text="mean softmax entropy (nats)", row=1, col=1)
-    fig.update_yaxes(title_text="mean max weight", range=[0, 1], row=1, col=2)
-    fig.update_layout(barmode="group", height=380, margin=dict(l=10, r=10, t=40, b=10))
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=x, y=table[f"{metric}_unscaled"], name="no scaling", marker_color="#E53935"))
+    fig.add_trace(go.Bar(x=x, y=table[f"{metric}_scaled"], name="scaled by 1/√d_k", marker_color="#1E88E5"))
+    fig.update_yaxes(title_text=axis, range=span)
+    fig.update_layout(title=dict(text=title, x=0.0, font=dict(size=14)), barmode="group", height=360,
+                      margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15, x=0))
     return fig
 
 
@@ -139,9 +156,10 @@ def score_std_figure(table: pd.DataFrame) -> go.Figure:
                              line=dict(color="#E53935", dash="dot")))
     fig.add_trace(go.Scatter(x=d_k, y=table["score_std_scaled"], name="q·k / √d_k (measured)",
                              mode="lines+markers", line=dict(color="#1E88E5")))
-    fig.update_xaxes(title_text="d_k", type="log")
+    fig.update_xaxes(title_text="d_k", type="log", tickmode="array", tickvals=list(d_k),
+                     ticktext=[f"{int(d)}" for d in d_k])
     fig.update_yaxes(title_text="standard deviation of the score")
-    fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10))
+    fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25, x=0))
     return fig
 
 

@@ -3,9 +3,9 @@ import math
 
 import streamlit as st
 
-from app import models, navigation, runs
+from app import heatmaps, models, navigation, runs
 from app.text import md
-from minigpt import attention_figure, timelapse_frame
+from minigpt import attention_panels, top_key_changes
 
 navigation.setup_page(__file__)
 
@@ -13,12 +13,16 @@ st.title("Attention")
 st.markdown(
     "Each heatmap row is a character of your text asking *where should I look?* (the query); each column is "
     "an earlier character it can look at (the key). A row's weights add up to 1, and the grey upper triangle "
-    "is the future, masked so that the model cannot peek. Hover a cell to read the pair and its weight."
+    "is the future, masked so that the model cannot peek. The first row is always 1.0: the first character "
+    "has nothing before it, so all its attention goes to itself. Hover a cell to read the pair and its weight."
 )
 
 lm = models.require_model()
 config = lm.model.config
 st.caption(lm.summary())
+st.caption(f"This model has positions for max_len = {config.max_len} characters, but it was trained on windows "
+           f"of block_size = {lm.block_size}: positions after {lm.block_size} were never trained, so this page "
+           f"(and Generate) keep to the first {lm.block_size} characters.")
 
 text = st.text_input("Text", value=lm.sample_text, key=f"attention_text:{lm.vocab_id}", persist_state="session")
 VIEWS = {"layers": "Each layer (mean of its heads)", "heads": "One layer's heads", "grid": "Every layer × head"}
@@ -39,13 +43,20 @@ elif unknown:
                + ", ".join(repr(c) for c in unknown) + ". Remove them to see the attention.")
 else:
     if len(text) > lm.block_size:
-        st.warning(f"The model was trained on {lm.block_size} positions: showing the first {lm.block_size} characters.")
+        st.warning(f"The model was trained on {lm.block_size} positions: showing the first {lm.block_size} of "
+                   f"your {len(text)} characters.")
         text = text[: lm.block_size]
     attention = models.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
-    st.plotly_chart(attention_figure(attention, text, view=view, layer=layer), key="attention_chart")
+    span = heatmaps.pick_page(len(text), key=f"attention_page:{len(text)}")
+    heatmaps.draw_panels(attention_panels(attention, view=view, layer=layer), text, span, key="attention")
     if unscaled and config.scale_attention:
+        scaled = models.attention_maps(lm.model, lm.tokenizer, text)
+        moved = "; ".join(f"layer {i + 1}: {n} of {rows}" for i, (n, rows) in enumerate(top_key_changes(scaled,
+                                                                                                        attention)))
         st.caption(f"Every score is now √d_k = {math.sqrt(config.d_k):.1f} times larger than the model was trained "
-                   f"with: the same ranking of keys, but a far more peaked softmax. See the √d_k page for why.")
+                   f"with, so each softmax is more peaked. In layer 1 that cannot change which key a row ranks "
+                   f"first, but the later layers receive different inputs, so there it can. Rows (over all heads) "
+                   f"whose most-attended key changed: {moved}. See the √d_k page for why the scaling matters.")
     elif unscaled:
         st.caption("This model was trained without the scaling, so this is its own attention.")
 
@@ -62,7 +73,10 @@ else:
     chosen = (st.select_slider("Evaluation step", steps, value=steps[-1], key="timelapse_step")
               if len(steps) > 1 else steps[0])
     record = evals[steps.index(chosen)]
-    frame = timelapse_frame(record, entry.probe_text, view=view, layer=min(layer, record.attention.shape[0] - 1))
-    st.plotly_chart(frame, key="timelapse_chart")
+    st.markdown(f"**Step {record.step:,}** · val loss {record.val_loss:.3f}")
+    probe = entry.probe_text[: record.attention.shape[-1]]
+    span = heatmaps.pick_page(len(probe), key=f"timelapse_page:{len(probe)}")
+    panels = attention_panels(record.attention, view=view, layer=min(layer, record.attention.shape[0] - 1))
+    heatmaps.draw_panels(panels, probe, span, key="timelapse")
     st.markdown(f"**Sample at step {record.step:,}**")
     st.code(record.sample, language=None, wrap_lines=True)

@@ -33,9 +33,17 @@ if not d_ks:
     st.stop()
 table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
 
-st.plotly_chart(scaling_figure(table), key="scaling_chart")
-st.caption("At the demo's settings (d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) these are the "
-           "numbers the reference demo prints.")
+entropy_col, max_col = st.columns(2)  # side by side on a wide screen, one under the other on a phone
+entropy_col.plotly_chart(scaling_figure(table, "entropy"), key="scaling_entropy", config={"displayModeBar": False})
+max_col.plotly_chart(scaling_figure(table, "max_weight"), key="scaling_max_weight", config={"displayModeBar": False})
+demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
+                                                                                     DEMO_SEED, 1)
+if demo_settings:
+    st.caption("At these settings (the demo's: d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) the numbers "
+               "are the ones the reference demo prints.")
+else:
+    st.caption("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
+               "one sample.")
 st.dataframe(table, hide_index=True, key="scaling_table", column_config={
     "d_k": st.column_config.NumberColumn("d_k"),
     "score_std_unscaled": st.column_config.NumberColumn("std of q·k", format="%.4f"),
@@ -66,4 +74,4 @@ almost zero everywhere, so the attention stops learning.
 """
     )
 with plot_col:
-    st.plotly_chart(score_std_figure(table), key="score_std_chart")
+    st.plotly_chart(score_std_figure(table), key="score_std_chart", config={"displayModeBar": False})

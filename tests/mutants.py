@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER = ["test_maths.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+         "test_first_hour.py",
          "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
          "test_cli.py", "test_bad_inputs.py"]
 
@@ -105,6 +106,48 @@ MUTANTS = {
         "if _sha256(data) != sha256:", "if False:")]),
     "run folder loads the oldest checkpoint": ("minigpt/checkpoint.py", [(
         "return max(folders, key=", "return min(folders, key=")]),
+    # a learner's first hour
+    "default corpus is the demo's paragraph": ("minigpt/data.py", [(
+        'DEFAULT_CORPUS = "course-zh"', 'DEFAULT_CORPUS = "demo-zh"')]),
+    "B1 default prompt ends in a space": ("app/models.py", [(
+        'words[0][:8] + (" " if " " in model.tokenizer.stoi else "")', 'words[0][:8] + " "')]),
+    "B2 uploaded model takes texts from the current corpus": ("app/models.py", [
+        ('probe = checkpoint.meta.get("probe_text")', "probe = None"),
+        ('if corpus in BUILTIN_CORPORA else ""', "if corpus in BUILTIN_CORPORA else current_corpus().text")]),
+    "B5 form not filled from the reattached run": ("app/train_form.py", [(
+        "fill(*(run_configs or (", "fill(*(None or (")]),
+    "B7 top-key changes miscounted": ("minigpt/diagnosis.py", [(
+        "changed = scaled.argmax(axis=-1) != unscaled.argmax(axis=-1)",
+        "changed = scaled.argmax(axis=-1) != scaled.argmax(axis=-1)")]),
+    "B9 old answer kept on a new request": ("pages/2_Generate.py", [(
+        "    st.session_state.pop(RESULT, None)\n", "")]),
+    "B10 no successor for a replaced run": ("minigpt/registry.py", [(
+        "self._successors[old.run_id] = entry.run_id", "pass")]),
+    "B11 top-k above the vocabulary not said": ("pages/2_Generate.py", [(
+        "if k >= lm.tokenizer.vocab_size:", "if False:")]),
+    "B12 GBK refused": ("minigpt/data.py", [(
+        'text, encoding = _gbk_or_refuse(raw, source, err.start), "GBK"',
+        'raise CorpusError(f"{source} is not valid UTF-8 (byte {err.start}).") from None')]),
+    "B12 lr axis may go negative": ("minigpt/viz.py", [(
+        "range=[0, 1.05 * max_lr if max_lr > 0 else 1]", "range=None")]),
+    "B12 Start clickable with every slot taken": ("pages/1_Train.py", [(
+        "disabled=not settings_ok or slots_full,", "disabled=not settings_ok,")]),
+    "early stopping never stops": ("minigpt/train.py", [(
+        "if evaluating and self.patience_ran_out():", "if False:")]),
+    "overfitting never reported": ("minigpt/diagnosis.py", [(
+        "if step > best[0] and val > best[2] + rise and train < best[1]:", "if False:")]),
+    "unseen validation characters checked against the whole text": ("minigpt/diagnosis.py", [(
+        "seen = set(text[:n_train])", "seen = set(text)")]),
+    "tokens/s is the last interval's": ("minigpt/runner.py", [(
+        "tokens_per_sec=speeds[len(speeds) // 2] if speeds else 0.0",
+        "tokens_per_sec=self._history[-1].tokens_per_sec if self._history else 0.0")]),
+    "removed upload stays the corpus": ("app/uploads.py", [(
+        "        forget_uploaded_corpus()\n", "        pass\n")]),
+    "B8 key labels on their side": ("minigpt/viz.py", [("tickangle=0,", "tickangle=90,")]),
+    "B8 long texts not paged": ("minigpt/viz.py", [("PAGE = 24  #", "PAGE = 1000  #")]),
+    "1 layers": ("app/models.py", [("layer{'s' if c.num_layers != 1 else ''} ×", "layers ×")]),
+    "scaling caption claims the demo's numbers at any settings": ("pages/4_Scaling.py", [(
+        "if demo_settings:", "if True:")]),
 }
 
 

@@ -17,7 +17,7 @@ from app import choices, corpora, runs, uploads
 from app.text import markdown_stream, md
 from helpers import (DEMO_SCALING, PAGES, ROOT, hand_forward, home, own_run, page, plotly_array, plotly_spec, start_tiny_run, step_of,
                      tiny_settings, wait_for_step)
-from minigpt import (DEMO_SENTENCE, CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig,
+from minigpt import (DEFAULT_CORPUS, DEMO_SENTENCE, CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig,
                      Trainer, TrainingRun, build_model, load_pretrained, scaling_experiment)
 from minigpt.runner import THREAD_NAME
 
@@ -45,9 +45,9 @@ def test_the_english_corpus_brings_its_own_shipped_model_prompt_and_text():
 
 def test_home_shows_the_shipped_model_without_training():
     at = home()
-    shipped = load_pretrained("demo-zh")
+    shipped = load_pretrained(DEFAULT_CORPUS)
     values = {m.label: m.value for m in at.metric}
-    assert values["Corpus"] == "demo-zh"
+    assert values["Corpus"] == DEFAULT_CORPUS
     assert values["Parameters"] == f"{shipped.model.num_params():,}"
     assert values["Device"] == "cpu"
 
@@ -83,8 +83,7 @@ def test_starting_a_run_makes_it_the_loaded_model_for_generate_and_attention():
     at = start_tiny_run()
     page(at, "pages/3_Attention.py")
     assert not at.exception
-    spec = plotly_spec(at)
-    assert sum(trace["type"] == "heatmap" for trace in spec["data"]) == 1  # one layer, mean view
+    assert len(at.get("plotly_chart")) == 1  # one layer, mean view
     assert at.session_state[choices.MODEL_SOURCE] == choices.TRAINED
 
 
@@ -153,9 +152,11 @@ def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
     start_tiny_run()
     start_tiny_run()
     third = tiny_settings(page(home(), "pages/1_Train.py"))
-    third.button(key="start").click().run()
-    assert any("limit" in e.value for e in third.error)
+    assert third.button(key="start").disabled  # issue B12: Start stayed clickable with every slot taken
+    assert any("training slots" in i.value for i in third.info)
     assert runs.OWN_RUN not in third.session_state
+    with pytest.raises(RunLimitError, match="limit"):  # and the registry refuses even a forged click
+        runs.registry().start(lambda: pytest.fail("built past the cap"), corpus="x", probe="")
     assert runs.registry().active_count() == 2
 
 
@@ -171,7 +172,10 @@ def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypat
 
 
 def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_training():
-    at = start_tiny_run()
+    at = home()
+    at.selectbox(key=choices.CORPUS).set_value("demo-zh").run()  # 448 characters: a short validation split
+    at = tiny_settings(page(at, "pages/1_Train.py"))
+    at.button(key="start").click().run()
     first, _ = own_run(at)
     at.select_slider(key="max_len").set_value(64)
     at.slider(key="block_size").set_value(60).run()  # longer than the demo corpus' validation split
@@ -276,9 +280,9 @@ def test_a_demo_seed_button_sets_the_prompt():
 
 def test_unknown_prompt_characters_are_named_and_nothing_is_generated():
     at = page(home(), "pages/2_Generate.py")
-    at.text_input[0].set_value("深度Zebra").run()
+    at.text_input[0].set_value("深度Zebra")  # the prompt sits in a form: typed, then submitted
     at.button(key="generate").click().run()
-    assert any("'Z'" in w.value and "'b'" in w.value for w in at.warning)
+    assert any("'Z'" in w.value and "'e'" not in w.value for w in at.warning)  # only what it lacks
     assert "generation" not in at.session_state
 
 
@@ -286,36 +290,36 @@ def test_unknown_prompt_characters_are_named_and_nothing_is_generated():
                                           ("heads", lambda c: c.num_heads),
                                           ("grid", lambda c: c.num_layers * c.num_heads)],
                          ids=["layers", "heads", "grid"])
-def test_attention_figure_holds_one_heatmap_per_panel(view, panels):
-    config = load_pretrained("demo-zh").model.config
+def test_attention_view_holds_one_heatmap_per_panel(view, panels):
+    config = load_pretrained(DEFAULT_CORPUS).model.config
     at = page(home(), "pages/3_Attention.py")
     at.radio(key="attention_view").set_value(view).run()
-    spec = plotly_spec(at)
-    heatmaps = [t for t in spec["data"] if t["type"] == "heatmap"]
-    assert len(heatmaps) == panels(config)
+    heatmaps = [t for i in range(len(at.get("plotly_chart"))) for t in plotly_spec(at, i)["data"]]
+    assert len(heatmaps) == panels(config) and all(t["type"] == "heatmap" for t in heatmaps)
     assert "query" in heatmaps[0]["hovertemplate"] and "key" in heatmaps[0]["hovertemplate"]
     assert heatmaps[0]["x"][0] == "0:深"
 
 
 def test_attention_names_unknown_characters():
     at = page(home(), "pages/3_Attention.py")
-    at.text_input[0].set_value("深度 learning").run()
-    assert any("'l'" in w.value for w in at.warning)
+    at.text_input[0].set_value("深度 Zebra").run()
+    assert any("'Z'" in w.value for w in at.warning)
     assert not at.get("plotly_chart")
 
 
 def _heatmaps(at) -> list[np.ndarray]:
-    return [plotly_array(t["z"]) for t in plotly_spec(at)["data"] if t["type"] == "heatmap"]
+    charts = range(len(at.get("plotly_chart")))
+    return [plotly_array(t["z"]) for i in charts for t in plotly_spec(at, i)["data"] if t["type"] == "heatmap"]
 
 
 def test_attention_page_default_figure_is_the_hand_computed_attention_and_the_checkbox_drops_the_scale():
     """Each layer's panel is the mean over heads of softmax(QK^T/sqrt(d_k)), masked; ticking
     "Without 1/sqrt(d_k)" shows softmax(QK^T) instead, both computed here by hand."""
-    model = load_pretrained("demo-zh").model
+    model = load_pretrained(DEFAULT_CORPUS).model
     at = page(home(), "pages/3_Attention.py")
     text = at.text_input[0].value
     assert text == DEMO_SENTENCE
-    ids = load_pretrained("demo-zh").tokenizer.encode(text)
+    ids = load_pretrained(DEFAULT_CORPUS).tokenizer.encode(text)
     for unscaled in (False, True):
         if unscaled:
             at.checkbox(key="attention_unscaled").check().run()
@@ -331,7 +335,7 @@ def test_attention_page_default_figure_is_the_hand_computed_attention_and_the_ch
 
 
 def test_generate_at_temperature_zero_writes_the_hand_computed_greedy_continuation():
-    checkpoint = load_pretrained("demo-zh")
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
     at = page(home(), "pages/2_Generate.py")
     at.session_state["stream_delay"] = 0
     at.slider(key="temperature").set_value(0.0)
@@ -354,18 +358,18 @@ def test_the_time_lapse_replays_the_run_evaluations():
     steps = at.select_slider(key="timelapse_step").options
     assert len(steps) >= 2
     at.select_slider(key="timelapse_step").set_value(steps[0]).run()
-    assert f"step {steps[0]} " in plotly_spec(at, 1)["layout"]["title"]["text"]
+    assert any(m.value.startswith(f"**Step {int(steps[0]):,}** · val loss") for m in at.markdown)
 
 
 def test_scaling_page_default_figure_and_table_show_the_numbers_the_reference_demo_prints():
     at = page(home(), "pages/4_Scaling.py")
-    bars = {(t["name"], t["xaxis"]): plotly_array(t["y"]) for t in plotly_spec(at)["data"]}
+    entropy, max_weight = ({t["name"]: plotly_array(t["y"]) for t in plotly_spec(at, i)["data"]} for i in (0, 1))
     d_ks = sorted(DEMO_SCALING)
     expected = np.array([DEMO_SCALING[d] for d in d_ks])  # columns: entropy/max weight, unscaled/scaled
-    np.testing.assert_allclose(bars[("no scaling", "x")], expected[:, 0], atol=5e-5)
-    np.testing.assert_allclose(bars[("no scaling", "x2")], expected[:, 1], atol=5e-5)
-    np.testing.assert_allclose(bars[("scaled by 1/√d_k", "x")], expected[:, 2], atol=5e-5)
-    np.testing.assert_allclose(bars[("scaled by 1/√d_k", "x2")], expected[:, 3], atol=5e-5)
+    np.testing.assert_allclose(entropy["no scaling"], expected[:, 0], atol=5e-5)
+    np.testing.assert_allclose(max_weight["no scaling"], expected[:, 1], atol=5e-5)
+    np.testing.assert_allclose(entropy["scaled by 1/√d_k"], expected[:, 2], atol=5e-5)
+    np.testing.assert_allclose(max_weight["scaled by 1/√d_k"], expected[:, 3], atol=5e-5)
     table = at.dataframe[0].value
     assert table["d_k"].tolist() == d_ks
     np.testing.assert_allclose(table["entropy_unscaled"], expected[:, 0], atol=5e-5)
@@ -375,7 +379,7 @@ def test_a_bad_corpus_upload_gets_an_error_message():
     at = home()
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("junk.txt", b"\x00\x01\x02binary", "text/plain")).run()
     assert any("junk" in e.value and "binary" in e.value for e in at.error)
-    assert at.selectbox(key=choices.CORPUS).value == "demo-zh"
+    assert at.selectbox(key=choices.CORPUS).value == DEFAULT_CORPUS
 
 
 def test_an_uploaded_corpus_becomes_the_training_corpus():
@@ -407,14 +411,14 @@ def test_a_downloaded_checkpoint_loads_again_on_home():
     assert not at.error
     values = {m.label: m.value for m in at.metric}
     assert values["Parameters"] == f"{entry.run.trainer.model.num_params():,}"
-    assert values["Corpus"] == "demo-zh"
+    assert values["Corpus"] == DEFAULT_CORPUS
 
 
 def test_an_empty_prompt_starts_from_a_newline_and_says_so():
     at = page(home(), "pages/2_Generate.py")
     at.session_state["stream_delay"] = 0
-    at.text_input[0].set_value("")
     at.number_input(key="max_new_tokens").set_value(5).run()
+    at.text_input[0].set_value("")
     at.button(key="generate").click().run()
     assert any("empty prompt" in c.value for c in at.caption)
     assert len(at.session_state["generation"]["steps"]) == 5

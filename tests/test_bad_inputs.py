@@ -173,7 +173,9 @@ TABLE = [
     Case("corpus/shorter-than-block_size+1", b"hello world", CorpusError, r"fewer than block_size \+ 1"),
     Case("corpus/binary-png-renamed-txt", png_bytes(), CorpusError, "binary file"),
     Case("corpus/control-bytes", bytes(range(1, 32)) * 20, CorpusError, "binary file .*control characters"),
-    Case("corpus/gbk", ("深度学习是人工智能的重要领域。" * 30).encode("gbk"), CorpusError, "not valid UTF-8"),
+    Case("corpus/gbk", ("深度学习是人工智能的重要领域。" * 30).encode("gbk"), None, "深度学习是人工智能的重要领域"),
+    Case("corpus/latin-1", ("héllo wörld, ça va très bien. " * 30).encode("latin-1"), CorpusError,
+         "not valid UTF-8 text .*nor Chinese text in GBK"),
     Case("corpus/utf-16-with-bom", ("UTF-16 with its byte-order mark: 深度学习 😀\n" * 12).encode("utf-16"),
          None, "深度学习 😀"),  # the BOM names the encoding, so the text is decoded, not refused
     Case("corpus/utf-16-without-bom", ("no byte-order mark\n" * 30).encode("utf-16-le"), CorpusError, "binary file"),
@@ -204,9 +206,10 @@ TABLE = [
     Case("sampling/top-k-0", dict(top_k=0), None, "off",
          app=Widgets(GENERATE_PAGE, {"top_k": 0}, says="0 = off"), cli=_sampling_cli("--top-k", "0")),
     Case("sampling/top-k-above-vocabulary", dict(top_k=10_000), None, "every character",
-         app=Bounded(GENERATE_PAGE, "top_k", 10_000), cli=_sampling_cli("--top-k", "10000")),
+         app=Widgets(GENERATE_PAGE, {"top_k": 10_000}, says="every character stays in"),
+         cli=_sampling_cli("--top-k", "10000")),
     Case("sampling/top-k-negative", dict(top_k=-1), SamplingError, "top_k must be a whole number >= 0",
-         app=Bounded(GENERATE_PAGE, "top_k", -1), cli=_sampling_cli("--top-k", "-1")),
+         app=Widgets(GENERATE_PAGE, {"top_k": -1}), cli=_sampling_cli("--top-k", "-1")),
     Case("sampling/top-p-0", dict(top_p=0.0), SamplingError, r"top_p must lie in \(0, 1\]",
          app=Bounded(GENERATE_PAGE, "top_p", 0.0), cli=_sampling_cli("--top-p", "0")),
     Case("sampling/top-p-above-1", dict(top_p=1.5), SamplingError, r"top_p must lie in \(0, 1\]",
@@ -214,11 +217,11 @@ TABLE = [
     Case("sampling/top-p-nan", dict(top_p=float("nan")), SamplingError, r"top_p must lie in \(0, 1\].*nan",
          app=Bounded(GENERATE_PAGE, "top_p", float("nan")), cli=_sampling_cli("--top-p", "nan")),
     Case("sampling/max_new_tokens-0", dict(max_new_tokens=0), SamplingError, "max_new_tokens must be .* from 1 to 2000",
-         app=Bounded(GENERATE_PAGE, "max_new_tokens", 0), cli=_sampling_cli("--max-new-tokens", "0")),
+         app=Widgets(GENERATE_PAGE, {"max_new_tokens": 0}), cli=_sampling_cli("--max-new-tokens", "0")),
     Case("sampling/max_new_tokens-negative", dict(max_new_tokens=-5), SamplingError, "max_new_tokens must be",
-         app=Bounded(GENERATE_PAGE, "max_new_tokens", -5), cli=_sampling_cli("--max-new-tokens", "-5")),
+         app=Widgets(GENERATE_PAGE, {"max_new_tokens": -5}), cli=_sampling_cli("--max-new-tokens", "-5")),
     Case("sampling/max_new_tokens-above-cap", dict(max_new_tokens=2001), SamplingError, "from 1 to 2000, got 2001",
-         app=Bounded(GENERATE_PAGE, "max_new_tokens", 2001), cli=_sampling_cli("--max-new-tokens", "2001")),
+         app=Widgets(GENERATE_PAGE, {"max_new_tokens": 2001}), cli=_sampling_cli("--max-new-tokens", "2001")),
 
     # hyperparameters: GPTConfig and TrainConfig fields over the tiny settings, on demo-zh
     Case("hparams/d_model-not-divisible-by-num_heads", dict(d_model=30, num_heads=4), ConfigError,
@@ -439,11 +442,12 @@ def in_range(w, value) -> bool:
     return value == value and w.min <= value <= w.max  # value == value: NaN is never in range
 
 
-def generate_on_page(at: AppTest, prompt: str | None = None) -> AppTest:
+def generate_on_page(at: AppTest, prompt: str | None = None, max_new_tokens: int | None = 3) -> AppTest:
     at.session_state["stream_delay"] = 0
     if prompt is not None:
         at.text_input[0].set_value(prompt)
-    widget(at, "max_new_tokens").set_value(3)
+    if max_new_tokens is not None:
+        widget(at, "max_new_tokens").set_value(max_new_tokens)
     return at.button(key="generate").click().run()
 
 
@@ -456,8 +460,9 @@ def app_corpus(case: Case) -> list[AppTest]:
 
 
 def app_prompt(case: Case) -> list[AppTest]:
-    at = home().switch_page(GENERATE_PAGE).run()
-    return [generate_on_page(at, case.value)]
+    at = home()
+    at.selectbox(key=choices.CORPUS).set_value(DEMO).run()  # the rows are for the demo-zh model
+    return [generate_on_page(at.switch_page(GENERATE_PAGE).run(), case.value)]
 
 
 def app_checkpoint(case: Case, tmp_path: Path) -> list[AppTest]:
@@ -476,7 +481,7 @@ def app_widgets(spec: Widgets) -> list[AppTest]:
         widget(at, key).set_value(value)
     at.run()
     if spec.page == GENERATE_PAGE:
-        generate_on_page(at)
+        generate_on_page(at, max_new_tokens=None if "max_new_tokens" in spec.values else 3)
     return [at]
 
 

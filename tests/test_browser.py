@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ARGS, CHROMIUM, launch_server, wait_healthy, wait_rendered
-from minigpt import load_zip
+from minigpt import DEFAULT_CORPUS, load_zip
 
 class Server:
     def __init__(self, url: str, proc: subprocess.Popen, started: float, notes: Path):
@@ -88,7 +88,7 @@ def test_every_page_renders_and_generate_streams(browser, server, shots):
     server.note(f"server start to first rendered Home page: {time.monotonic() - server.started:.1f} s")
     time.sleep(1.0)
     server.note(f"server RSS idle (after the Home page): {server.rss_mb():.0f} MB")
-    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "demo-zh"
+    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == DEFAULT_CORPUS
     page.screenshot(path=shots / "1_home.png", full_page=True)
 
     go(page, "Train", "Train")
@@ -118,7 +118,7 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     for label in ("d_model", "num_layers"):  # the smallest model: their sliders' minimum
         page.locator('[data-testid="stSlider"]', has_text=label).get_by_role("slider").press("Home")
         page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
-    eval_every = page.get_by_label("Evaluate every … steps")
+    eval_every = page.get_by_role("spinbutton", name="Evaluate every … steps")
     eval_every.fill("50")
     eval_every.press("Enter")
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
@@ -148,7 +148,7 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     with page.expect_download(timeout=30_000) as download:
         page.get_by_role("button", name="Download checkpoint (.zip)").click()
     checkpoint = load_zip(Path(download.value.path()).read_bytes())  # what Home's upload accepts
-    assert checkpoint.model.config.d_model == 16 and checkpoint.meta["corpus"] == "demo-zh"
+    assert checkpoint.model.config.d_model == 16 and checkpoint.meta["corpus"] == DEFAULT_CORPUS
     page.close()
 
 
@@ -164,3 +164,62 @@ def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
     text = label.text_content()
     assert "query" in text and "key" in text and "weight" in text, text
     page.close()
+
+
+SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 720}}
+PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
+         ("/Scaling", "√d_k scaling")]
+OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
+
+
+def _boxes(page, selector: str) -> list[dict]:
+    return [el.bounding_box() for el in page.locator(selector).all()]
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen):
+    """Issue B4: at 390 px the √d_k charts' titles overlapped, heatmaps shrank to 53 px and tables
+    ran off the edge. Every page now fits the screen's width, charts never sit on each other, and
+    a heatmap cell stays readable; a screenshot of each page at each size is kept."""
+    phone = screen == "phone"
+    context = browser.new_context(viewport=SCREENS[screen], is_mobile=phone, has_touch=phone)
+    page = context.new_page()
+    for path, heading in PAGES:
+        page.goto(server.url + path, wait_until="domcontentloaded")
+        wait_rendered(page, heading)
+        if path in ("/Attention", "/Scaling"):
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            time.sleep(0.5)  # Plotly lays out after the first frame
+        assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
+        charts = _boxes(page, '[data-testid="stPlotlyChart"]')
+        assert not any(_overlap(a, b) for i, a in enumerate(charts) for b in charts[i + 1:]), path
+        if path == "/Attention":
+            text = page.get_by_role("textbox", name="Text").input_value()
+            plot = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+            assert plot["width"] / len(text) >= 14, f"heatmap cells of {plot['width'] / len(text):.0f} px"
+        _screenshot_whole(page, shots / f"{screen}_{(path or '/home').strip('/').lower()}.png", SCREENS[screen])
+    page.goto(server.url + "/Generate", wait_until="domcontentloaded")
+    wait_rendered(page, "Generate")
+    prompt = page.get_by_role("textbox", name="Prompt")
+    prompt.fill("注意力")
+    prompt.press("Enter")  # issue Low: Enter in the prompt box did nothing
+    page.wait_for_function("() => { const c = document.querySelector('[data-testid=stCode] code');"
+                           " return c && c.innerText.startsWith('注意力') && c.innerText.length > 40 }",
+                           timeout=30_000)
+    assert page.evaluate(OVERFLOW) <= 1
+    _screenshot_whole(page, shots / f"{screen}_generate_answer.png", SCREENS[screen])
+    context.close()
+
+
+def _screenshot_whole(page, path, viewport: dict) -> None:
+    """Streamlit scrolls inside its main section: grow the window to the content's height, then shoot."""
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": viewport["width"], "height": min(max(height, viewport["height"]), 6000)})
+    time.sleep(0.5)
+    page.screenshot(path=path, full_page=True)
+    page.set_viewport_size(viewport)

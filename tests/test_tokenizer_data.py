@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from minigpt import CharTokenizer, CorpusError, UnknownCharactersError, decode_corpus, get_batch, load_corpus
+from minigpt import (CharTokenizer, CorpusError, UnknownCharactersError, decode_corpus, decode_corpus_as, get_batch,
+                     load_corpus)
 from minigpt.data import MAX_CORPUS_BYTES, split_tokens
 
 
@@ -44,13 +45,20 @@ def test_user_text_file_is_a_corpus(tmp_path):
         (b"   \n\t  ", "whitespace"),
         (b"aaaaaaaaaa", "single distinct character"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
-        ("深度学习".encode("gbk"), "not valid UTF-8"),
+        ("héllo wörld, ça va très bien. ".encode("latin-1") * 5, "not valid UTF-8 .*nor Chinese text in GBK"),
         (b"x" * (MAX_CORPUS_BYTES + 1), "limit"),
     ],
 )
 def test_bad_corpora_are_refused_with_a_reason(raw, message):
     with pytest.raises(CorpusError, match=message):
         decode_corpus(raw)
+
+
+def test_gbk_text_from_chinese_windows_is_read_as_gbk():
+    """Issue B12: GBK was refused as 'not valid UTF-8 (byte 0)'."""
+    text = "深度学习是人工智能的重要领域。\n注意力机制让模型学会回头看，English words too.\n" * 5
+    assert decode_corpus_as(text.encode("gbk")) == (text, "GBK")
+    assert decode_corpus_as(text.encode("utf-8")) == (text, "UTF-8")  # UTF-8 is tried first
 
 
 def test_utf16_with_bom_and_emoji_are_accepted():

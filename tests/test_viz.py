@@ -6,8 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from minigpt import scaling_experiment, viz
-from minigpt.runner import EvalRecord
+from minigpt import overfitting, scaling_experiment, viz
 from minigpt.sample import Step
 from minigpt.train import TrainEvent
 
@@ -20,39 +19,46 @@ def _attention(layers=3, heads=4, t=len(TEXT)):
     return (raw / raw.sum(-1, keepdims=True)).astype(np.float32)
 
 
-def _heatmaps(fig):
-    return [trace for trace in fig.data if trace.type == "heatmap"]
-
-
 @pytest.mark.parametrize("view, expected", [("layers", 3), ("heads", 4), ("grid", 12)])
-def test_attention_figure_has_one_heatmap_per_panel(view, expected):
-    assert len(_heatmaps(viz.attention_figure(_attention(), TEXT, view=view))) == expected
+def test_a_view_has_one_panel_per_layer_head_or_both(view, expected):
+    panels = viz.attention_panels(_attention(), view=view, layer=1)
+    assert len(panels) == expected
+    titles = [title for title, _ in panels]
+    assert len(set(titles)) == expected and all("layer" in t for t in titles)
 
 
 def test_heatmap_masks_the_future_and_labels_query_and_key():
-    fig = viz.attention_figure(_attention(), TEXT, view="heads", layer=1)
+    attention = _attention()
+    fig = viz.attention_heatmap(attention[1, 0], TEXT, "layer 2 · head 1")
     z = np.array(fig.data[0].z, dtype=float)
     assert np.isnan(z[np.triu_indices(len(TEXT), k=1)]).all()       # future: masked, no hover
     assert not np.isnan(z[np.tril_indices(len(TEXT))]).any()
     assert fig.data[0].y[2] == "2:学" and fig.data[0].x[0] == "0:深"
     assert "query" in fig.data[0].hovertemplate and "key" in fig.data[0].hovertemplate
     assert fig.layout.xaxis.title.text == "key" and fig.layout.yaxis.title.text == "query"
-    np.testing.assert_allclose(z[3, :4], _attention()[1, 0, 3, :4], rtol=1e-6)
+    np.testing.assert_allclose(z[3, :4], attention[1, 0, 3, :4], rtol=1e-6)
 
 
-def test_grid_titles_and_labels_axes_once_per_row_and_column():
-    fig = viz.attention_figure(_attention(), TEXT, view="grid")  # 3 rows x 4 columns
-    x_titles = [fig.layout[f"xaxis{i if i > 1 else ''}"].title.text for i in range(1, 13)]
-    y_titles = [fig.layout[f"yaxis{i if i > 1 else ''}"].title.text for i in range(1, 13)]
-    assert x_titles == [None] * 8 + ["key"] * 4                   # the bottom row only
-    assert y_titles == ["query", None, None, None] * 3             # the first column only
+@pytest.mark.parametrize("length", [10, 24, 40])
+def test_every_query_and_key_keeps_an_upright_label_and_a_readable_cell(length):
+    """Issue B8: labels vanished past 24 characters, and CJK keys were drawn on their side."""
+    text = ("深度学习是人工智能的重要领域" * 3)[:length]
+    attention = _attention(1, 1, length)[0, 0]
+    for start, stop in [(a, min(a + viz.PAGE, length)) for a in range(0, length, viz.PAGE)]:
+        fig = viz.attention_heatmap(attention, text, "", start, stop)
+        for axis in (fig.layout.xaxis, fig.layout.yaxis):
+            assert list(axis.ticktext) == list(text[start:stop])     # every position labelled
+            assert axis.tickmode == "array" and axis.tickangle == 0
+        assert stop - start <= viz.PAGE
+        assert fig.layout.height >= 17 * (stop - start)             # cells stay at least ~17 px tall
+        assert list(fig.data[0].x) == viz.position_labels(text)[start:stop]
 
 
 def test_layer_view_averages_the_heads():
     attention = _attention()
-    fig = viz.attention_figure(attention, TEXT, view="layers")
-    np.testing.assert_allclose(np.nan_to_num(np.array(fig.data[2].z, dtype=float)),
-                               np.tril(attention[2].mean(0)), rtol=1e-5)
+    title, weights = viz.attention_panels(attention, view="layers")[2]
+    assert title.startswith("layer 3")
+    np.testing.assert_allclose(weights, attention[2].mean(0), rtol=1e-6)
 
 
 def test_repeated_and_whitespace_characters_get_unique_labels():
@@ -61,15 +67,17 @@ def test_repeated_and_whitespace_characters_get_unique_labels():
 
 
 def test_heatmap_payload_stays_small_for_a_full_window():
-    fig = viz.attention_figure(_attention(4, 4, 128), "x" * 128, view="grid")
-    assert len(fig.to_json()) < 2_500_000
+    attention = _attention(1, 1, 128)[0, 0]
+    assert len(viz.attention_heatmap(attention, "x" * 128, "", 0, 128).to_json()) < 150_000
 
 
-def test_bad_view_or_layer_is_refused():
+def test_bad_view_layer_or_positions_are_refused():
     with pytest.raises(ValueError):
-        viz.attention_figure(_attention(), TEXT, view="3d")
+        viz.attention_panels(_attention(), view="3d")
     with pytest.raises(ValueError):
-        viz.attention_figure(_attention(), TEXT, view="heads", layer=3)
+        viz.attention_panels(_attention(), view="heads", layer=3)
+    with pytest.raises(ValueError):
+        viz.attention_heatmap(_attention()[0, 0], TEXT, "", 5, 5)
 
 
 def test_loss_figure_plots_train_val_and_lr():
@@ -89,19 +97,27 @@ def test_loss_figure_downsamples_long_histories():
     assert len(fig.data[0].x) <= viz.MAX_POINTS + 1 and fig.data[0].x[-1] == 10_000
 
 
-def test_timelapse_frame_is_titled_with_step_and_loss():
-    record = EvalRecord(step=200, train_loss=1.0, val_loss=2.5, sample="深度", attention=_attention())
-    fig = viz.timelapse_frame(record, TEXT)
-    assert "step 200" in fig.layout.title.text and "2.500" in fig.layout.title.text
+def test_loss_figure_marks_overfitting_and_the_uniform_guess_and_keeps_lr_ticks_positive():
+    history = [TrainEvent(step=s, max_steps=40, train_loss=3 - s / 20, lr=1e-3 * s / 40, tokens_per_sec=1.0,
+                          elapsed=s, val_loss=[3.0, 2.5, 2.8, 3.2][s // 10 - 1]) for s in (10, 20, 30, 40)]
+    over = overfitting([(e.step, e.train_loss, e.val_loss) for e in history])
+    assert over is not None and over.best_step == 20 and over.step == 40
+    fig = viz.loss_figure(history, uniform=math.log(208), overfit=over)
+    assert any("ln V = 5.34" in a.text for a in fig.layout.annotations)
+    assert any("overfitting" in a.text for a in fig.layout.annotations)
+    assert fig.layout.yaxis2.range[0] == 0  # the lr axis starts at 0: no negative ticks
 
 
 def test_scaling_figures_show_both_conditions_per_d_k():
     table = scaling_experiment()
-    bars = viz.scaling_figure(table)
-    assert [t.name for t in bars.data] == ["no scaling", "scaled by 1/√d_k"] * 2
-    assert list(bars.data[0].y) == pytest.approx(table["entropy_unscaled"].tolist())
+    for metric in ("entropy", "max_weight"):
+        bars = viz.scaling_figure(table, metric)
+        assert [t.name for t in bars.data] == ["no scaling", "scaled by 1/√d_k"]
+        assert list(bars.data[0].y) == pytest.approx(table[f"{metric}_unscaled"].tolist())
+        assert list(bars.data[1].y) == pytest.approx(table[f"{metric}_scaled"].tolist())
     std = viz.score_std_figure(table)
     assert list(std.data[1].y) == pytest.approx([math.sqrt(d) for d in table["d_k"]])
+    assert list(std.layout.xaxis.ticktext) == ["4", "16", "64", "256"]  # a log axis labelled at the d_k values
 
 
 def test_steps_table_lists_choice_probability_and_top_five():

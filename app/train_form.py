@@ -1,0 +1,126 @@
+"""The Train page's form: presets, each hyperparameter's widget key and one-line help, and the
+configs the form describes. Values live in session_state under the widgets' keys, set before
+the widgets are drawn, so that a preset, the defaults or a reattached run can fill them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from minigpt import DEFAULT_PRESET, PRESETS, GPTConfig, TrainConfig
+
+FORM_FILLED = "train_form_filled"   # session_state: the form has its first values in this session
+EARLY_STOP, PATIENCE = "early_stop", 3
+
+PRESET_LABELS = {
+    "tiny": ("Tiny · seconds", "1 layer, d_model 32, 300 steps: the quickest look at a loss curve."),
+    "small": ("Small · ~30 s", "2 layers, d_model 64, 600 steps, early stopping: the default, and enough to "
+                               "learn the course text's style."),
+    "demo": ("The demo's model · ~1 min", "The reference demo's model (3 layers, d_model 64, 4 heads) and 2,000 "
+                                          "steps: on the course text it starts to overfit, which the chart shows."),
+    "bigger": ("Bigger · ~5 min", "4 layers, d_model 128, up to 1,500 steps on 64-character windows, with early "
+                                  "stopping: it learns fastest, and overfits soonest."),
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str        # the widget's key in session_state
+    config: type    # GPTConfig or TrainConfig
+    name: str       # the config field
+    help: str
+
+
+MODEL_FIELDS = (
+    Field("d_model", GPTConfig, "d_model",
+          "d_model: the length of the vector that stands for each character, in every layer. Wider holds more, "
+          "trains slower."),
+    Field("num_heads", GPTConfig, "num_heads",
+          "Attention heads per layer. Each head looks at the text in its own way with d_k = d_model / num_heads "
+          "numbers."),
+    Field("num_layers", GPTConfig, "num_layers",
+          "Transformer blocks stacked on each other: attention, then the feed-forward network, each with a "
+          "residual connection."),
+    Field("d_ff", GPTConfig, "d_ff",
+          "d_ff: the width of the feed-forward network inside each block, usually 4 × d_model."),
+    Field("max_len", GPTConfig, "max_len",
+          "max_len: how many positions the model has encodings for. It can only ever read max_len characters, "
+          "and it is trained on block_size of them."),
+    Field("dropout", GPTConfig, "dropout",
+          "During training, each activation is zeroed with this probability, so that the model cannot lean on "
+          "one path. Fights overfitting; 0 turns it off."),
+    Field("scale_attention", GPTConfig, "scale_attention",
+          "Untick to train without dividing the attention scores by √d_k (see the √d_k page)."),
+)
+TRAIN_FIELDS = (
+    Field("max_steps", TrainConfig, "max_steps", "Optimizer steps: one step learns from one batch."),
+    Field("batch_size", TrainConfig, "batch_size", "Windows of text per step. More gives smoother steps but "
+                                                   "each takes longer."),
+    Field("block_size", TrainConfig, "block_size",
+          "block_size: characters per training window, at most max_len. The model learns to use up to this "
+          "much context, and Generate and Attention keep to it."),
+    Field("lr", TrainConfig, "lr", "Learning rate: how far each step moves the weights, at its peak after "
+                                   "warmup; it then decays along a cosine to a tenth."),
+    Field("warmup_steps", TrainConfig, "warmup_steps",
+          "Warmup: the learning rate grows from lr / warmup to lr over these first steps, so that the first "
+          "large gradients cannot throw the model off."),
+    Field("eval_interval", TrainConfig, "eval_interval",
+          "Every this many steps the run measures the loss on held-out text (the validation loss), writes a "
+          "sample and keeps the attention for the time-lapse."),
+    Field("train_seed", TrainConfig, "seed",
+          "The seed fixes the initial weights, the batches and dropout: the same seed and settings train the "
+          "same model."),
+)
+FIELDS = MODEL_FIELDS + TRAIN_FIELDS
+EARLY_STOP_HELP = (f"Stop when the validation loss has not improved for {PATIENCE} evaluations in a row: the "
+                   f"model has stopped learning what carries over to new text.")
+
+
+def fill(model: GPTConfig, train: TrainConfig) -> None:
+    """Put these configs' values into the form."""
+    ss = st.session_state
+    for f in FIELDS:
+        ss[f.key] = getattr(model if f.config is GPTConfig else train, f.name)
+    ss[EARLY_STOP] = train.early_stop_patience > 0
+    ss[FORM_FILLED] = True
+
+
+def apply_preset(name: str) -> None:
+    """Button callback: the preset's values, before the widgets are drawn."""
+    preset = PRESETS[name]
+    fill(preset.model, preset.train)
+
+
+def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
+    """On a session's first visit: the run's own settings when a run is attached (a reload must
+    not show other settings than the run has), else the default preset."""
+    if not st.session_state.get(FORM_FILLED):
+        fill(*(run_configs or (PRESETS[DEFAULT_PRESET].model, PRESETS[DEFAULT_PRESET].train)))
+
+
+def configs() -> tuple[GPTConfig, TrainConfig]:
+    """The configs the form describes now."""
+    ss = st.session_state
+    model = GPTConfig(**{f.name: ss[f.key] for f in MODEL_FIELDS})
+    values = {f.name: ss[f.key] for f in TRAIN_FIELDS}
+    for name in ("max_steps", "warmup_steps", "eval_interval", "seed"):  # number_input may hand back floats
+        values[name] = int(values[name])
+    values["min_lr"] = values["lr"] * TrainConfig.min_lr / TrainConfig.lr
+    values["early_stop_patience"] = PATIENCE if ss.get(EARLY_STOP) else 0
+    return model, TrainConfig(**values)
+
+
+def help_for(key: str) -> str:
+    return next(f.help for f in FIELDS if f.key == key)
+
+
+def describe(model: GPTConfig, train: TrainConfig) -> str:
+    """One line of a run's settings."""
+    layers = f"{model.num_layers} layer{'s' if model.num_layers != 1 else ''}"
+    heads = f"{model.num_heads} head{'s' if model.num_heads != 1 else ''}"
+    return (f"{layers} × {heads}, d_model {model.d_model} (d_k {model.d_k}), d_ff {model.d_ff}, "
+            f"max_len {model.max_len}, dropout {model.dropout:g}"
+            f"{'' if model.scale_attention else ', no 1/√d_k'} · block_size {train.block_size}, "
+            f"batch {train.batch_size}, lr {train.lr:g}, {train.max_steps:,} steps"
+            f"{', early stopping' if train.early_stop_patience else ''}")
+

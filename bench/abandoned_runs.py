@@ -80,7 +80,7 @@ def server_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
             t0 = time.monotonic()
             for i in range(runs):
                 context, page = open_train(browser, server.url)
-                page.get_by_role("button", name="Start", exact=True).click(timeout=180_000)
+                page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click(timeout=180_000)
                 page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=180_000)
                 if i == runs - 1:
                     in_use = slots_in_use(page)

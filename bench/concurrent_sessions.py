@@ -98,7 +98,7 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
         await page.wait_for_timeout(300)
         await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
         clicked = time.monotonic()
-        await page.get_by_role("button", name="Generate", exact=True).click()
+        await page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Generate", exact=True).click()
         code = page.locator('[data-testid="stCode"] code').first
         await code.wait_for(timeout=TIMEOUT_MS)
         result.generate_s.append(time.monotonic() - clicked)

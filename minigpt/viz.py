@@ -53,7 +53,7 @@ def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
                              mode="lines", line=dict(color="#9E9E9E", dash="dot")), secondary_y=True)
     if uniform is not None:
         fig.add_hline(y=uniform, line=dict(color="#757575", dash="dash", width=1), secondary_y=False,
-                      annotation_text=f"guessing uniformly: ln V = {uniform:.2f}", annotation_position="top left")
+                      annotation_text=f"guessing uniformly: ln V = {uniform:.2f}", annotation_position="bottom right")
     if overfit is not None:
         fig.add_vrect(x0=overfit.best_step, x1=overfit.step, fillcolor="#E53935", opacity=0.08, line_width=0)
         fig.add_annotation(x=overfit.best_step, y=overfit.best_val, text="val loss lowest; rising since: overfitting",
@@ -61,7 +61,7 @@ def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
     max_lr = max((e.lr for e in rows), default=0.0)
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="cross-entropy loss (nats)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False, tickformat=".0e",
+    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False, tickformat=".1e",
                      range=[0, 1.05 * max_lr if max_lr > 0 else 1], nticks=4)
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=20, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))

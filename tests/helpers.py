@@ -355,3 +355,8 @@ def wait_rendered(page, heading: str) -> None:
     page.wait_for_selector(CONNECTED, timeout=60_000)
     page.get_by_role("heading", name=heading, level=1).wait_for(timeout=60_000)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+
+
+def main_button(page, name: str, exact: bool = True):
+    """A button of the page itself: Streamlit's header shows a "Stop" of its own while a script runs."""
+    return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name=name, exact=exact)

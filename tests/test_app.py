@@ -515,3 +515,18 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
     monkeypatch.undo()
     page(at, "pages/1_Train.py").button(key="start").click().run()
     assert not at.error and at.metric[0].value == "running"
+
+
+def test_train_page_chart_shows_the_runs_own_history():
+    at = start_tiny_run(eval_interval=10)
+    entry = runs.registry().get(own_run(at)[0])
+    deadline = time.monotonic() + 30
+    while len(entry.run.snapshot().evals) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at.button(key="stop").click().run()
+    history = entry.run.snapshot().history
+    traces = {t["name"]: t for t in plotly_spec(at)["data"]}
+    np.testing.assert_allclose(plotly_array(traces["train loss"]["y"]), [e.train_loss for e in history])
+    evals = [e for e in history if e.val_loss is not None]
+    np.testing.assert_allclose(plotly_array(traces["val loss"]["y"]), [e.val_loss for e in evals])
+    np.testing.assert_allclose(plotly_array(traces["learning rate"]["y"]), [e.lr for e in history])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ARGS, CHROMIUM, launch_server, wait_healthy, wait_rendered
+from helpers import ARGS, CHROMIUM, launch_server, main_button, wait_healthy, wait_rendered
 from minigpt import DEFAULT_CORPUS, load_zip
 
 class Server:
@@ -95,7 +95,7 @@ def test_every_page_renders_and_generate_streams(browser, server, shots):
     page.screenshot(path=shots / "2_train.png", full_page=True)
 
     go(page, "Generate", "Generate")
-    page.get_by_role("button", name="Generate", exact=True).click()
+    main_button(page, "Generate").click()
     page.wait_for_function("() => { const c = document.querySelector('[data-testid=stCode] code');"
                            " return c && c.innerText.length > 40 }", timeout=30_000)
     page.wait_for_selector('[data-testid="stDataFrame"]', timeout=30_000)  # the step-by-step table
@@ -122,7 +122,7 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     eval_every.fill("50")
     eval_every.press("Enter")
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
-    page.get_by_role("button", name="Start", exact=True).click()
+    main_button(page, "Start").click()
     page.wait_for_function("() => { const p = document.querySelector('.js-plotly-plot');"
                            " return p && p.data && p.data[0].x.length >= 5 }", timeout=45_000)
     server.note(f"server RSS while training: {server.rss_mb():.0f} MB")
@@ -130,7 +130,7 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     page.screenshot(path=shots / "6_train_running.png", full_page=True)
 
     page.reload(wait_until="domcontentloaded")
-    pause = page.get_by_role("button", name="Pause", exact=True)
+    pause = main_button(page, "Pause")
     pause.wait_for(timeout=30_000)
     assert pause.is_enabled()  # the owner's key came back with the address: control, not just a view
 
@@ -140,13 +140,13 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     page.wait_for_selector(".js-plotly-plot >> nth=1", timeout=30_000)  # the time-lapse frame
     page.screenshot(path=shots / "7_attention_timelapse.png", full_page=True)
     page.locator('[data-testid="stSidebar"] a', has_text="Train").click()
-    stop = page.get_by_role("button", name="Stop", exact=True)
+    stop = main_button(page, "Stop")
     stop.wait_for(timeout=30_000)
     stop.click()
     page.get_by_text("stopped", exact=True).wait_for(timeout=30_000)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')  # no polling now
     with page.expect_download(timeout=30_000) as download:
-        page.get_by_role("button", name="Download checkpoint (.zip)").click()
+        main_button(page, "Download checkpoint (.zip)", exact=False).click()
     checkpoint = load_zip(Path(download.value.path()).read_bytes())  # what Home's upload accepts
     assert checkpoint.model.config.d_model == 16 and checkpoint.meta["corpus"] == DEFAULT_CORPUS
     page.close()

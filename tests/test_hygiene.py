@@ -21,8 +21,8 @@ import pytest
 
 import minigpt
 from app import choices, runs, uploads
-from helpers import (ARGS, CHROMIUM, home, launch_server, own_run, page, start_tiny_run, wait_for_step,
-                     wait_healthy, wait_rendered)
+from helpers import (ARGS, CHROMIUM, home, launch_server, main_button, own_run, page, start_tiny_run,
+                     wait_for_step, wait_healthy, wait_rendered)
 from minigpt import MAX_CORPUS_BYTES, folder_zip, pretrained_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,7 +236,7 @@ def test_sigterm_while_training_exits_cleanly_within_seconds(server):
             for label in ("d_model", "num_layers"):  # the smallest model: their sliders' minimum
                 page_.locator('[data-testid="stSlider"]', has_text=label).get_by_role("slider").press("Home")
                 page_.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
-            page_.get_by_role("button", name="Start", exact=True).click()
+            main_button(page_, "Start").click()
             page_.wait_for_function(
                 "() => { const m = document.querySelectorAll('[data-testid=stMetricValue]');"
                 " return m.length >= 2 && m[0].innerText === 'running' && parseInt(m[1].innerText) >= 5 }",

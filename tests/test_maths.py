@@ -209,3 +209,24 @@ def test_validation_loss_is_measured_on_the_held_out_tail():
     last = list(trainer.events())[-1]
     assert last.train_eval_loss < 0.3
     assert last.val_loss > last.train_eval_loss + 1.0
+
+
+def test_evaluation_measures_the_model_without_dropout():
+    """The val loss is the plain cross-entropy of the model's predictions: computed by hand here
+    over the same windows, with the heavy dropout of training nowhere in it."""
+    from helpers import TEXT
+    from minigpt import get_batch
+
+    tok = tiny_tokenizer()
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=10, eval_iters=3, seed=0)
+    model = build_model(tiny_config(vocab_size=tok.vocab_size, dropout=0.5), seed=0)
+    trainer = Trainer(model, tok, TEXT, cfg)
+    _, val = trainer.evaluate()
+    generator = torch.Generator().manual_seed(cfg.seed + 2)  # the fixed batches evaluate() draws
+    losses = []
+    for _ in range(cfg.eval_iters):
+        x, y = get_batch(trainer.val_data, cfg.batch_size, cfg.block_size, generator)
+        for xs, ys in zip(x.tolist(), y.tolist()):
+            log_probs = torch.log_softmax(hand_forward(model, xs)["logits"], -1)
+            losses.append(-log_probs[range(len(ys)), ys].mean().item())
+    assert val == pytest.approx(sum(losses) / len(losses), abs=1e-4)

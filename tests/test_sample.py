@@ -140,3 +140,14 @@ def test_bad_sampling_settings_are_refused(settings):
     args = dict(temperature=0.8, top_k=None, top_p=None, max_new_tokens=10) | settings
     with pytest.raises(SamplingError):
         check_sampling(**args)
+
+
+def test_an_unseeded_stream_leaves_torchs_global_generator_alone():
+    """stream(seed=None) once reseeded torch's global generator, which other runs draw from."""
+    model, tok = tiny_lm()
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    a = generate(model, tok, "the", max_new_tokens=20, temperature=1.0, seed=None)
+    b = generate(model, tok, "the", max_new_tokens=20, temperature=1.0, seed=None)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert a != b  # still a fresh seed each time

@@ -6,6 +6,7 @@ from minigpt import Overfitting, UnseenCharacters
 
 from .text import md
 
+SMALL_CORPUS = 5_000  # characters: below this, a larger corpus is the first remedy for overfitting
 METRIC_HELP = {
     "state": "running, paused, stopped, finished (all steps done, or stopped early), or error.",
     "step": "Optimizer steps done: each one learns from one batch of windows.",
@@ -18,13 +19,18 @@ METRIC_HELP = {
 }
 
 
-def overfitting_warning(over: Overfitting, corpus_chars: int) -> str:
+def overfitting_warning(over: Overfitting, corpus_chars: int, early_stopping: bool) -> str:
+    remedies = ["more dropout", "a smaller model"]
+    if corpus_chars < SMALL_CORPUS:
+        remedies.insert(0, "a larger corpus (course-zh has about 10,000 characters)")
+    if not early_stopping:
+        remedies.append("early stopping, which ends the run on its best weights")
     return (f"**Overfitting.** Since step {over.best_step:,} the validation loss has risen from "
             f"{over.best_val:.2f} to {over.val:.2f} while the training loss kept falling "
-            f"({over.train_at_best:.2f} → {over.train:.2f}). The model is memorising its training text instead "
-            f"of learning rules that carry over to text it has not seen. A small corpus makes this quick: "
-            f"{corpus_chars:,} characters are soon learnt by heart. Use a larger corpus (course-zh has about "
-            f"10,000), more dropout, a smaller model, or stop early.")
+            f"({over.train_at_best:.2f} → {over.train:.2f}). The model is memorising its {corpus_chars:,} "
+            f"characters of training text instead of learning rules that carry over to text it has not seen; "
+            f"the smaller the corpus and the larger the model, the sooner this comes. Try "
+            f"{', '.join(remedies[:-1])} or {remedies[-1]}.")
 
 
 def worse_than_guessing(val: float, uniform: float, vocab: int) -> str:

@@ -55,9 +55,9 @@ def session_run() -> tuple[RunEntry | None, bool]:
         if entry is not None:
             return entry, True
         del ss[OWN_RUN]
-        ss[NOTICE] = (f"Your run `{own[0]}` is no longer on this server: runs are released "
-                      f"{registry().idle_seconds // 60} minutes after their page was last open, and when the "
-                      f"server restarts.")
+        ss[NOTICE] = (f"Your run `{own[0]}` is no longer on this server: a run is released when its owner has "
+                      f"not used it for {registry().idle_seconds // 60} minutes (a page that shows it training "
+                      f"counts as use), and when the server restarts.")
     watched = ss.get(WATCHED_RUN)
     if watched is not None:
         entry = registry().get(watched)

@@ -14,7 +14,8 @@ staging folder beside it, every file fsynced, then renamed into place in one ste
 exists complete or not at all. A training run saves into a run folder, one
 `checkpoint-<step>/` per save; only once the new one is in place are the older ones removed.
 `from_pretrained(run_folder)` loads the newest: a SIGKILL at any moment leaves the previous
-checkpoint loadable.
+checkpoint loadable. One writer per run folder: two runs saving into one would remove each
+other's checkpoints (the CLI refuses an --out that holds another run).
 
 Loading has one validation path, `load_files()`, for a folder's files and a zip's alike:
 json and safetensors only, never a pickle; the sha256 in config.json; the config's own checks;
@@ -51,6 +52,7 @@ PICKLE_REFUSAL = (
     "pickle-based checkpoints (torch.save) are refused: they can run code when loaded; "
     "convert to safetensors."
 )
+WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # float8 would let a small file build a big model
 MAX_POSITION_TABLE = 2**25           # max_len * d_model: the one allocation the weights don't bound
 MAX_EXTRA_PARAMS = 2**20             # slack over the stored values before a config counts as doctored
 
@@ -256,9 +258,13 @@ def from_pretrained(
     """Load a checkpoint folder, or a run folder's newest checkpoint; the optimizer only on request."""
     folder = checkpoint_folder(path)
     wanted = [CONFIG_NAME, WEIGHTS_NAME] + ([OPTIMIZER_NAME] if with_optimizer else [])
-    files = {name: (folder / name).read_bytes() for name in wanted if (folder / name).is_file()}
-    return load_files(files, device=device, with_optimizer=with_optimizer, source=str(folder),
-                      others=[p.name for p in folder.iterdir()])
+    try:
+        files = {name: (folder / name).read_bytes() for name in wanted if (folder / name).is_file()}
+        others = [p.name for p in folder.iterdir()]
+    except OSError as error:  # e.g. a run's next save removed this checkpoint while it was read
+        raise CheckpointError(f"cannot read {folder} ({error.strerror}); if a run is saving into it, "
+                              f"try again: the newest checkpoint is always complete.") from None
+    return load_files(files, device=device, with_optimizer=with_optimizer, source=str(folder), others=others)
 
 
 def checkpoint_folder(path: str | os.PathLike) -> Path:
@@ -400,9 +406,10 @@ def _build_model(config: GPTConfig, tensors: dict[str, torch.Tensor]) -> MiniGPT
             f"config.json describes a model of {config.num_params()} parameters but {WEIGHTS_NAME} holds "
             f"only {stored} values: the weights do not fit this config."
         )
-    for key, tensor in tensors.items():  # load_state_dict would silently convert integers
-        if not tensor.dtype.is_floating_point:
-            raise CheckpointError(f"{WEIGHTS_NAME}: tensor {key} has dtype {tensor.dtype}; weights must be floating point.")
+    for key, tensor in tensors.items():  # load_state_dict would silently convert any other dtype
+        if tensor.dtype not in WEIGHT_DTYPES:
+            raise CheckpointError(f"{WEIGHTS_NAME}: tensor {key} has dtype {tensor.dtype}; weights must be "
+                                  f"float32, float16 or bfloat16 (floating point, at least 2 bytes a value).")
     model = MiniGPT(config)
     if TIED_KEY in tensors:
         raise CheckpointError(f"{WEIGHTS_NAME} stores {TIED_KEY}, which is tied to token_embed.weight and never stored.")

@@ -26,6 +26,7 @@ from typing import Protocol
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from .checkpoint import CheckpointError
 from .config import ConfigError, GPTConfig, TrainConfig
 from .data import check_batch_fits, get_batch, split_tokens
 from .device import resolve_device
@@ -152,6 +153,7 @@ class Trainer:
         self.elapsed = 0.0
         self.last_val_loss: float | None = None
         self.best_val: tuple[int, float] | None = None  # (step, val loss) of the lowest so far
+        self.best_weights: dict[str, torch.Tensor] | None = None  # kept for early stopping only
         self.stopped_early = False
         if cfg.early_stop_patience and self.dist.world_size > 1:
             raise ConfigError("early stopping needs every process to see the val loss; under torchrun, "
@@ -228,6 +230,8 @@ class Trainer:
         self.last_val_loss = val
         if self.best_val is None or val < self.best_val[1]:
             self.best_val = (self.step, val)
+            if self.cfg.early_stop_patience:
+                self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         return train, val
 
     def patience_ran_out(self) -> bool:
@@ -279,7 +283,10 @@ class Trainer:
                 yield event
                 loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
                 if evaluating and self.patience_ran_out():
-                    self.stopped_early = True
+                    with gate.lock if gate is not None else contextlib.nullcontext():
+                        if self.best_weights is not None:  # end on the best model, not the overfitted one
+                            self.model.load_state_dict(self.best_weights)
+                        self.stopped_early = True
                     return
 
     def release(self) -> None:
@@ -309,7 +316,30 @@ class Trainer:
         else:  # only rank 0's generator is saved: the others restart theirs from (seed + rank, step)
             self.batch_rng.manual_seed(((self.cfg.seed + self.dist.rank) << 32) + self.step)
         if optimizer_state is not None:
+            check_optimizer_state(optimizer_state, self.optimizer)
             self.optimizer.load_state_dict(optimizer_state)
+
+
+def check_optimizer_state(state: dict, optimizer: torch.optim.Optimizer) -> None:
+    """Refuse saved optimizer state that does not fit this optimizer's parameters, before torch's
+    load_state_dict, which trusts the shapes (a doctored file could make a step write out of bounds)."""
+    own = optimizer.param_groups
+    saved = state["param_groups"]
+    if len(saved) != len(own) or any(len(g["params"]) != len(o["params"]) for g, o in zip(saved, own)):
+        raise CheckpointError("the checkpoint's optimizer state was made for other parameters than this model's.")
+    indices = {i for g in saved for i in g["params"]}
+    if set(state["state"]) - indices:
+        raise CheckpointError("the checkpoint's optimizer state names parameters its param groups do not have.")
+    for group, own_group in zip(saved, own):
+        for index, param in zip(group["params"], own_group["params"]):
+            for name, value in state["state"].get(index, {}).items():
+                if not torch.is_tensor(value):
+                    continue
+                if not value.dtype.is_floating_point or (value.dim() > 0 and value.shape != param.shape):
+                    raise CheckpointError(
+                        f"the checkpoint's optimizer state {name} of parameter {index} is {value.dtype} "
+                        f"{tuple(value.shape)}, but the parameter is {tuple(param.shape)}: refusing it."
+                    )
 
 
 def build_model(config: GPTConfig, seed: int, device: str | torch.device = "cpu") -> MiniGPT:

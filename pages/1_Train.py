@@ -138,12 +138,13 @@ def live_panel() -> None:
     if snap.stopped_early:
         best_step, best = trainer.best_val
         st.success(f"Stopped early at step {snap.step:,}: the validation loss has not improved on {best:.3f} "
-                   f"(step {best_step:,}) for {trainer.cfg.early_stop_patience} evaluations.")
+                   f"(step {best_step:,}) for {trainer.cfg.early_stop_patience} evaluations, so the model went back "
+                   f"to its weights of step {best_step:,}.")
     over = overfitting([(r.step, r.train_loss, r.val_loss) for r in snap.evals])
     st.plotly_chart(loss_figure(snap.history, uniform=uniform, overfit=over), key="loss_chart",
                     config={"displaylogo": False})
     if over is not None:
-        st.warning(advice.overfitting_warning(over, trainer.corpus_chars))
+        st.warning(advice.overfitting_warning(over, trainer.corpus_chars, trainer.cfg.early_stop_patience > 0))
     if last_val is not None and last_val > uniform and snap.step > 0:
         st.warning(advice.worse_than_guessing(last_val, uniform, vocab))
     if trainer.unseen.chars:

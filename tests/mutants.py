@@ -1,7 +1,7 @@
 """Seed known bugs into a copy of the code, one at a time, and report which test catches each.
 
     python tests/mutants.py                 # every mutant; prints a Markdown table
-    python tests/mutants.py --only scale    # the mutants whose name contains "scale"
+    python tests/mutants.py --only scale --only B2   # the mutants whose name contains "scale" or "B2"
 
 Each mutant is an exact text edit (it must match once) of one file. The suite runs on a copy of
 the working tree with `-x`, fastest and most specific modules first, without the browser,
@@ -174,9 +174,11 @@ def run_suite(tree: Path) -> tuple[str | None, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="", help="run the mutants whose name contains this text")
+    parser.add_argument("--only", action="append", default=[],
+                        help="run the mutants whose name contains this text (repeatable)")
     args = parser.parse_args()
-    chosen = {name: m for name, m in MUTANTS.items() if args.only.lower() in name.lower()}
+    chosen = {name: m for name, m in MUTANTS.items()
+              if not args.only or any(word.lower() in name.lower() for word in args.only)}
     with tempfile.TemporaryDirectory(prefix="minigpt-mutants-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)

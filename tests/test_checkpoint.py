@@ -339,6 +339,8 @@ MALFORMED = {
                        "lm_head.weight"),
     "integer weights": (_with_tensors(lambda t: t.update({"final_norm.bias": torch.zeros(16, dtype=torch.int64)})),
                         "floating point"),
+    "float8 weights": (_with_tensors(lambda t: t.update({"final_norm.bias": torch.zeros(16).to(torch.float8_e4m3fn)})),
+                       "at least 2 bytes"),
 }
 
 
@@ -470,3 +472,37 @@ def test_bad_zip_is_refused_and_nothing_is_written(tmp_path, build, match):
         load_zip(data)
     assert not (tmp_path / "evil").exists() and not (tmp_path / "abs-evil").exists()
     assert sorted(p.name for p in tmp_path.parent.iterdir()) == before
+
+
+def test_the_newest_checkpoint_is_the_highest_step_not_the_last_name(tmp_path):
+    run = tmp_path / "run"
+    save_checkpoint(run, 9, checkpoint_model(1), TOKENIZER)
+    save_pretrained(run / "checkpoint-10", checkpoint_model(2), TOKENIZER)  # as if killed before pruning
+    assert latest_checkpoint(run).name == "checkpoint-10"  # "checkpoint-9" sorts after it by name
+    assert torch.equal(logits_of(from_pretrained(run).model), logits_of(checkpoint_model(2)))
+
+
+def test_doctored_optimizer_state_is_refused_before_torch_trusts_its_shapes(tmp_path):
+    """The optimizer file's sha256 lives in config.json, which an attacker also writes: shrinking
+    one moment tensor once made the first resumed step corrupt memory."""
+    from helpers import TEXT, tiny_config, tiny_tokenizer
+    from minigpt import TrainConfig, Trainer, build_model
+    from minigpt.cli import main
+
+    tok = tiny_tokenizer()
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=4, warmup_steps=1, eval_interval=4, eval_iters=1)
+    trainer = Trainer(build_model(tiny_config(vocab_size=tok.vocab_size), 0), tok, TEXT, cfg)
+    list(trainer.events())
+    path = save_checkpoint(tmp_path / "run", trainer.step, trainer.model, tok, train_config=cfg,
+                           optimizer=trainer.optimizer, meta={"trainer_state": trainer.state_dict(), "corpus": "x"})
+    tensors = safetensors.torch.load((path / OPTIMIZER_NAME).read_bytes())
+    tensors["state.0.exp_avg"] = tensors["state.0.exp_avg"].flatten()[:3].clone()
+    data = safetensors.torch.save(tensors)
+    (path / OPTIMIZER_NAME).write_bytes(data)
+    config = read_config(path)
+    config["optimizer"]["sha256"] = hashlib.sha256(data).hexdigest()
+    write_config(path, config)
+    ckpt = from_pretrained(path, with_optimizer=True)
+    fresh = Trainer(ckpt.model.train(), tok, TEXT, cfg)
+    with pytest.raises(CheckpointError, match=r"exp_avg of parameter 0 .* \(3,\).*refusing"):
+        fresh.load_state_dict(ckpt.meta["trainer_state"], ckpt.optimizer_state)

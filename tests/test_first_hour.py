@@ -162,6 +162,7 @@ def test_early_stopping_ends_a_run_once_val_loss_stops_improving():
     best = int(np.argmin(vals))
     assert best == len(vals) - 1 - cfg.early_stop_patience  # exactly `patience` evaluations without a new low
     assert all(v >= vals[best] for v in vals[best + 1:])
+    assert trainer.evaluate()[1] == pytest.approx(vals[best], abs=1e-6)  # it ends on the best weights
 
 
 # ---------------------------------------------------------------- dead ends
@@ -334,3 +335,14 @@ def test_b8_a_long_text_is_paged_and_every_position_keeps_its_label():
         ticks = spec["layout"]["xaxis"]["ticktext"]
         assert 1 <= len(ticks) <= 24 and spec["layout"]["xaxis"]["tickangle"] == 0
         assert plotly_array(spec["data"][0]["z"]).shape == (len(ticks), len(ticks))
+
+
+def test_overfitting_advice_offers_only_what_the_learner_has_not_tried():
+    from app import advice
+    from minigpt import Overfitting
+
+    over = Overfitting(best_step=200, best_val=4.1, step=600, val=4.6, train_at_best=3.0, train=1.2)
+    demo = advice.overfitting_warning(over, 448, early_stopping=False)
+    assert "a larger corpus" in demo and "early stopping" in demo and "448 characters" in demo
+    course = advice.overfitting_warning(over, 9_969, early_stopping=True)
+    assert "a larger corpus" not in course and "early stopping" not in course and "dropout" in course

@@ -128,6 +128,7 @@ def test_step_probabilities_are_the_models_untempered_softmax(pydoc_en):
         assert step.prob == pytest.approx(probs[step.token].item(), abs=1e-5)
         top = torch.topk(probs, 5)
         assert [c for c, _ in step.top] == [tok.chars[i] for i in top.indices.tolist()]
+        assert [p for _, p in step.top] == pytest.approx(top.values.tolist(), abs=1e-5)
         text += step.text
 
 

@@ -282,7 +282,7 @@ class Trainer:
                 event.elapsed = self.elapsed
                 yield event
                 loss_sum, n, busy = torch.zeros((), device=self.device), 0, 0.0
-                if evaluating and self.patience_ran_out():
+                if evaluating and self.step < self.cfg.max_steps and self.patience_ran_out():
                     with gate.lock if gate is not None else contextlib.nullcontext():
                         if self.best_weights is not None:  # end on the best model, not the overfitted one
                             self.model.load_state_dict(self.best_weights)

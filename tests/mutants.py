@@ -133,7 +133,7 @@ MUTANTS = {
     "B12 Start clickable with every slot taken": ("pages/1_Train.py", [(
         "disabled=not settings_ok or slots_full,", "disabled=not settings_ok,")]),
     "early stopping never stops": ("minigpt/train.py", [(
-        "if evaluating and self.patience_ran_out():", "if False:")]),
+        "if evaluating and self.step < self.cfg.max_steps and self.patience_ran_out():", "if False:")]),
     "overfitting never reported": ("minigpt/diagnosis.py", [(
         "if step > best[0] and val > best[2] + rise and train < best[1]:", "if False:")]),
     "unseen validation characters checked against the whole text": ("minigpt/diagnosis.py", [(

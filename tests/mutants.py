@@ -83,6 +83,8 @@ MUTANTS = {
     "dropout from the global generator": ("minigpt/train.py", [
         ("model.use_generator(self.dropout_rng)", "model.use_generator(None)"),
         ("self.dropout_rng.manual_seed(((self.cfg.seed", "torch.manual_seed(((self.cfg.seed")]),
+    "AdamW ignores the configured betas": ("minigpt/train.py", [(
+        "lr=cfg.lr, betas=tuple(cfg.betas), fused=fused)", "lr=cfg.lr, fused=fused)")]),
     "no gradient clipping": ("minigpt/train.py", [("if self.cfg.grad_clip > 0:", "if self.cfg.grad_clip < 0:")]),
     "weight decay on biases and LayerNorms": ("minigpt/train.py", [
         ("if p.dim() >= 2]", "if p.dim() >= 1]"), ("if p.dim() < 2]", "if p.dim() < 1]")]),

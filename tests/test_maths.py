@@ -231,3 +231,24 @@ def test_evaluation_measures_the_model_without_dropout():
             log_probs = torch.log_softmax(hand_forward(model, xs)["logits"], -1)
             losses.append(-log_probs[range(len(ys)), ys].mean().item())
     assert val == pytest.approx(sum(losses) / len(losses), abs=1e-4)
+
+
+def test_adamw_second_step_follows_the_configured_betas():
+    """m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g², update lr · m̂ / (√v̂ + eps), by hand."""
+    b1, b2, eps = 0.5, 0.6, 1e-8
+    trainer = _trainer(weight_decay=0.0, grad_clip=0.0, betas=(b1, b2), warmup_steps=1, schedule="constant")
+    params = dict(trainer.model.named_parameters())
+    p = {n: t.detach().clone().double() for n, t in params.items()}
+    m = {n: torch.zeros_like(t) for n, t in p.items()}
+    v = {n: torch.zeros_like(t) for n, t in p.items()}
+    for step in (1, 2):
+        trainer.compute_gradients()
+        grads = {n: t.grad.detach().double() for n, t in params.items()}
+        lr = trainer.apply_update()
+        for n in p:
+            m[n] = b1 * m[n] + (1 - b1) * grads[n]
+            v[n] = b2 * v[n] + (1 - b2) * grads[n] ** 2
+            m_hat, v_hat = m[n] / (1 - b1**step), v[n] / (1 - b2**step)
+            p[n] = p[n] - lr * m_hat / (v_hat.sqrt() + eps)
+    for n, t in params.items():
+        torch.testing.assert_close(t.detach().double(), p[n], atol=1e-6, rtol=0, msg=lambda msg, n=n: f"{n}: {msg}")

@@ -2,11 +2,9 @@
 
 AppTest ignores run_every (no automatic fragment reruns), so tests sleep and rerun.
 """
-import json
 import re
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from app.text import markdown_stream, md
 from helpers import (DEMO_SCALING, PAGES, ROOT, hand_forward, home, own_run, page, plotly_array, plotly_spec, start_tiny_run, step_of,
                      tiny_settings, wait_for_step)
 from minigpt import (DEFAULT_CORPUS, DEMO_SENTENCE, CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig,
-                     Trainer, TrainingRun, build_model, load_pretrained, scaling_experiment)
+                     Trainer, TrainingRun, build_model, load_pretrained)
 from minigpt.runner import THREAD_NAME
 
 

@@ -487,7 +487,6 @@ def test_doctored_optimizer_state_is_refused_before_torch_trusts_its_shapes(tmp_
     one moment tensor once made the first resumed step corrupt memory."""
     from helpers import TEXT, tiny_config, tiny_tokenizer
     from minigpt import TrainConfig, Trainer, build_model
-    from minigpt.cli import main
 
     tok = tiny_tokenizer()
     cfg = TrainConfig(batch_size=4, block_size=8, max_steps=4, warmup_steps=1, eval_interval=4, eval_iters=1)

@@ -3,7 +3,6 @@
 Page tests with AppTest; what only a browser shows (a phone-sized screen, Enter in the prompt
 box) is in test_browser.py.
 """
-import math
 import time
 
 import numpy as np
@@ -13,7 +12,7 @@ import torch
 from app import choices, runs, train_form, uploads
 from helpers import (AppTest, ROOT, hand_forward, home, own_run, page, plotly_array, plotly_spec, tiny_settings,
                      wait_for_step)
-from minigpt import (DEFAULT_CORPUS, PRESETS, CharTokenizer, TrainConfig, Trainer, build_model, load_corpus,
+from minigpt import (DEFAULT_CORPUS, PRESETS, CharTokenizer, GPTConfig, TrainConfig, Trainer, build_model, load_corpus,
                      load_pretrained, generate, uniform_loss)
 from minigpt.data import split_tokens
 from minigpt.train import estimate_loss
@@ -153,8 +152,8 @@ def test_early_stopping_ends_a_run_once_val_loss_stops_improving():
     tok = CharTokenizer.from_text(text)
     cfg = TrainConfig(batch_size=8, block_size=16, max_steps=2000, warmup_steps=5, eval_interval=10, eval_iters=4,
                       lr=1e-2, early_stop_patience=2, seed=0)
-    model = build_model(PRESETS["tiny"].model.__class__(vocab_size=tok.vocab_size, d_model=32, num_heads=2,
-                                                        num_layers=1, d_ff=64, max_len=32, dropout=0.0), 0)
+    model = build_model(GPTConfig(vocab_size=tok.vocab_size, d_model=32, num_heads=2, num_layers=1, d_ff=64,
+                                  max_len=32, dropout=0.0), 0)
     trainer = Trainer(model, tok, text, cfg)
     events = [e for e in trainer.events() if e.val_loss is not None]
     assert trainer.stopped_early and trainer.step < cfg.max_steps

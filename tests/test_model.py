@@ -1,12 +1,10 @@
 """The model: shapes, the causal mask, the KV cache, weight tying, and sdpa against eager attention."""
 
-import math
-
 import pytest
 import torch
 
 from minigpt import ConfigError, GPTConfig, MiniGPT
-from minigpt.model import causal_mask, sinusoidal_positions
+from minigpt.model import causal_mask
 
 from helpers import tiny_config, tiny_model
 

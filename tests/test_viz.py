@@ -1,6 +1,5 @@
 """Figure builders: heatmaps, loss curves, the time-lapse, the √d_k charts and the steps table."""
 
-import json
 import math
 
 import numpy as np

@@ -25,6 +25,7 @@ from .data import (
 from .diagnosis import (Overfitting, UnseenCharacters, overfitting, top_key_changes, uniform_loss,
                         unseen_validation_chars)
 from .device import DeviceError, available_devices, resolve_device
+from .messages import N_, LabError, Message
 from .model import KVCache, MiniGPT
 from .pretrained import load_pretrained, pretrained_dir
 from .registry import NotOwnerError, RunEntry, RunLimitError, RunRegistry
@@ -50,7 +51,7 @@ __all__ = [
     "BUILTIN_CORPORA", "DEFAULT_CORPUS", "DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "DEMO_PROMPTS", "DEMO_SENTENCE", "MAX_CORPUS_BYTES",
     "MAX_NEW_TOKENS",
     "CharTokenizer", "Checkpoint", "CheckpointError", "ConfigError", "CorpusError", "DeviceError", "EvalRecord",
-    "GPTConfig", "KVCache", "MiniGPT", "NotOwnerError", "RunEntry", "RunLimitError", "RunRegistry", "RunSnapshot",
+    "GPTConfig", "KVCache", "LabError", "Message", "MiniGPT", "N_", "NotOwnerError", "RunEntry", "RunLimitError", "RunRegistry", "RunSnapshot",
     "SamplingError", "Step", "TrainConfig", "TrainEvent", "Trainer", "TrainingDiverged", "TrainingRun",
     "UnknownCharactersError",
     "PAGE", "attention_heatmap", "attention_panels", "available_devices", "build_model", "check_corpus_fits", "check_memory_budget",

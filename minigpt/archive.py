@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from .checkpoint import (CONFIG_NAME, OPTIMIZER_NAME, PICKLE_REFUSAL, WEIGHTS_NAME, Checkpoint, CheckpointError,
-                         checkpoint_files, checkpoint_folder, from_pretrained, load_files)
+from .checkpoint import (CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME, Checkpoint, CheckpointError, checkpoint_files,
+                         checkpoint_folder, from_pretrained, load_files)
+from .messages import N_
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -54,28 +55,30 @@ def _zip(files: dict[str, bytes]) -> bytes:
 def load_zip(data: bytes, *, device: str | torch.device = "cpu", with_optimizer: bool = False) -> Checkpoint:
     """Load a zipped checkpoint from its bytes, after checking every entry."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise CheckpointError(f"load_zip expects the zip file's bytes, got {type(data).__name__}.")
+        raise CheckpointError("load_zip expects the zip file's bytes, got {type}.", type=type(data).__name__)
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         raise CheckpointError("the upload is not a zip archive.") from None
     with archive:
         files = _unpack(archive)
-    return load_files(files, device=device, with_optimizer=with_optimizer, source="the zip")
+    return load_files(files, device=device, with_optimizer=with_optimizer, source=N_("the zip"))
 
 
 def _unpack(archive: zipfile.ZipFile) -> dict[str, bytes]:
     """Each file entry's bytes by its bare name, once every entry has passed the checks."""
     infos = archive.infolist()
     if len(infos) > MAX_ZIP_ENTRIES:
-        raise CheckpointError(f"the zip holds {len(infos)} entries; a checkpoint has at most {MAX_ZIP_ENTRIES}.")
+        raise CheckpointError("the zip holds {entries} entries; a checkpoint has at most {limit}.",
+                              entries=len(infos), limit=MAX_ZIP_ENTRIES)
     for info in infos:
         _check_entry(info)
     entries = [i for i in infos if not i.is_dir() and not _is_junk(i.filename)]
     if not entries:
         raise CheckpointError("the zip archive is empty.")
     if any(_parts(i.filename)[-1] == "data.pkl" for i in entries):  # torch.save writes a zip too
-        raise CheckpointError(f"the zip is a torch.save file: {PICKLE_REFUSAL}")
+        raise CheckpointError("the zip is a torch.save file: pickle-based checkpoints (torch.save) are refused: "
+                              "they can run code when loaded; convert to safetensors.")
     _check_sizes(entries)
     names = _bare_names(entries)
     budget, files = MAX_TOTAL_UNCOMPRESSED, {}
@@ -94,13 +97,14 @@ def _check_entry(info: zipfile.ZipInfo) -> None:
     zip was made to attack, not to carry a checkpoint."""
     name = info.filename
     if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
-        raise CheckpointError(f"zip entry {name!r} has an absolute path; refusing the zip.")
+        raise CheckpointError("zip entry {name!r} has an absolute path; refusing the zip.", name=name)
     if ".." in _parts(name):
-        raise CheckpointError(f"zip entry {name!r} points outside the archive folder ('..'); refusing the zip.")
+        raise CheckpointError("zip entry {name!r} points outside the archive folder ('..'); refusing the zip.",
+                              name=name)
     if stat.S_ISLNK(info.external_attr >> 16):
-        raise CheckpointError(f"zip entry {name!r} is a symbolic link; refusing the zip.")
+        raise CheckpointError("zip entry {name!r} is a symbolic link; refusing the zip.", name=name)
     if info.flag_bits & 0x1:
-        raise CheckpointError(f"zip entry {name!r} is encrypted; upload an unencrypted zip.")
+        raise CheckpointError("zip entry {name!r} is encrypted; upload an unencrypted zip.", name=name)
 
 
 def _is_junk(name: str) -> bool:
@@ -113,15 +117,16 @@ def _check_sizes(entries: list[zipfile.ZipInfo]) -> None:
     """Judge the declared sizes before unpacking anything (reading caps them again)."""
     for info in entries:
         if info.file_size > MAX_UNCOMPRESSED:
-            raise CheckpointError(f"zip entry {info.filename!r} unpacks to {info.file_size} bytes, more than the "
-                                  f"{MAX_UNCOMPRESSED} allowed per file.")
+            raise CheckpointError("zip entry {name!r} unpacks to {size} bytes, more than the {limit} allowed per "
+                                  "file.", name=info.filename, size=info.file_size, limit=MAX_UNCOMPRESSED)
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > _RATIO_FREE_BYTES and ratio > MAX_COMPRESSION_RATIO:
-            raise CheckpointError(f"zip entry {info.filename!r} expands {ratio:.0f}-fold, which looks like a "
-                                  f"zip bomb; refusing it.")
+            raise CheckpointError("zip entry {name!r} expands {ratio:.0f}-fold, which looks like a zip bomb; "
+                                  "refusing it.", name=info.filename, ratio=ratio)
     total = sum(info.file_size for info in entries)
     if total > MAX_TOTAL_UNCOMPRESSED:
-        raise CheckpointError(f"the zip unpacks to {total} bytes, more than the {MAX_TOTAL_UNCOMPRESSED} allowed.")
+        raise CheckpointError("the zip unpacks to {total} bytes, more than the {limit} allowed.",
+                              total=total, limit=MAX_TOTAL_UNCOMPRESSED)
 
 
 def _bare_names(entries: list[zipfile.ZipInfo]) -> list[str]:
@@ -135,7 +140,7 @@ def _bare_names(entries: list[zipfile.ZipInfo]) -> list[str]:
         raise CheckpointError("the zip must hold the checkpoint files at its top level or inside one folder.")
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise CheckpointError(f"the zip holds {duplicates[0]!r} more than once.")
+        raise CheckpointError("the zip holds {name!r} more than once.", name=duplicates[0])
     return names
 
 
@@ -148,9 +153,10 @@ def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int) -> bytes
             while chunk := src.read(_CHUNK):
                 size += len(chunk)
                 if size > limit:
-                    raise CheckpointError(f"zip entry {info.filename!r} unpacks to more than its header declares; "
-                                          f"refusing it as a possible zip bomb.")
+                    raise CheckpointError("zip entry {name!r} unpacks to more than its header declares; "
+                                          "refusing it as a possible zip bomb.", name=info.filename)
                 chunks.append(chunk)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as error:
-        raise CheckpointError(f"zip entry {info.filename!r} is damaged or unsupported ({error}).") from None
+        raise CheckpointError("zip entry {name!r} is damaged or unsupported ({error}).", name=info.filename,
+                              error=error) from None
     return b"".join(chunks)

@@ -38,6 +38,7 @@ import safetensors.torch
 import torch
 
 from .config import ConfigError, GPTConfig, TrainConfig
+from .messages import LabError, N_
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -48,10 +49,6 @@ WEIGHTS_NAME = "model.safetensors"
 OPTIMIZER_NAME = "optimizer.safetensors"
 TIED_KEY = "lm_head.weight"  # the same tensor as token_embed.weight
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".ckpt")
-PICKLE_REFUSAL = (
-    "pickle-based checkpoints (torch.save) are refused: they can run code when loaded; "
-    "convert to safetensors."
-)
 WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # float8 would let a small file build a big model
 MAX_POSITION_TABLE = 2**25           # max_len * d_model: the one allocation the weights don't bound
 MAX_EXTRA_PARAMS = 2**20             # slack over the stored values before a config counts as doctored
@@ -62,7 +59,7 @@ _REQUIRED_KEYS = {"format", "format_version", "model", "vocab", "weights_sha256"
 _OPTIONAL_KEYS = {"train", "meta", "optimizer"}
 
 
-class CheckpointError(ValueError):
+class CheckpointError(LabError, ValueError):
     """A checkpoint that cannot be saved or loaded, with a sentence saying why."""
 
 
@@ -99,11 +96,11 @@ def checkpoint_files(
     net = _unwrap(model)
     if tokenizer.vocab_size != net.config.vocab_size:
         raise CheckpointError(
-            f"the tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size "
-            f"is {net.config.vocab_size}."
+            "the tokenizer has {chars} characters but the model's vocab_size is {vocab_size}.",
+            chars=tokenizer.vocab_size, vocab_size=net.config.vocab_size,
         )
     if meta is not None and not isinstance(meta, dict):
-        raise CheckpointError(f"meta must be a dict, got {type(meta).__name__}.")
+        raise CheckpointError("meta must be a dict, got {type}.", type=type(meta).__name__)
     weights = _weights_bytes(net)
     files = {WEIGHTS_NAME: weights}
     config: dict[str, Any] = {
@@ -127,7 +124,7 @@ def _unwrap(model: torch.nn.Module) -> MiniGPT:
     while not isinstance(model, MiniGPT):
         inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
         if inner is None:
-            raise CheckpointError(f"save_pretrained expects a MiniGPT, got {type(model).__name__}.")
+            raise CheckpointError("save_pretrained expects a MiniGPT, got {type}.", type=type(model).__name__)
         model = inner
     return model
 
@@ -164,8 +161,8 @@ def _config_bytes(config: dict[str, Any]) -> bytes:
         text = json.dumps(config, ensure_ascii=False, indent=2)
     except (TypeError, ValueError) as error:
         raise CheckpointError(
-            f"meta and the optimizer's settings must hold only JSON values (numbers, strings, lists, "
-            f"dicts): {error}."
+            "meta and the optimizer's settings must hold only JSON values (numbers, strings, lists, "
+            "dicts): {error}.", error=error,
         ) from None
     return (text + "\n").encode("utf-8")
 
@@ -183,8 +180,8 @@ def save_pretrained(directory: str | os.PathLike, model: MiniGPT, tokenizer: Cha
     target = Path(directory).resolve()  # staging must sit beside the real folder, not a symlink
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise CheckpointError(
-            f"cannot save to {target}: it already exists and is not an empty folder. A checkpoint "
-            f"folder is written once; choose a new folder."
+            "cannot save to {target}: it already exists and is not an empty folder. A checkpoint "
+            "folder is written once; choose a new folder.", target=target,
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.tmp-{secrets.token_hex(6)}"
@@ -262,8 +259,9 @@ def from_pretrained(
         files = {name: (folder / name).read_bytes() for name in wanted if (folder / name).is_file()}
         others = [p.name for p in folder.iterdir()]
     except OSError as error:  # e.g. a run's next save removed this checkpoint while it was read
-        raise CheckpointError(f"cannot read {folder} ({error.strerror}); if a run is saving into it, "
-                              f"try again: the newest checkpoint is always complete.") from None
+        raise CheckpointError("cannot read {folder} ({reason}); if a run is saving into it, "
+                              "try again: the newest checkpoint is always complete.",
+                              folder=folder, reason=error.strerror) from None
     return load_files(files, device=device, with_optimizer=with_optimizer, source=str(folder), others=others)
 
 
@@ -271,16 +269,16 @@ def checkpoint_folder(path: str | os.PathLike) -> Path:
     """The folder `from_pretrained(path)` reads: path itself, or a run folder's newest checkpoint."""
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"checkpoint folder {path} does not exist.")
+        raise CheckpointError("checkpoint folder {path} does not exist.", path=path)
     if not path.is_dir():
-        raise CheckpointError(f"{path} is not a folder; a checkpoint is a folder holding config.json.")
+        raise CheckpointError("{path} is not a folder; a checkpoint is a folder holding config.json.", path=path)
     if (path / CONFIG_NAME).exists():
         return path
     latest = latest_checkpoint(path)
     if latest is not None:
         return latest
     if not any(path.iterdir()):
-        raise CheckpointError(f"checkpoint folder {path} is empty.")
+        raise CheckpointError("checkpoint folder {path} is empty.", path=path)
     return path  # load_files says what is missing
 
 
@@ -292,7 +290,7 @@ def load_files(
     *,
     device: str | torch.device = "cpu",
     with_optimizer: bool = False,
-    source: str = "the checkpoint",
+    source: str = N_("the checkpoint"),
     others: list[str] | None = None,
 ) -> Checkpoint:
     """Build a Checkpoint from its files' bytes, checking everything; `others` are further file
@@ -300,15 +298,16 @@ def load_files(
     names = set(files) | set(others or [])
     if CONFIG_NAME not in files:
         if any(n.endswith(PICKLE_SUFFIXES) for n in names) and not any(n.endswith(".safetensors") for n in names):
-            raise CheckpointError(f"{source} holds only pickle files: {PICKLE_REFUSAL}")
-        raise CheckpointError(f"{source} has no config.json, so it is not a MiniGPT checkpoint.")
+            raise CheckpointError("{source} holds only pickle files: pickle-based checkpoints (torch.save) are "
+                                  "refused: they can run code when loaded; convert to safetensors.", source=source)
+        raise CheckpointError("{source} has no config.json, so it is not a MiniGPT checkpoint.", source=source)
     config = _parse_config(files[CONFIG_NAME])
     model_config = _model_config(config["model"])
     tokenizer = _tokenizer(config["vocab"], model_config.vocab_size)
     train_config = _train_config(config.get("train"))
     meta = config.get("meta") or {}
     if not isinstance(meta, dict):
-        raise CheckpointError(f"config.json's meta must be a JSON object, got {type(meta).__name__}.")
+        raise CheckpointError("config.json's meta must be a JSON object, got {type}.", type=type(meta).__name__)
     tensors = _tensors(files, WEIGHTS_NAME, config["weights_sha256"], source)
     model = _build_model(model_config, tensors)
     optimizer_state = None
@@ -322,26 +321,31 @@ def _parse_config(data: bytes) -> dict[str, Any]:
     try:
         config = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise CheckpointError(f"config.json is not valid UTF-8 JSON ({error}).") from None
+        raise CheckpointError("config.json is not valid UTF-8 JSON ({error}).", error=error) from None
     if not isinstance(config, dict):
-        raise CheckpointError(f"config.json must hold a JSON object, got {type(config).__name__}.")
+        raise CheckpointError("config.json must hold a JSON object, got {type}.", type=type(config).__name__)
     if config.get("format") != FORMAT:
         raise CheckpointError(
-            f"config.json is not a MiniGPT checkpoint: its format is {config.get('format')!r}, expected {FORMAT!r}."
+            "config.json is not a MiniGPT checkpoint: its format is {format!r}, expected {expected!r}.",
+            format=config.get("format"), expected=FORMAT,
         )
     version = config.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise CheckpointError(f"config.json's format_version must be a positive integer, got {version!r}.")
-    if version != FORMAT_VERSION:
-        newer = "a newer MiniGPT: update MiniGPT to load it" if version > FORMAT_VERSION else "an older MiniGPT"
-        raise CheckpointError(f"this checkpoint uses format version {version}, written by {newer}; "
-                              f"this one reads version {FORMAT_VERSION}.")
+        raise CheckpointError("config.json's format_version must be a positive integer, got {version!r}.",
+                              version=version)
+    if version > FORMAT_VERSION:
+        raise CheckpointError("this checkpoint uses format version {version}, written by a newer MiniGPT: "
+                              "update MiniGPT to load it; this one reads version {supported}.",
+                              version=version, supported=FORMAT_VERSION)
+    if version < FORMAT_VERSION:
+        raise CheckpointError("this checkpoint uses format version {version}, written by an older MiniGPT; "
+                              "this one reads version {supported}.", version=version, supported=FORMAT_VERSION)
     unknown = sorted(set(config) - _REQUIRED_KEYS - _OPTIONAL_KEYS)
     if unknown:
-        raise CheckpointError(f"config.json has unknown keys: {', '.join(unknown)}.")
+        raise CheckpointError("config.json has unknown keys: {keys}.", keys=", ".join(unknown))
     missing = sorted(_REQUIRED_KEYS - set(config))
     if missing:
-        raise CheckpointError(f"config.json lacks required keys: {', '.join(missing)}.")
+        raise CheckpointError("config.json lacks required keys: {keys}.", keys=", ".join(missing))
     return config
 
 
@@ -349,26 +353,27 @@ def _model_config(data: Any) -> GPTConfig:
     try:
         config = GPTConfig.from_dict(data)
     except ConfigError as error:
-        raise CheckpointError(f"config.json's model config is invalid: {error}") from None
+        raise CheckpointError("config.json's model config is invalid: {error}", error=error) from None
     if config.max_len * config.d_model > MAX_POSITION_TABLE:
         raise CheckpointError(
-            f"config.json asks for max_len x d_model = {config.max_len * config.d_model} position "
-            f"values, more than the {MAX_POSITION_TABLE} this loader allows."
+            "config.json asks for max_len x d_model = {values} position values, more than the {limit} this "
+            "loader allows.", values=config.max_len * config.d_model, limit=MAX_POSITION_TABLE,
         )
     return config
 
 
 def _tokenizer(vocab: Any, vocab_size: int) -> CharTokenizer:
     if not isinstance(vocab, list):
-        raise CheckpointError(f"config.json's vocab must be a list of characters, got {type(vocab).__name__}.")
+        raise CheckpointError("config.json's vocab must be a list of characters, got {type}.",
+                              type=type(vocab).__name__)
     try:
         tokenizer = CharTokenizer(vocab)
     except ValueError as error:
-        raise CheckpointError(f"config.json's vocab is invalid: {error}.") from None
+        raise CheckpointError("config.json's vocab is invalid: {error}.", error=error) from None
     if tokenizer.vocab_size != vocab_size:
         raise CheckpointError(
-            f"config.json lists {tokenizer.vocab_size} vocabulary characters but the model's "
-            f"vocab_size is {vocab_size}."
+            "config.json lists {chars} vocabulary characters but the model's vocab_size is {vocab_size}.",
+            chars=tokenizer.vocab_size, vocab_size=vocab_size,
         )
     return tokenizer
 
@@ -379,47 +384,54 @@ def _train_config(data: Any) -> TrainConfig | None:
     try:
         return TrainConfig.from_dict(data)
     except ConfigError as error:
-        raise CheckpointError(f"config.json's training config is invalid: {error}") from None
+        raise CheckpointError("config.json's training config is invalid: {error}", error=error) from None
 
 
 def _tensors(files: Mapping[str, bytes], name: str, sha256: Any, source: str) -> dict[str, torch.Tensor]:
     """A safetensors file's tensors, once it is there, no pickle, and matches its sha256."""
     if not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
-        raise CheckpointError(f"config.json's sha256 of {name} must be 64 lowercase hex digits, got {sha256!r}.")
+        raise CheckpointError("config.json's sha256 of {name} must be 64 lowercase hex digits, got {sha256!r}.",
+                              name=name, sha256=sha256)
     data = files.get(name)
     if data is None:
-        raise CheckpointError(f"{name}, which config.json describes, is missing from {source}.")
+        raise CheckpointError("{name}, which config.json describes, is missing from {source}.",
+                              name=name, source=source)
     if data.startswith((b"PK", b"\x80")) and data[8:9] != b"{":  # torch.save: a zip or a bare pickle
-        raise CheckpointError(f"{name} holds a pickle, not safetensors: {PICKLE_REFUSAL}")
+        raise CheckpointError("{name} holds a pickle, not safetensors: pickle-based checkpoints (torch.save) "
+                              "are refused: they can run code when loaded; convert to safetensors.", name=name)
     if _sha256(data) != sha256:
-        raise CheckpointError(f"{name} does not match the sha256 in config.json: the file is damaged or was replaced.")
+        raise CheckpointError("{name} does not match the sha256 in config.json: the file is damaged or was "
+                              "replaced.", name=name)
     try:
         return safetensors.torch.load(data)
     except Exception as error:  # safetensors raises SafetensorError and others on malformed input
-        raise CheckpointError(f"{name} is not a valid safetensors file ({error}).") from None
+        raise CheckpointError("{name} is not a valid safetensors file ({error}).", name=name, error=error) from None
 
 
 def _build_model(config: GPTConfig, tensors: dict[str, torch.Tensor]) -> MiniGPT:
     stored = sum(t.numel() for t in tensors.values())
     if config.num_params() > 2 * stored + MAX_EXTRA_PARAMS:  # before allocating what the file doesn't justify
         raise CheckpointError(
-            f"config.json describes a model of {config.num_params()} parameters but {WEIGHTS_NAME} holds "
-            f"only {stored} values: the weights do not fit this config."
+            "config.json describes a model of {params} parameters but {file} holds only {stored} values: "
+            "the weights do not fit this config.", params=config.num_params(), file=WEIGHTS_NAME, stored=stored,
         )
     for key, tensor in tensors.items():  # load_state_dict would silently convert any other dtype
         if tensor.dtype not in WEIGHT_DTYPES:
-            raise CheckpointError(f"{WEIGHTS_NAME}: tensor {key} has dtype {tensor.dtype}; weights must be "
-                                  f"float32, float16 or bfloat16 (floating point, at least 2 bytes a value).")
+            raise CheckpointError("{file}: tensor {key} has dtype {dtype}; weights must be float32, float16 or "
+                                  "bfloat16 (floating point, at least 2 bytes a value).",
+                                  file=WEIGHTS_NAME, key=key, dtype=tensor.dtype)
     model = MiniGPT(config)
     if TIED_KEY in tensors:
-        raise CheckpointError(f"{WEIGHTS_NAME} stores {TIED_KEY}, which is tied to token_embed.weight and never stored.")
+        raise CheckpointError("{file} stores {key}, which is tied to token_embed.weight and never stored.",
+                              file=WEIGHTS_NAME, key=TIED_KEY)
     if "token_embed.weight" in tensors:
         tensors = {**tensors, TIED_KEY: tensors["token_embed.weight"]}
     try:
         model.load_state_dict(tensors, strict=True)  # names and shapes
     except RuntimeError as error:
         detail = str(error).split(":", 1)[-1].strip().replace("\n\t", " ").replace("\n", " ")
-        raise CheckpointError(f"{WEIGHTS_NAME} does not fit config.json's model: {detail}") from None
+        raise CheckpointError("{file} does not fit config.json's model: {detail}", file=WEIGHTS_NAME,
+                              detail=detail) from None
     return model
 
 
@@ -432,7 +444,8 @@ def _optimizer_state(files: Mapping[str, bytes], settings: Any, source: str) -> 
     for key, value in {**tensors, **settings["state_scalars"]}.items():
         parts = key.split(".", 2)
         if len(parts) != 3 or parts[0] != "state" or not parts[1].isdigit():
-            raise CheckpointError(f"{OPTIMIZER_NAME} has an unexpected entry {key!r}; expected state.<index>.<name>.")
+            raise CheckpointError("{file} has an unexpected entry {key!r}; expected state.<index>.<name>.",
+                                  file=OPTIMIZER_NAME, key=key)
         state.setdefault(int(parts[1]), {})[parts[2]] = value
     return {"state": state, "param_groups": _param_groups(settings.get("param_groups"))}
 

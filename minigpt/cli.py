@@ -209,10 +209,10 @@ def _train(args: argparse.Namespace) -> int:
 def _check_out(out: Path, resumed_from: Path | None, existing: Path | None) -> None:
     """--out is a run folder of checkpoint-<step> folders: never mix two runs in one."""
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; it must be a folder for the run's checkpoints.")
+        raise ConfigError("--out {out} is a file; it must be a folder for the run's checkpoints.", out=out)
     if existing is not None and (resumed_from is None or resumed_from.resolve().parent != out.resolve()):
-        raise ConfigError(f"--out {out} already holds another run's {existing.name}: choose a new folder, "
-                          f"or continue that run with --resume {out}.")
+        raise ConfigError("--out {out} already holds another run's {name}: choose a new folder, or continue that "
+                          "run with --resume {out}.", out=out, name=existing.name)
 
 
 def _check_memory(model_cfg: GPTConfig, train_cfg: TrainConfig, device) -> None:
@@ -243,9 +243,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
-    try:
-        table = scaling_experiment(args.d_k, args.seq_len, args.seed, args.num_samples)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    table = scaling_experiment(args.d_k, args.seq_len, args.seed, args.num_samples)  # ConfigError for bad values
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     return 0

@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .messages import LabError
 
-class ConfigError(ValueError):
+
+class ConfigError(LabError, ValueError):
     """A hyperparameter (or a combination of them) that cannot work."""
 
 
@@ -51,13 +53,13 @@ class GPTConfig:
         _check_int(self, "max_len", 1)
         if self.d_model % self.num_heads:
             raise ConfigError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads}): "
-                f"each head gets d_model / num_heads dimensions."
+                "d_model ({d_model}) must be divisible by num_heads ({num_heads}): "
+                "each head gets d_model / num_heads dimensions.", d_model=self.d_model, num_heads=self.num_heads,
             )
         if self.d_model % 2:
             raise ConfigError(
-                f"d_model ({self.d_model}) must be even: sinusoidal positions pair a sine "
-                f"and a cosine per frequency."
+                "d_model ({d_model}) must be even: sinusoidal positions pair a sine and a cosine per frequency.",
+                d_model=self.d_model,
             )
         _check_prob(self, "dropout")
         if not isinstance(self.scale_attention, bool):
@@ -108,29 +110,31 @@ class TrainConfig:
         _check_int(self, "grad_accum", 1)
         _check_int(self, "early_stop_patience", 0)
         if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
+            raise ConfigError("dtype must be one of {choices}, got {dtype!r}.", choices=", ".join(DTYPES),
+                              dtype=self.dtype)
         if not isinstance(self.compile, bool):
             raise ConfigError("compile must be true or false.")
         for name in ("lr", "min_lr"):
             value = getattr(self, name)
             if not _finite(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number, got {value!r}.")
+                raise ConfigError("{name} must be a positive number, got {value!r}.", name=name, value=value)
         if self.min_lr > self.lr:
-            raise ConfigError(f"min_lr ({self.min_lr}) must not exceed lr ({self.lr}).")
+            raise ConfigError("min_lr ({min_lr}) must not exceed lr ({lr}).", min_lr=self.min_lr, lr=self.lr)
         if not _finite(self.weight_decay) or self.weight_decay < 0:
-            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}.")
+            raise ConfigError("weight_decay must be >= 0, got {value!r}.", value=self.weight_decay)
         if not _finite(self.grad_clip) or self.grad_clip < 0:
-            raise ConfigError(f"grad_clip must be >= 0 (0 disables it), got {self.grad_clip!r}.")
+            raise ConfigError("grad_clip must be >= 0 (0 disables it), got {value!r}.", value=self.grad_clip)
         if self.schedule not in ("cosine", "constant"):
-            raise ConfigError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}.")
+            raise ConfigError("schedule must be 'cosine' or 'constant', got {value!r}.", value=self.schedule)
         if not (0.0 < self.val_fraction < 0.5):
-            raise ConfigError(f"val_fraction must lie in (0, 0.5), got {self.val_fraction!r}.")
+            raise ConfigError("val_fraction must lie in (0, 0.5), got {value!r}.", value=self.val_fraction)
         if len(self.betas) != 2 or not all(_finite(b) and 0 <= b < 1 for b in self.betas):
-            raise ConfigError(f"betas must be two numbers in [0, 1), got {self.betas!r}.")
+            raise ConfigError("betas must be two numbers in [0, 1), got {value!r}.", value=self.betas)
         if model is not None and self.block_size > model.max_len:
             raise ConfigError(
-                f"block_size ({self.block_size}) cannot exceed max_len ({model.max_len}): "
-                f"the model has positions for only {model.max_len} tokens."
+                "block_size ({block_size}) cannot exceed max_len ({max_len}): "
+                "the model has positions for only {max_len} tokens.", block_size=self.block_size,
+                max_len=model.max_len,
             )
         return self
 
@@ -151,23 +155,25 @@ def _finite(x: Any) -> bool:
 def _check_int(cfg: Any, name: str, minimum: int) -> None:
     value = getattr(cfg, name)
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+        raise ConfigError("{name} must be an integer >= {minimum}, got {value!r}.", name=name, minimum=minimum,
+                          value=value)
 
 
 def _check_prob(cfg: Any, name: str) -> None:
     value = getattr(cfg, name)
     if not _finite(value) or not 0.0 <= value < 1.0:
-        raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}.")
+        raise ConfigError("{name} must be a number in [0, 1), got {value!r}.", name=name, value=value)
 
 
 def _from_dict(cls: type, data: dict[str, Any]) -> Any:
     """Build a config from JSON-like data, refusing unknown keys and wrong types."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}.")
+        raise ConfigError("{config} must be a JSON object, got {type}.", config=cls.__name__,
+                          type=type(data).__name__)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown {cls.__name__} keys: {', '.join(unknown)}.")
+        raise ConfigError("unknown {config} keys: {keys}.", config=cls.__name__, keys=", ".join(unknown))
     for key, value in data.items():
         default = fields[key].default
         expected = type(default)
@@ -177,7 +183,8 @@ def _from_dict(cls: type, data: dict[str, Any]) -> Any:
             continue
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ConfigError(
-                f"{cls.__name__}.{key} must be {expected.__name__}, got {type(value).__name__}."
+                "{config}.{key} must be {expected}, got {type}.", config=cls.__name__, key=key,
+                expected=expected.__name__, type=type(value).__name__,
             )
     return cls(**data)
 
@@ -203,9 +210,10 @@ def check_memory_budget(model: GPTConfig, train: TrainConfig, budget_bytes: int)
     need = training_memory_bytes(model, train)
     if need > budget_bytes:
         raise ConfigError(
-            f"this run needs about {need / 2**20:,.0f} MB to train ({model.num_params():,} parameters, "
-            f"batch {train.batch_size} x block {train.block_size}); the limit here is "
-            f"{budget_bytes / 2**20:,.0f} MB. Use a smaller d_model, fewer layers or a smaller batch."
+            "this run needs about {need:,.0f} MB to train ({params:,} parameters, batch {batch_size} x block "
+            "{block_size}); the limit here is {limit:,.0f} MB. Use a smaller d_model, fewer layers or a smaller "
+            "batch.", need=need / 2**20, params=model.num_params(), batch_size=train.batch_size,
+            block_size=train.block_size, limit=budget_bytes / 2**20,
         )
 
 

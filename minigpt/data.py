@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from .messages import LabError, N_
 from .tokenizer import CharTokenizer
 
 DEFAULT_CORPUS = "course-zh"
@@ -22,15 +23,15 @@ DEMO_SENTENCE = "深度学习是人工智能的重要领域"   # the reference d
 DEMO_PROMPTS = ("深度", "自然", "注意", "计算")      # the reference demo's generation prompts
 MAX_CORPUS_BYTES = 20 * 1024 * 1024
 
-BUILTIN_CORPORA = {
-    "course-zh": "A Chinese text on deep learning and attention, written for this lab (about 10,000 characters): "
-                 "large enough for a small model to learn its style instead of reciting it.",
-    "demo-zh": "The reference demo's Chinese paragraph (448 characters): a model can only memorise it.",
-    "pydoc-en": "Python's own documentation topics from the standard library (about 465 KB, English).",
+BUILTIN_CORPORA = {  # descriptions marked for the catalogs; the app translates them when it shows them
+    "course-zh": N_("A Chinese text on deep learning and attention, written for this lab (about 10,000 characters): "
+                    "large enough for a small model to learn its style instead of reciting it."),
+    "demo-zh": N_("The reference demo's Chinese paragraph (448 characters): a model can only memorise it."),
+    "pydoc-en": N_("Python's own documentation topics from the standard library (about 465 KB, English)."),
 }
 
 
-class CorpusError(ValueError):
+class CorpusError(LabError, ValueError):
     """Text that cannot serve as a training corpus."""
 
 
@@ -46,31 +47,32 @@ def load_corpus(name_or_path: str | Path) -> str:
     path = Path(name)
     if not path.is_file():
         known = ", ".join(BUILTIN_CORPORA)
-        raise CorpusError(f"no corpus named {name!r}: use one of {known} or a path to a text file.")
+        raise CorpusError("no corpus named {name!r}: use one of {known} or a path to a text file.", name=name,
+                          known=known)
     size = path.stat().st_size
     if size > MAX_CORPUS_BYTES:
-        raise CorpusError(_too_large(size))
+        raise _too_large(size)
     return decode_corpus(path.read_bytes(), source=path.name)
 
 
-def decode_corpus(raw: bytes, source: str = "the upload") -> str:
+def decode_corpus(raw: bytes, source: str = N_("the upload")) -> str:
     """Decode uploaded bytes as text, refusing empty, binary, oversized or undecodable data."""
     return decode_corpus_as(raw, source)[0]
 
 
-def decode_corpus_as(raw: bytes, source: str = "the upload") -> tuple[str, str]:
+def decode_corpus_as(raw: bytes, source: str = N_("the upload")) -> tuple[str, str]:
     """The text and the encoding it was read in: UTF-16 with a byte-order mark, UTF-8, or GBK
     (as Chinese Windows saves text, read as its superset GB18030) when UTF-8 fails and GBK gives
     Chinese text."""
     if len(raw) > MAX_CORPUS_BYTES:
-        raise CorpusError(_too_large(len(raw)))
+        raise _too_large(len(raw))
     if not raw:
-        raise CorpusError(f"{source} is empty.")
+        raise CorpusError("{source} is empty.", source=source)
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         text, encoding = _decode(raw, "utf-16", source), "UTF-16"
     else:
         if b"\x00" in raw[:8192]:
-            raise CorpusError(f"{source} looks like a binary file (it contains NUL bytes), not text.")
+            raise CorpusError("{source} looks like a binary file (it contains NUL bytes), not text.", source=source)
         try:
             text, encoding = raw.decode("utf-8-sig"), "UTF-8"
         except UnicodeDecodeError as err:
@@ -90,21 +92,20 @@ def _gbk_or_refuse(raw: bytes, source: str, bad_byte: int) -> str:
     if text and chinese >= 0.5 * visible and chinese + plain >= 0.95 * len(text):
         return text
     raise CorpusError(
-        f"{source} is not valid UTF-8 text (byte {bad_byte}), nor Chinese text in GBK; save it as UTF-8 "
-        f"and upload it again."
+        "{source} is not valid UTF-8 text (byte {byte}), nor Chinese text in GBK; save it as UTF-8 "
+        "and upload it again.", source=source, byte=bad_byte,
     )
 
 
-def check_corpus_text(text: str, source: str = "the corpus") -> None:
+def check_corpus_text(text: str, source: str = N_("the corpus")) -> None:
     if not text.strip():
-        raise CorpusError(f"{source} holds only whitespace.")
+        raise CorpusError("{source} holds only whitespace.", source=source)
     controls = sum(1 for c in text if ord(c) < 32 and c not in "\n\r\t")
     if controls > 0.01 * len(text):
-        raise CorpusError(f"{source} looks like a binary file ({controls} control characters).")
+        raise CorpusError("{source} looks like a binary file ({controls} control characters).", source=source,
+                          controls=controls)
     if len(set(text)) < 2:
-        raise CorpusError(
-            f"{source} uses a single distinct character: there is nothing to predict."
-        )
+        raise CorpusError("{source} uses a single distinct character: there is nothing to predict.", source=source)
 
 
 def _decode(raw: bytes, encoding: str, source: str) -> str:
@@ -112,13 +113,14 @@ def _decode(raw: bytes, encoding: str, source: str) -> str:
         return raw.decode(encoding)
     except UnicodeDecodeError as err:
         raise CorpusError(
-            f"{source} is not valid {encoding.split('-sig')[0].upper()} text "
-            f"(byte {err.start}); save it as UTF-8 and upload it again."
+            "{source} is not valid {encoding} text (byte {byte}); save it as UTF-8 and upload it again.",
+            source=source, encoding=encoding.split("-sig")[0].upper(), byte=err.start,
         ) from None
 
 
-def _too_large(size: int) -> str:
-    return f"the corpus is {size / 2**20:.1f} MB; the limit is {MAX_CORPUS_BYTES / 2**20:.0f} MB."
+def _too_large(size: int) -> CorpusError:
+    return CorpusError("the corpus is {size:.1f} MB; the limit is {limit:.0f} MB.", size=size / 2**20,
+                       limit=MAX_CORPUS_BYTES / 2**20)
 
 
 def split_tokens(ids: torch.Tensor, val_fraction: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,12 +133,18 @@ def split_sizes(num_tokens: int, val_fraction: float, block_size: int) -> tuple[
     """Token counts of the training and validation splits; CorpusError if one cannot hold a block."""
     n_val = int(num_tokens * val_fraction)
     sizes = (num_tokens - n_val, n_val)
-    for size, name in zip(sizes, ("training", "validation")):
-        if size < block_size + 1:
+    for size, split in zip(sizes, ("training", "validation")):
+        if size >= block_size + 1:
+            continue
+        if split == "training":
             raise CorpusError(
-                f"the {name} split has {size} tokens, fewer than block_size + 1 = "
-                f"{block_size + 1}: use a longer corpus or a smaller block_size."
+                "the training split has {size} tokens, fewer than block_size + 1 = {needed}: use a longer "
+                "corpus or a smaller block_size.", size=size, needed=block_size + 1,
             )
+        raise CorpusError(
+            "the validation split has {size} tokens, fewer than block_size + 1 = {needed}: use a longer "
+            "corpus or a smaller block_size.", size=size, needed=block_size + 1,
+        )
     return sizes
 
 
@@ -175,8 +183,9 @@ def _check_windows(num_tokens: int, batch_size: int, block_size: int) -> None:
     windows = num_tokens - block_size
     if batch_size > windows:
         raise CorpusError(
-            f"batch_size {batch_size} is more than the {windows} distinct windows of {block_size} tokens "
-            f"in the training split: use a smaller batch or block, or a longer corpus."
+            "batch_size {batch_size} is more than the {windows} distinct windows of {block_size} tokens "
+            "in the training split: use a smaller batch or block, or a longer corpus.",
+            batch_size=batch_size, windows=windows, block_size=block_size,
         )
 
 

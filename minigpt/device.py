@@ -5,8 +5,10 @@ import os
 
 import torch
 
+from .messages import LabError
 
-class DeviceError(RuntimeError):
+
+class DeviceError(LabError, RuntimeError):
     """An explicitly requested device is not available on this machine."""
 
 
@@ -28,12 +30,14 @@ def resolve_device(name: str | None = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
-        raise DeviceError(f"{name!r} is not a device name; use auto, cpu, cuda, cuda:N or mps.") from None
+        raise DeviceError("{name!r} is not a device name; use auto, cpu, cuda, cuda:N or mps.", name=name) from None
     if device.type not in available_devices():
         have = ", ".join(available_devices())
-        raise DeviceError(f"device {name!r} was requested but is not available here (available: {have}).")
+        raise DeviceError("device {name!r} was requested but is not available here (available: {have}).",
+                          name=name, have=have)
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise DeviceError(f"{name!r} was requested but only {torch.cuda.device_count()} CUDA device(s) exist.")
+        raise DeviceError("{name!r} was requested but only {count} CUDA device(s) exist.", name=name,
+                          count=torch.cuda.device_count())
     return device
 
 

@@ -54,13 +54,14 @@ def setup(device: str = "auto") -> DistContext:
     if chosen.type == "cuda":
         if chosen.index is not None and chosen.index != local_rank:
             raise DeviceError(
-                f"under torchrun each process uses cuda:LOCAL_RANK (here cuda:{local_rank}); "
-                f"pass --device cuda or auto instead of {device!r}."
+                "under torchrun each process uses cuda:LOCAL_RANK (here cuda:{local_rank}); "
+                "pass --device cuda or auto instead of {device!r}.", local_rank=local_rank, device=device,
             )
         chosen = torch.device("cuda", local_rank)
         torch.cuda.set_device(chosen)
     elif chosen.type != "cpu":
-        raise DeviceError(f"distributed training runs on CUDA (NCCL) or CPU (gloo), not {chosen.type}.")
+        raise DeviceError("distributed training runs on CUDA (NCCL) or CPU (gloo), not {device}.",
+                          device=chosen.type)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if chosen.type == "cuda" else "gloo")
     node_rank = int(os.environ.get("GROUP_RANK", 0))

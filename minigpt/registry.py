@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .messages import LabError
 from .model import MiniGPT
 from .runner import TrainingRun
 
@@ -22,11 +23,11 @@ ACTIVE_STATES = ("running", "paused")
 MAX_SUCCESSORS = 256  # replacements remembered, so that watchers can follow an owner to a new run
 
 
-class RunLimitError(RuntimeError):
+class RunLimitError(LabError, RuntimeError):
     """The server already trains as many runs as it allows."""
 
 
-class NotOwnerError(PermissionError):
+class NotOwnerError(LabError, PermissionError):
     """Only the session that started a run (holding its key) may steer it."""
 
 
@@ -145,19 +146,26 @@ class RunRegistry:
                 old = None
             busy = self._active_locked() - (old is not None and old.is_active()) + self._reserved
             if busy >= self.max_runs:
+                if self.max_runs > 1:
+                    raise RunLimitError(
+                        "This server already trains {limit} runs, its limit. Wait until one finishes (or is "
+                        "stopped) and press Start again; meanwhile Generate and Attention work with the loaded "
+                        "model.", limit=self.max_runs,
+                    )
                 raise RunLimitError(
-                    f"This server already trains {self.max_runs} run{'s' if self.max_runs > 1 else ''}, its "
-                    f"limit. Wait until one finishes (or is stopped) and press Start again; meanwhile "
-                    f"Generate and Attention work with the loaded model."
+                    "This server already trains {limit} run, its limit. Wait until one finishes (or is "
+                    "stopped) and press Start again; meanwhile Generate and Attention work with the loaded "
+                    "model.", limit=self.max_runs,
                 )
             self._reserved += 1
             return old
 
     def control(self, run_id: str, key: str | None, action: str) -> None:
-        """pause, resume or stop, for the owner only."""
+        """pause, resume or stop, for the owner only; NotOwnerError for a run that is not there (any more)."""
         entry = self.get(run_id, key)
-        if entry is None:
-            raise KeyError(run_id)
+        if entry is None:  # released while its page was open, or the server restarted
+            raise NotOwnerError("Run {run_id} is no longer on this server, so it cannot be paused or stopped.",
+                                run_id=run_id)
         if not entry.is_owner(key):
             raise NotOwnerError("Only the browser session that started this run can pause or stop it.")
         if action == "pause":

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from .messages import LabError, Message
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -31,7 +32,7 @@ MAX_TEMPERATURE = 10.0
 MAX_PROMPT_CHARS = 100_000
 
 
-class SamplingError(ValueError):
+class SamplingError(LabError, ValueError):
     """A sampling setting outside its meaningful range, or a model that cannot be sampled."""
 
 
@@ -46,22 +47,25 @@ class Step:
 @dataclass
 class Prompt:
     ids: list[int]
-    notes: list[str]                             # what was done to the prompt, for the user
+    notes: list[Message]                         # what was done to the prompt, for the user
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
     """Raise SamplingError with a clear sentence for any setting that cannot work."""
     if not _is_number(temperature) or not math.isfinite(temperature) or temperature < 0:
-        raise SamplingError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}.")
+        raise SamplingError("temperature must be a number >= 0 (0 = greedy), got {temperature!r}.",
+                            temperature=temperature)
     if temperature > MAX_TEMPERATURE:
-        raise SamplingError(f"temperature {temperature:g} is above {MAX_TEMPERATURE:g}: the output would be noise.")
+        raise SamplingError("temperature {temperature:g} is above {limit:g}: the output would be noise.",
+                            temperature=temperature, limit=MAX_TEMPERATURE)
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
-        raise SamplingError(f"top_k must be a whole number >= 0 (0 = off), got {top_k!r}.")
+        raise SamplingError("top_k must be a whole number >= 0 (0 = off), got {top_k!r}.", top_k=top_k)
     if top_p is not None:
         if not _is_number(top_p) or not math.isfinite(top_p) or not 0 < top_p <= 1:
-            raise SamplingError(f"top_p must lie in (0, 1] (1 = off), got {top_p!r}.")
+            raise SamplingError("top_p must lie in (0, 1] (1 = off), got {top_p!r}.", top_p=top_p)
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise SamplingError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}.")
+        raise SamplingError("max_new_tokens must be a whole number from 1 to {limit}, got {max_new_tokens!r}.",
+                            limit=MAX_NEW_TOKENS, max_new_tokens=max_new_tokens)
 
 
 def _is_number(x: object) -> bool:
@@ -73,14 +77,16 @@ def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Pr
     and keeping only the last block_size characters of a long one. Unknown characters raise."""
     notes = []
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise SamplingError(f"the prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+        raise SamplingError("the prompt has {count:,} characters; the limit is {limit:,}.", count=len(prompt),
+                            limit=MAX_PROMPT_CHARS)
     if not prompt:
         start = "\n" if "\n" in tokenizer.stoi else tokenizer.chars[0]
-        notes.append(f"empty prompt: starting from {start!r}.")
+        notes.append(Message("empty prompt: starting from {start!r}.", start=start))
         prompt = start
     ids = tokenizer.encode(prompt)
     if len(ids) > block_size:
-        notes.append(f"the prompt has {len(ids)} characters; the model sees only the last {block_size}.")
+        notes.append(Message("the prompt has {length} characters; the model sees only the last {block_size}.",
+                             length=len(ids), block_size=block_size))
         ids = ids[-block_size:]
     return Prompt(ids, notes)
 

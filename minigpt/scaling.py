@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
+from .config import ConfigError
+
 DEMO_D_KS, DEMO_SEQ_LEN, DEMO_SEED = (4, 16, 64, 256), 16, 42  # the demo's settings
 
 
@@ -32,9 +34,9 @@ def scaling_experiment(
     seq_len, d_k) pair per d_k, exactly as the demo draws them with num_samples=1.
     """
     if not d_ks or any(not isinstance(d, int) or d < 1 for d in d_ks):
-        raise ValueError("d_k values must be positive integers.")
+        raise ConfigError("d_k values must be positive integers.")
     if seq_len < 1 or num_samples < 1:
-        raise ValueError("seq_len and num_samples must be at least 1.")
+        raise ConfigError("seq_len and num_samples must be at least 1.")
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for d_k in d_ks:

@@ -32,6 +32,7 @@ from .data import check_batch_fits, get_batch, split_tokens
 from .device import resolve_device
 from .diagnosis import unseen_validation_chars
 from .distributed import DistContext, all_reduce_mean
+from .messages import LabError
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -45,7 +46,7 @@ class Gate(Protocol):
     def is_running(self) -> bool: ...
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(LabError, RuntimeError):
     """The loss became NaN or infinite."""
 
 
@@ -77,7 +78,8 @@ def autocast_dtype(dtype: str, device: torch.device) -> torch.dtype | None:
         return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
     if dtype == "bfloat16":
         if device.type not in ("cuda", "cpu"):
-            raise ConfigError(f"bfloat16 autocast runs on CUDA or CPU, not {device.type}; use dtype float32.")
+            raise ConfigError("bfloat16 autocast runs on CUDA or CPU, not {device}; use dtype float32.",
+                              device=device.type)
         return torch.bfloat16
     return None
 
@@ -208,8 +210,8 @@ class Trainer:
     def _check_finite(self, loss: torch.Tensor) -> None:
         if not torch.isfinite(loss):
             raise TrainingDiverged(
-                f"the loss became {loss.item()} at step {self.step + 1}: training stopped instead of "
-                f"learning from garbage. Try a lower learning rate (now {self.cfg.lr:g})."
+                "the loss became {loss} at step {step}: training stopped instead of learning from garbage. "
+                "Try a lower learning rate (now {lr:g}).", loss=loss.item(), step=self.step + 1, lr=self.cfg.lr,
             )
 
     def apply_update(self) -> float:
@@ -337,8 +339,9 @@ def check_optimizer_state(state: dict, optimizer: torch.optim.Optimizer) -> None
                     continue
                 if not value.dtype.is_floating_point or (value.dim() > 0 and value.shape != param.shape):
                     raise CheckpointError(
-                        f"the checkpoint's optimizer state {name} of parameter {index} is {value.dtype} "
-                        f"{tuple(value.shape)}, but the parameter is {tuple(param.shape)}: refusing it."
+                        "the checkpoint's optimizer state {name} of parameter {index} is {dtype} {shape}, but the "
+                        "parameter is {expected}: refusing it.", name=name, index=index, dtype=value.dtype,
+                        shape=tuple(value.shape), expected=tuple(param.shape),
                     )
 
 

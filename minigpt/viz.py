@@ -6,7 +6,7 @@ grey cells with no hover, and label every axis with the position and character.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -14,13 +14,25 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .diagnosis import Overfitting
+from .messages import N_
 from .sample import Step
 from .train import TrainEvent
 
 MAX_POINTS = 2000
 MASK_COLOR = "#d9d9d9"
-HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
 PAGE = 24  # positions per heatmap page: at most this many rows and columns, each labelled
+
+
+def english(message: str, /, **params) -> str:
+    """The default `tr` of every builder: the English message, its fields filled.
+
+    An app passes its own `tr(message, **params)` (a gettext lookup, then the same filling) to
+    get every title, axis, legend and hover text in the learner's language.
+    """
+    return message.format(**params) if params else message
+
+
+Translate = Callable[..., str]
 
 
 def position_labels(text: str) -> list[str]:
@@ -36,32 +48,33 @@ def _downsample(rows: Sequence, limit: int = MAX_POINTS) -> list:
 
 
 def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
-                overfit: "Overfitting | None" = None) -> go.Figure:
+                overfit: "Overfitting | None" = None, tr: Translate = english) -> go.Figure:
     """Train loss per logged interval, validation loss at evaluations, lr on a second axis.
 
     uniform: the loss of guessing uniformly (ln vocab), drawn as a reference line;
     overfit: marks where val loss was lowest and the stretch where it rose since.
     """
+    _ = tr
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rows = _downsample(history)
-    fig.add_trace(go.Scatter(x=[e.step for e in rows], y=[e.train_loss for e in rows], name="train loss",
+    fig.add_trace(go.Scatter(x=[e.step for e in rows], y=[e.train_loss for e in rows], name=_("train loss"),
                              mode="lines", line=dict(color="#1E88E5")), secondary_y=False)
     evals = [e for e in history if e.val_loss is not None]
-    fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.val_loss for e in evals], name="val loss",
+    fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.val_loss for e in evals], name=_("val loss"),
                              mode="lines+markers", line=dict(color="#E53935")), secondary_y=False)
-    fig.add_trace(go.Scatter(x=[e.step for e in rows], y=[e.lr for e in rows], name="learning rate",
+    fig.add_trace(go.Scatter(x=[e.step for e in rows], y=[e.lr for e in rows], name=_("learning rate"),
                              mode="lines", line=dict(color="#9E9E9E", dash="dot")), secondary_y=True)
     if uniform is not None:
         fig.add_hline(y=uniform, line=dict(color="#757575", dash="dash", width=1), secondary_y=False,
-                      annotation_text=f"guessing uniformly: ln V = {uniform:.2f}", annotation_position="bottom right")
+                      annotation_text=_("guessing uniformly: ln V = {loss:.2f}", loss=uniform), annotation_position="bottom right")
     if overfit is not None:
         fig.add_vrect(x0=overfit.best_step, x1=overfit.step, fillcolor="#E53935", opacity=0.08, line_width=0)
-        fig.add_annotation(x=overfit.best_step, y=overfit.best_val, text="val loss lowest; rising since: overfitting",
+        fig.add_annotation(x=overfit.best_step, y=overfit.best_val, text=_("val loss lowest; rising since: overfitting"),
                            showarrow=True, arrowhead=2, ax=40, ay=-40, font=dict(color="#B71C1C"))
     max_lr = max((e.lr for e in rows), default=0.0)
-    fig.update_xaxes(title_text="step")
-    fig.update_yaxes(title_text="cross-entropy loss (nats)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False, tickformat=".1e",
+    fig.update_xaxes(title_text=_("step"))
+    fig.update_yaxes(title_text=_("cross-entropy loss (nats)"), rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text=_("learning rate"), secondary_y=True, showgrid=False, tickformat=".1e",
                      range=[0, 1.05 * max_lr if max_lr > 0 else 1], nticks=4)
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=20, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
@@ -79,33 +92,38 @@ def _tick(c: str) -> str:
     return c if c.isprintable() and not c.isspace() else repr(c)[1:-1] or "·"
 
 
-def attention_panels(attention: np.ndarray, view: str = "layers", layer: int = 0) -> list[tuple[str, np.ndarray]]:
+def attention_panels(attention: np.ndarray, view: str = "layers", layer: int = 0,
+                     tr: Translate = english) -> list[tuple[str, np.ndarray]]:
     """The heatmaps a view shows, as (title, weights (T, T)), attention shaped (layers, heads, T, T).
 
     view="layers": each layer's mean over heads (the demo's first figure);
     view="heads":  the heads of one layer (the demo's second figure);
     view="grid":   every layer x head, layer by layer.
     """
+    _ = tr
     attention = np.asarray(attention, dtype=np.float32)
     n_layers, n_heads = attention.shape[:2]
     if view == "layers":
-        return [(f"layer {l + 1} · mean of heads", attention[l].mean(axis=0)) for l in range(n_layers)]
+        return [(_("layer {layer} · mean of heads", layer=l + 1), attention[l].mean(axis=0)) for l in range(n_layers)]
     if view == "heads":
         if not 0 <= layer < n_layers:
             raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer}")
-        return [(f"layer {layer + 1} · head {h + 1}", attention[layer, h]) for h in range(n_heads)]
+        return [(_("layer {layer} · head {head}", layer=layer + 1, head=h + 1), attention[layer, h])
+                for h in range(n_heads)]
     if view == "grid":
-        return [(f"layer {l + 1} · head {h + 1}", attention[l, h]) for l in range(n_layers) for h in range(n_heads)]
+        return [(_("layer {layer} · head {head}", layer=l + 1, head=h + 1), attention[l, h])
+                for l in range(n_layers) for h in range(n_heads)]
     raise ValueError(f"view must be 'layers', 'heads' or 'grid', got {view!r}")
 
 
 def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: int = 0,
-                      stop: int | None = None) -> go.Figure:
+                      stop: int | None = None, tr: Translate = english) -> go.Figure:
     """One attention matrix (T, T) as a heatmap: rows are queries, columns keys, the future grey.
 
     start, stop: the positions shown (a page of a long text); every row and column keeps its
     character as a tick label, upright, and its position in the hover text.
     """
+    _ = tr
     T = np.asarray(weights).shape[-1]
     stop = T if stop is None else min(stop, T)
     if not 0 <= start < stop:
@@ -113,12 +131,14 @@ def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: in
     labels = position_labels(text[:T])[start:stop]
     z = _masked(weights)[start:stop, start:stop]
     ticks = [_tick(c) for c in text[start:stop]]
-    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, coloraxis="coloraxis", hovertemplate=HOVER,
+    query, key, weight = _("query"), _("key"), _("weight")  # plotly's own %{…} fields stay as they are
+    hover = f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}<extra></extra>"
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, coloraxis="coloraxis", hovertemplate=hover,
                                hoverongaps=False))
     font = dict(size=12 if stop - start <= 16 else 10)
     axis = dict(tickmode="array", tickvals=labels, ticktext=ticks, tickangle=0, tickfont=font, showgrid=False)
-    fig.update_xaxes(title_text="key", side="bottom", constrain="domain", **axis)
-    fig.update_yaxes(title_text="query", autorange="reversed", scaleanchor="x", constrain="domain", **axis)
+    fig.update_xaxes(title_text=_("key"), side="bottom", constrain="domain", **axis)
+    fig.update_yaxes(title_text=_("query"), autorange="reversed", scaleanchor="x", constrain="domain", **axis)
     fig.update_layout(
         title=dict(text=title, x=0.0, font=dict(size=13)),
         coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=False),
@@ -128,46 +148,50 @@ def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: in
 
 
 SCALING_METRICS = {
-    "entropy": ("Entropy (higher = more uniform)", "mean softmax entropy (nats)", None),
-    "max_weight": ("Max attention weight (lower = less saturated)", "mean max weight", [0, 1]),
+    "entropy": (N_("Entropy (higher = more uniform)"), N_("mean softmax entropy (nats)"), None),
+    "max_weight": (N_("Max attention weight (lower = less saturated)"), N_("mean max weight"), [0, 1]),
 }
 
 
-def scaling_figure(table: pd.DataFrame, metric: str = "entropy") -> go.Figure:
+def scaling_figure(table: pd.DataFrame, metric: str = "entropy", tr: Translate = english) -> go.Figure:
     """One metric of the √d_k experiment per d_k, unscaled vs scaled, as grouped bars."""
+    _ = tr
     title, axis, span = SCALING_METRICS[metric]
     x = [f"d_k={d}" for d in table["d_k"]]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=table[f"{metric}_unscaled"], name="no scaling", marker_color="#E53935"))
-    fig.add_trace(go.Bar(x=x, y=table[f"{metric}_scaled"], name="scaled by 1/√d_k", marker_color="#1E88E5"))
-    fig.update_yaxes(title_text=axis, range=span)
-    fig.update_layout(title=dict(text=title, x=0.0, font=dict(size=14)), barmode="group", height=360,
+    fig.add_trace(go.Bar(x=x, y=table[f"{metric}_unscaled"], name=_("no scaling"), marker_color="#E53935"))
+    fig.add_trace(go.Bar(x=x, y=table[f"{metric}_scaled"], name=_("scaled by 1/√d_k"), marker_color="#1E88E5"))
+    fig.update_yaxes(title_text=_(axis), range=span)
+    fig.update_layout(title=dict(text=_(title), x=0.0, font=dict(size=14)), barmode="group", height=360,
                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15, x=0))
     return fig
 
 
-def score_std_figure(table: pd.DataFrame) -> go.Figure:
+def score_std_figure(table: pd.DataFrame, tr: Translate = english) -> go.Figure:
     """Standard deviation of q·k against d_k: it grows as √d_k unless scaled."""
+    _ = tr
     d_k = table["d_k"].to_numpy(dtype=float)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=d_k, y=table["score_std_unscaled"], name="q·k (measured)", mode="lines+markers",
+    fig.add_trace(go.Scatter(x=d_k, y=table["score_std_unscaled"], name=_("q·k (measured)"), mode="lines+markers",
                              line=dict(color="#E53935")))
-    fig.add_trace(go.Scatter(x=d_k, y=np.sqrt(d_k), name="√d_k (theory)", mode="lines",
+    fig.add_trace(go.Scatter(x=d_k, y=np.sqrt(d_k), name=_("√d_k (theory)"), mode="lines",
                              line=dict(color="#E53935", dash="dot")))
-    fig.add_trace(go.Scatter(x=d_k, y=table["score_std_scaled"], name="q·k / √d_k (measured)",
+    fig.add_trace(go.Scatter(x=d_k, y=table["score_std_scaled"], name=_("q·k / √d_k (measured)"),
                              mode="lines+markers", line=dict(color="#1E88E5")))
     fig.update_xaxes(title_text="d_k", type="log", tickmode="array", tickvals=list(d_k),
                      ticktext=[f"{int(d)}" for d in d_k])
-    fig.update_yaxes(title_text="standard deviation of the score")
+    fig.update_yaxes(title_text=_("standard deviation of the score"))
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25, x=0))
     return fig
 
 
-def steps_table(steps: Sequence[Step]) -> pd.DataFrame:
+def steps_table(steps: Sequence[Step], tr: Translate = english) -> pd.DataFrame:
     """One row per generated character: the choice, its model probability and the top-5."""
+    _ = tr
+    step_, chosen, prob = _("step"), _("chosen"), _("p(chosen)")
     rows = []
     for i, step in enumerate(steps):
-        row = {"step": i + 1, "chosen": step.text, "p(chosen)": round(step.prob, 4)}
+        row = {step_: i + 1, chosen: step.text, prob: round(step.prob, 4)}
         for rank, (text, prob) in enumerate(step.top, start=1):
             row[f"#{rank}"] = f"{text!r} {prob:.2f}" if text.isspace() else f"{text} {prob:.2f}"
         rows.append(row)

@@ -472,7 +472,7 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
     [(MemoryError(), r"out of memory at step 6 \(MemoryError\)\. Use a smaller batch_size"),
      (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
       r"out of memory at step 6 \(RuntimeError: CUDA out of memory\. .*\)\. Use a smaller batch_size"),
-     (None, r"TrainingDiverged: the loss became nan at step 6: .* Try a lower learning rate")],
+     (None, r"^Training stopped: the loss became nan at step 6: .* Try a lower learning rate")],
     ids=["MemoryError", "RuntimeError-out-of-memory", "nan-loss"])
 def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
     real = Trainer.compute_gradients

@@ -341,7 +341,7 @@ def library_prompt(prompt: str) -> str:
     steps = list(stream(checkpoint.model, checkpoint.tokenizer, prepared, max_new_tokens=3, temperature=0.0,
                         block_size=window))
     assert len(steps) == 3
-    return " ".join(prepared.notes)
+    return " ".join(str(note) for note in prepared.notes)
 
 
 def library_sampling(settings: dict) -> str:

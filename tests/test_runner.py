@@ -110,7 +110,7 @@ def test_error_in_training_thread_is_reported_not_raised():
         run.trainer.model.final_norm.weight.data.fill_(float("nan"))
     run.resume()
     _wait_for(lambda: run.state == "error")
-    assert "lower learning rate" in run.snapshot().error
+    assert "lower learning rate" in str(run.snapshot().error)
 
 
 def test_orphaned_trainer_threads_are_stopped():

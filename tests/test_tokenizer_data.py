@@ -103,3 +103,14 @@ def test_corpus_fit_from_its_length_matches_the_checks_on_its_tokens(length, blo
         check_batch_fits(train, batch_size, block_size)
     assert str(by_length.value) == str(by_tokens.value)
     check_corpus_fits(100, 0.1, 8, 82)
+
+
+def test_fit_swaps_punctuation_for_the_width_the_vocabulary_has_and_drops_the_rest():
+    tok = CharTokenizer("什么是注意力？，！ ab")
+    assert tok.fit("什么是注意力?") == "什么是注意力？"           # half-width ? → the vocabulary's ？
+    assert tok.fit("注意力,是!") == "注意力，是！"
+    assert tok.fit("Ａｂ 注意😀力") == "b 注意力"                 # full-width b → b; Ａ (A) and 😀 unknown
+    assert tok.fit("注意\u3000力") == "注意 力"                   # the ideographic space → the space it knows
+    half = CharTokenizer("注意力?. ")
+    assert half.fit("注意力？。") == "注意力?."                    # and the other way round
+    assert tok.fit("") == "" and tok.fit("😀") == ""

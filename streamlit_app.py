@@ -2,68 +2,73 @@
 import streamlit as st
 
 from app import choices, corpora, models, navigation, runs, uploads
+from app.i18n import _, language, number
 from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, available_devices
 
 navigation.setup_page(__file__)
 
 st.title("MiniGPT Lab")
-st.markdown(
-    "A tiny character-level GPT you can train, sample and look inside, in your browser. "
-    "A small model ships with the app, so **Generate** and **Attention** work right away; "
-    "**Train** grows your own while you watch, and **√d_k scaling** shows why attention divides by √d_k."
-)
-st.info("**First time here?** Open **Train** and press **Start**: the default *Small* preset learns the built-in "
-        "course text's style in about half a minute. Then write with it on **Generate** and watch where it looks "
-        "on **Attention**.")
+st.markdown(_(
+    "A tiny character-level GPT you can train, sample and look inside, in your browser. A small model ships with "
+    "the app, so **Generate** and **Attention** work right away; **Train** grows your own while you watch, and "
+    "**√d_k scaling** shows why attention divides by √d_k."))
+st.info(_("**First time here?** Open **Train** and press **Start**: the default *Small* preset learns the built-in "
+          "course text's style in about half a minute. Then write with it on **Generate** and watch where it looks "
+          "on **Attention**. The **Glossary** gives every term in Chinese and English."))
 
 summary = st.container(border=True)
 
-st.subheader("Choose what to work with")
+st.subheader(_("Choose what to work with"))
 corpus_col, model_col, device_col = st.columns(3)
 
 with corpus_col:
-    corpus = st.selectbox("Corpus", corpora.corpus_options(), index=list(BUILTIN_CORPORA).index(DEFAULT_CORPUS),
+    corpus = st.selectbox(_("Corpus"), corpora.corpus_options(), index=list(BUILTIN_CORPORA).index(DEFAULT_CORPUS),
+                          format_func={k: corpora.corpus_option_label(k) for k in corpora.corpus_options()}.get,
                           key=choices.CORPUS, persist_state="session",
-                          help="The text new runs train on. The shipped models learned the built-in corpora.")
+                          help=_("The text new runs train on. The shipped models learned the built-in corpora."))
     st.caption(corpora.corpus_description(corpus))
-    st.file_uploader("…or upload a .txt file (UTF-8)", type=["txt"], key=uploads.CORPUS_UPLOAD,
+    uploads.translate_uploader_chrome()
+    st.file_uploader(_("…or upload a .txt file (UTF-8)"), type=["txt"], key=uploads.CORPUS_UPLOAD,
                      on_change=uploads.on_corpus_upload)
     if error := uploads.upload_error(uploads.CORPUS_UPLOAD):
         st.error(error)
 
 with model_col:
-    entry, _ = runs.session_run()
+    entry, _owner = runs.session_run()
     sources = [s for s in choices.MODEL_SOURCES if s != choices.TRAINED or entry is not None]
     if st.session_state.get(choices.MODEL_SOURCE) not in sources:
         st.session_state[choices.MODEL_SOURCE] = choices.SHIPPED
-    source = st.radio("Model", sources, key=choices.MODEL_SOURCE, persist_state="session",
-                      help="The model Generate and Attention use.")
+    source = st.radio(_("Model"), sources, format_func={s: choices.model_source_label(s) for s in sources}.get,
+                      key=choices.MODEL_SOURCE,
+                      persist_state="session", help=_("The model Generate and Attention use."))
     if source == choices.UPLOADED:
-        st.file_uploader("Checkpoint (.zip from the Train page's download)", type=["zip"],
+        st.file_uploader(_("Checkpoint (.zip from the Train page's download)"), type=["zip"],
                          key=uploads.CHECKPOINT_UPLOAD, on_change=uploads.on_checkpoint_upload)
         if error := uploads.upload_error(uploads.CHECKPOINT_UPLOAD):
             st.error(error)
 
 with device_col:
-    st.selectbox("Device", available_devices(), key=choices.DEVICE, persist_state="session",
-                 help="Only devices available on this server are listed.")
+    st.selectbox(_("Device"), available_devices(), key=choices.DEVICE, persist_state="session",
+                 help=_("Only devices available on this server are listed."))
 
 with summary:
-    st.subheader("The loaded model")
+    st.subheader(_("The loaded model"))
     try:
         model = models.loaded_model()
     except models.ModelUnavailable as reason:
         st.info(str(reason))
     else:
         cols = st.columns(5)
-        cols[0].metric("Corpus", model.corpus)
-        cols[1].metric("Parameters", f"{model.num_params:,}")
-        cols[2].metric("Device", model.device)
-        cols[3].metric("Status", model.status)
-        cols[4].metric("Steps trained", model.steps)
-        st.caption(f"{model.detail[0].upper()}{model.detail[1:]}: {model.describe()}.")
+        cols[0].metric(_("Corpus"), model.corpus)
+        cols[1].metric(_("Parameters"), number(model.num_params))
+        cols[2].metric(_("Device"), model.device)
+        cols[3].metric(_("Status"), model.status)
+        cols[4].metric(_("Steps trained"), model.steps)
+        st.caption(_("{source}: {description}.", source=model.detail[0].upper() + model.detail[1:],
+                     description=model.describe()))
 
-st.subheader("Where next")
-for col, (script, label, icon, offer) in zip(st.columns(4), navigation.PAGES[1:]):
-    col.page_link(script, label=f"**{label}**", icon=icon)
-    col.caption(offer)
+st.subheader(_("Where next"))
+links = navigation.PAGES[1:]
+for col, (script, label, icon, offer) in zip(st.columns(len(links)), links):
+    col.page_link(script, label=f"**{_(label)}**", icon=icon, query_params={"lang": language()})
+    col.caption(_(offer))

@@ -8,6 +8,7 @@ import streamlit as st
 from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, load_corpus
 
 from .choices import CORPUS
+from .i18n import _
 
 UPLOADED_CORPUS = "uploaded_corpus"
 
@@ -32,10 +33,20 @@ def corpus_options() -> list[str]:
 
 def corpus_description(key: str) -> str:
     if key in BUILTIN_CORPORA:
-        return BUILTIN_CORPORA[key]
+        return _(BUILTIN_CORPORA[key])
     corpus = current_corpus()
-    read_as = f", read as {corpus.encoding}" if corpus.encoding != "UTF-8" else ""
-    return f"Your upload, {len(corpus.text):,} characters{read_as}."
+    if corpus.encoding != "UTF-8":
+        return _("Your upload, {chars:,} characters, read as {encoding}.", chars=len(corpus.text),
+                 encoding=corpus.encoding)
+    return _("Your upload, {chars:,} characters.", chars=len(corpus.text))
+
+
+def corpus_option_label(key: str) -> str:
+    """How the corpus selectbox names an option: built-in names as they are, an upload by its file."""
+    uploaded = st.session_state.get(UPLOADED_CORPUS)
+    if uploaded is not None and key == uploaded.key:
+        return _("{name} (uploaded)", name=uploaded.label)
+    return key
 
 
 def current_corpus() -> Corpus:

@@ -7,6 +7,8 @@ import streamlit as st
 
 from minigpt import PAGE, attention_heatmap
 
+from .i18n import _
+
 PER_ROW = 2  # two panels side by side stay readable on a 1280 px projector; a phone stacks them
 
 
@@ -20,10 +22,10 @@ def pick_page(length: int, key: str) -> tuple[int, int]:
     pages = position_pages(length)
     if len(pages) == 1:
         return pages[0]
-    chosen = st.select_slider("Positions shown", range(len(pages)), key=key,
+    chosen = st.select_slider(_("Positions shown"), range(len(pages)), key=key,
                               format_func=lambda i: f"{pages[i][0] + 1}–{pages[i][1]}",
-                              help=f"A heatmap shows at most {PAGE} positions, so that every character keeps a "
-                                   f"readable label; rows here show only the keys of the same page.")
+                              help=_("A heatmap shows at most {page} positions, so that every character keeps a "
+                                     "readable label; rows here show only the keys of the same page.", page=PAGE))
     return pages[chosen]
 
 
@@ -31,5 +33,5 @@ def draw_panels(panels: list[tuple[str, np.ndarray]], text: str, span: tuple[int
     for row_start in range(0, len(panels), PER_ROW):
         row = panels[row_start : row_start + PER_ROW]
         for i, (col, (title, weights)) in enumerate(zip(st.columns(PER_ROW), row)):
-            col.plotly_chart(attention_heatmap(weights, text, title, *span), key=f"{key}:{row_start + i}",
+            col.plotly_chart(attention_heatmap(weights, text, title, *span, tr=_), key=f"{key}:{row_start + i}",
                              config={"displayModeBar": False})

@@ -15,8 +15,10 @@ import torch
 from minigpt import (BUILTIN_CORPORA, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, demo_prompts, load_pretrained,
                      load_zip, probe_text)
 
+from .advice import state_label
 from .choices import SHIPPED, TRAINED, UPLOADED, current_device, model_source
 from .corpora import builtin_corpus, current_corpus
+from .i18n import _, error_text, n_, number
 from .navigation import HOME
 from .runs import session_run
 from .text import md
@@ -24,12 +26,17 @@ from .text import md
 UPLOADED_CHECKPOINT = "uploaded_checkpoint"   # session_state key
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the shipped model…")
-def pretrained_checkpoint(corpus: str, device: str) -> Checkpoint:
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _pretrained_checkpoint(corpus: str, device: str) -> Checkpoint:
     return load_pretrained(corpus, device)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the checkpoint…")
+def pretrained_checkpoint(corpus: str, device: str) -> Checkpoint:
+    with st.spinner(_("Loading the shipped model…")):
+        return _pretrained_checkpoint(corpus, device)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
 def _zip_checkpoint(digest: str, device: str, _data: bytes) -> Checkpoint:
     return load_zip(_data, device=device)
 
@@ -45,7 +52,8 @@ class UploadedCheckpoint:
         return cls(name, hashlib.sha256(data).hexdigest(), data)
 
     def load(self, device: str) -> Checkpoint:
-        return _zip_checkpoint(self.digest, device, self.data)
+        with st.spinner(_("Loading the checkpoint…")):
+            return _zip_checkpoint(self.digest, device, self.data)
 
 
 class ModelUnavailable(LookupError):
@@ -58,9 +66,9 @@ class LoadedModel:
     tokenizer: CharTokenizer
     source: str          # one of choices.MODEL_SOURCES
     corpus: str          # the corpus the model learned, as shown to the learner
-    status: str          # one word: pretrained, uploaded, or the run's state
+    status: str          # one word: pretrained, uploaded, or the run's state, in the page's language
     steps: str           # training steps done ("1,000"; "120 / 2,000" for a run)
-    detail: str          # a sentence on where the model comes from
+    detail: str          # a phrase on where the model comes from, in the page's language
     sample_text: str     # the default text for the attention view and the first prompt
     block_size: int      # the context it was trained on: positions past it never trained
 
@@ -79,14 +87,16 @@ class LoadedModel:
 
     def summary(self) -> str:
         """One line for the top of Generate and Attention."""
-        return (f"Model: {self.detail} ({self.status}, {self.steps} steps) · corpus {md(self.corpus)} · "
-                f"{self.num_params:,} parameters · {self.device}")
+        return _("Model: {detail} ({status}, {steps} steps) · corpus {corpus} · {params:,} parameters · {device}",
+                 detail=self.detail, status=self.status, steps=self.steps, corpus=md(self.corpus),
+                 params=self.num_params, device=self.device)
 
     def describe(self) -> str:
         c = self.model.config
-        return (f"{c.num_layers} layer{'s' if c.num_layers != 1 else ''} × {c.num_heads} "
-                f"head{'s' if c.num_heads != 1 else ''}, d_model {c.d_model} (d_k {c.d_k}), "
-                f"d_ff {c.d_ff}, max_len {c.max_len}, vocabulary {self.tokenizer.vocab_size} characters")
+        return _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, "
+                 "vocabulary {vocab} characters", layers=n_("{n} layer", "{n} layers", c.num_layers),
+                 heads=n_("{n} head", "{n} heads", c.num_heads), d_model=c.d_model, d_k=c.d_k, d_ff=c.d_ff,
+                 max_len=c.max_len, vocab=self.tokenizer.vocab_size)
 
 
 def loaded_model() -> LoadedModel:
@@ -105,7 +115,7 @@ def require_model() -> LoadedModel:
         return loaded_model()
     except ModelUnavailable as reason:
         st.info(str(reason))
-        st.page_link(HOME, label="Choose a model on Home", icon="🏠")
+        st.page_link(HOME, label=_("Choose a model on Home"), icon="🏠")
         st.stop()
 
 
@@ -114,7 +124,7 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
     """text: the corpus the model learned, when known; the default texts come from it, or from the
     probe text the checkpoint carries, never from another corpus."""
     step = checkpoint.meta.get("step")
-    steps = f"{step:,}" if isinstance(step, int) else "–"
+    steps = number(step) if isinstance(step, int) else "–"
     tokenizer = checkpoint.tokenizer
     probe = checkpoint.meta.get("probe_text")
     if not (isinstance(probe, str) and probe.strip() and not tokenizer.unknown_chars(probe)):
@@ -126,39 +136,42 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
 def _pretrained_model() -> LoadedModel:
     corpus = current_corpus()
     if corpus.key not in BUILTIN_CORPORA:
-        raise ModelUnavailable(
-            f"No model ships with your uploaded corpus ({md(corpus.label)}): train one on the Train page, "
-            f"upload a checkpoint on Home, or choose a built-in corpus."
-        )
+        raise ModelUnavailable(_(
+            "No model ships with your uploaded corpus ({corpus}): train one on the Train page, upload a checkpoint "
+            "on Home, or choose a built-in corpus.", corpus=md(corpus.label)))
     try:
         checkpoint = pretrained_checkpoint(corpus.key, current_device())
     except (CheckpointError, OSError) as err:
-        raise ModelUnavailable(f"The shipped model for {corpus.key} could not be loaded: {err}") from None
-    return _from_checkpoint(checkpoint, SHIPPED, corpus.key, "pretrained",
-                            f"the model shipped with the app for {corpus.key}", corpus.text)
+        raise ModelUnavailable(_("The shipped model for {corpus} could not be loaded: {error}", corpus=corpus.key,
+                                 error=error_text(err))) from None
+    return _from_checkpoint(checkpoint, SHIPPED, corpus.key, _("pretrained"),
+                            _("the model shipped with the app for {corpus}", corpus=corpus.key), corpus.text)
 
 
 def _uploaded_model() -> LoadedModel:
     upload = st.session_state.get(UPLOADED_CHECKPOINT)
     if upload is None:
-        raise ModelUnavailable("No checkpoint uploaded yet: upload a .zip on Home (the Train page's download).")
+        raise ModelUnavailable(_("No checkpoint uploaded yet: upload a .zip on Home (the Train page's download)."))
     try:
         checkpoint = upload.load(current_device())
     except CheckpointError as err:
-        raise ModelUnavailable(f"{md(upload.name)} could not be loaded: {err}") from None
-    corpus = str(checkpoint.meta.get("corpus") or "unknown")
+        raise ModelUnavailable(_("{name} could not be loaded: {error}", name=md(upload.name),
+                                 error=error_text(err))) from None
+    corpus = str(checkpoint.meta.get("corpus") or _("unknown"))
     text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else ""
-    return _from_checkpoint(checkpoint, UPLOADED, corpus, "uploaded", f"the checkpoint {md(upload.name)}", text)
+    return _from_checkpoint(checkpoint, UPLOADED, corpus, _("uploaded"),
+                            _("the checkpoint {name}", name=md(upload.name)), text)
 
 
 def _run_model() -> LoadedModel:
-    entry, _ = session_run()
+    entry, _owner = session_run()
     if entry is None:
-        raise ModelUnavailable("No training run in this session: start one on the Train page.")
+        raise ModelUnavailable(_("No training run in this session: start one on the Train page."))
     snap = entry.run.snapshot()
     model = entry.inference_model()
-    return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, snap.state,
-                       f"{snap.step:,} / {snap.max_steps:,}", f"run {entry.run_id} from the Train page",
+    return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, state_label(snap.state),
+                       _("{step:,} / {total:,}", step=snap.step, total=snap.max_steps),
+                       _("run {run} from the Train page", run=entry.run_id),
                        entry.probe_text, entry.run.trainer.cfg.block_size)
 
 

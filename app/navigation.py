@@ -11,19 +11,23 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from .choices import current_device, model_source
+from minigpt import N_
+
+from .choices import current_device, model_source, model_source_label
 from .corpora import current_corpus
+from .i18n import _, choose_language, language_switch
 from .runs import NOTICE, read_run_from_url, session_run
 from .text import md
 
 HOME = "streamlit_app.py"
 # (script, label, icon, what it offers): the sidebar and Home's links, in this order
 PAGES = (
-    (HOME, "Home", "🏠", "The loaded model; corpus, model and device"),
-    ("pages/1_Train.py", "Train", "🏋️", "Train a model and watch it learn"),
-    ("pages/2_Generate.py", "Generate", "✍️", "Write text, one character at a time"),
-    ("pages/3_Attention.py", "Attention", "🔍", "See where each character looks"),
-    ("pages/4_Scaling.py", "√d_k scaling", "📐", "Why attention divides by √d_k"),
+    (HOME, N_("Home"), "🏠", N_("The loaded model; corpus, model and device")),
+    ("pages/1_Train.py", N_("Train"), "🏋️", N_("Train a model and watch it learn")),
+    ("pages/2_Generate.py", N_("Generate"), "✍️", N_("Write text, one character at a time")),
+    ("pages/3_Attention.py", N_("Attention"), "🔍", N_("See where each character looks")),
+    ("pages/4_Scaling.py", N_("√d_k scaling"), "📐", N_("Why attention divides by √d_k")),
+    ("pages/5_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
 )
 
 _torch_configured = False
@@ -31,22 +35,26 @@ _torch_configured = False
 
 def setup_page(script: str) -> None:
     """First call of every page, passing its __file__."""
-    _, title, icon, _ = next(p for p in PAGES if Path(p[0]).name == Path(script).name)
-    st.set_page_config(page_title=f"{title} · MiniGPT Lab", page_icon=icon, layout="wide")
+    title, icon = next((label, icon) for page, label, icon, _offer in PAGES if Path(page).name == Path(script).name)
+    st.set_page_config(page_title=f"{_(title)} · MiniGPT Lab", page_icon=icon, layout="wide")
     configure_torch()
+    lang = choose_language()
     read_run_from_url()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now
     notice = st.session_state.pop(NOTICE, None)
     if notice:
         st.warning(notice)
     with st.sidebar:
-        for page, label, page_icon, _ in PAGES:
-            st.page_link(page, label=label, icon=page_icon)
+        language_switch()
+        for page, label, page_icon, _offer in PAGES:
+            st.page_link(page, label=_(label), icon=page_icon, query_params={"lang": lang})
         st.divider()
-        st.caption(f"**Corpus** {md(current_corpus().label)}  \n**Model** {model_source()}  \n"
-                   f"**Device** {current_device()}")
+        st.caption(_("**Corpus** {corpus}  \n**Model** {model}  \n**Device** {device}",
+                     corpus=md(current_corpus().label), model=model_source_label(model_source()),
+                     device=current_device()))
         if entry is not None:
-            st.caption(f"**Run** `{entry.run_id}` ({'yours' if owner else 'watching'})")
+            st.caption(_("**Run** `{run}` (yours)", run=entry.run_id) if owner
+                       else _("**Run** `{run}` (watching)", run=entry.run_id))
 
 
 def configure_torch() -> None:

@@ -16,6 +16,7 @@ from minigpt import (CharTokenizer, ConfigError, GPTConfig, NotOwnerError, RunEn
 
 from .choices import MODEL_SOURCE, TRAINED, current_device
 from .corpora import Corpus
+from .i18n import _, language
 
 MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
@@ -55,9 +56,9 @@ def session_run() -> tuple[RunEntry | None, bool]:
         if entry is not None:
             return entry, True
         del ss[OWN_RUN]
-        ss[NOTICE] = (f"Your run `{own[0]}` is no longer on this server: a run is released when its owner has "
-                      f"not used it for {registry().idle_seconds // 60} minutes (a page that shows it training "
-                      f"counts as use), and when the server restarts.")
+        ss[NOTICE] = _("Your run `{run}` is no longer on this server: a run is released when its owner has not "
+                       "used it for {minutes} minutes (a page that shows it training counts as use), and when the "
+                       "server restarts.", run=own[0], minutes=registry().idle_seconds // 60)
     watched = ss.get(WATCHED_RUN)
     if watched is not None:
         entry = registry().get(watched)
@@ -66,13 +67,13 @@ def session_run() -> tuple[RunEntry | None, bool]:
         newer = registry().successor(watched)
         if newer is not None:
             ss[WATCHED_RUN] = newer.run_id
-            ss[NOTICE] = (f"The owner of run `{watched}` started a new run, `{newer.run_id}`: you are now "
-                          f"watching that one.")
+            ss[NOTICE] = _("The owner of run `{old}` started a new run, `{new}`: you are now watching that one.",
+                           old=watched, new=newer.run_id)
             sync_url()
             return newer, False
         del ss[WATCHED_RUN]
-        ss[NOTICE] = (f"Run `{watched}` is no longer on this server: its owner stopped using it, or the server "
-                      f"restarted. Ask for a new link, or train a run of your own on the Train page.")
+        ss[NOTICE] = _("Run `{run}` is no longer on this server: its owner stopped using it, or the server "
+                       "restarted. Ask for a new link, or train a run of your own on the Train page.", run=watched)
     return None, False
 
 
@@ -85,16 +86,20 @@ def read_run_from_url() -> None:
         if run_id:
             entry = registry().get(run_id, key) or registry().successor(run_id)
             if entry is None:
-                shown = f" `{run_id}`" if _RUN_ID.fullmatch(run_id) else ""  # never echo markup from a link
-                ss[NOTICE] = (f"The run{shown} in this address is no longer on this server "
-                              f"(runs are released when idle and when the server restarts).")
+                if _RUN_ID.fullmatch(run_id):  # never echo markup from a link
+                    ss[NOTICE] = _("The run `{run}` in this address is no longer on this server (runs are released "
+                                   "when idle and when the server restarts).", run=run_id)
+                else:
+                    ss[NOTICE] = _("The run in this address is no longer on this server (runs are released when "
+                                   "idle and when the server restarts).")
             else:
                 if entry.run_id == run_id and entry.is_owner(key):
                     ss[OWN_RUN] = (run_id, key)
                 else:
                     ss[WATCHED_RUN] = entry.run_id
                     if entry.run_id != run_id:
-                        ss[NOTICE] = f"Run `{run_id}` was replaced by its owner's new run, `{entry.run_id}`: showing that."
+                        ss[NOTICE] = _("Run `{old}` was replaced by its owner's new run, `{new}`: showing that.",
+                                       old=run_id, new=entry.run_id)
                 ss[MODEL_SOURCE] = TRAINED  # the address names a run: Generate and Attention use it
     sync_url()
 
@@ -118,10 +123,8 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
     model = replace(model, vocab_size=tokenizer.vocab_size).validate()
     train = replace(train, device=current_device()).validate(model)
     if model.num_params() > MAX_PARAMS:
-        raise ConfigError(
-            f"This model has {model.num_params():,} parameters; this server trains at most {MAX_PARAMS:,}. "
-            f"Use a smaller d_model or d_ff, or fewer layers."
-        )
+        raise ConfigError("This model has {params:,} parameters; this server trains at most {limit:,}. "
+                          "Use a smaller d_model or d_ff, or fewer layers.", params=model.num_params(), limit=MAX_PARAMS)
     check_memory_budget(model, train, _env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
     check_corpus_fits(len(corpus.text), train.val_fraction, train.block_size, train.batch_size)
     return tokenizer, model, train
@@ -163,9 +166,9 @@ def run_settings(entry: RunEntry) -> tuple[GPTConfig, TrainConfig]:
 
 
 def readonly_link(entry: RunEntry) -> str:
-    """This page's address with only ?run=<id>: it lets others watch, never steer."""
+    """This page's address with only ?run=<id> and the language: it lets others watch, never steer."""
     base = (st.context.url or "").split("?")[0]
-    return f"{base}?run={entry.run_id}"
+    return f"{base}?run={entry.run_id}&lang={language()}"
 
 
 def run_checkpoint_zip(entry: RunEntry) -> bytes:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from .i18n import _
+
 _MARKDOWN_SPECIALS = frozenset("\\`*_{}[]()#+-.!|<>~$:")
 
 
@@ -30,12 +32,12 @@ def markdown_stream(pieces: Iterable[str]) -> Iterator[str]:
 
 
 def format_duration(seconds: float | None) -> str:
-    """'1 h 02 min', '3 min 05 s', '42 s'; an en dash when unknown."""
+    """'1 h 02 min', '3 min 05 s', '42 s' in English; an en dash when unknown."""
     if seconds is None:
         return "–"
     seconds = round(seconds)
     if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+        return _("{hours} h {minutes:02d} min", hours=seconds // 3600, minutes=seconds % 3600 // 60)
     if seconds >= 60:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds} s"
+        return _("{minutes} min {seconds:02d} s", minutes=seconds // 60, seconds=seconds % 60)
+    return _("{seconds} s", seconds=seconds)

@@ -7,19 +7,22 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from minigpt import DEFAULT_PRESET, PRESETS, GPTConfig, TrainConfig
+from minigpt import DEFAULT_PRESET, N_, PRESETS, GPTConfig, TrainConfig
+
+from .i18n import _, n_
 
 FORM_FILLED = "train_form_filled"   # session_state: the form has its first values in this session
 EARLY_STOP, PATIENCE = "early_stop", 3
 
 PRESET_LABELS = {
-    "tiny": ("Tiny · seconds", "1 layer, d_model 32, 300 steps: the quickest look at a loss curve."),
-    "small": ("Small · ~30 s", "2 layers, d_model 64, 600 steps, early stopping: the default, and enough to "
-                               "learn the course text's style."),
-    "demo": ("The demo's model · ~1 min", "The reference demo's model (3 layers, d_model 64, 4 heads) and 2,000 "
-                                          "steps: on the course text it starts to overfit, which the chart shows."),
-    "bigger": ("Bigger · ~5 min", "4 layers, d_model 128, up to 1,500 steps on 64-character windows, with early "
-                                  "stopping: it learns fastest, and overfits soonest."),
+    "tiny": (N_("Tiny · seconds"), N_("1 layer, d_model 32, 300 steps: the quickest look at a loss curve.")),
+    "small": (N_("Small · ~30 s"), N_("2 layers, d_model 64, 600 steps, early stopping: the default, and enough "
+                 "to learn the course text's style.")),
+    "demo": (N_("The demo's model · ~1 min"), N_("The reference demo's model (3 layers, d_model 64, 4 heads) and "
+                "2,000 steps: on the course text it starts to overfit, which the "
+                "chart shows.")),
+    "bigger": (N_("Bigger · ~5 min"), N_("4 layers, d_model 128, up to 1,500 steps on 64-character windows, with "
+                  "early stopping: it learns fastest, and overfits soonest.")),
 }
 
 
@@ -28,52 +31,52 @@ class Field:
     key: str        # the widget's key in session_state
     config: type    # GPTConfig or TrainConfig
     name: str       # the config field
-    help: str
+    help: str       # the English template; help_for gives it in the page's language
 
 
 MODEL_FIELDS = (
     Field("d_model", GPTConfig, "d_model",
-          "d_model: the length of the vector that stands for each character, in every layer. Wider holds more, "
-          "trains slower."),
+          N_("d_model: the length of the vector that stands for each character, in every layer. Wider holds more, "
+             "trains slower.")),
     Field("num_heads", GPTConfig, "num_heads",
-          "Attention heads per layer. Each head looks at the text in its own way with d_k = d_model / num_heads "
-          "numbers."),
+          N_("Attention heads per layer. Each head looks at the text in its own way with d_k = d_model / num_heads "
+             "numbers.")),
     Field("num_layers", GPTConfig, "num_layers",
-          "Transformer blocks stacked on each other: attention, then the feed-forward network, each with a "
-          "residual connection."),
+          N_("Transformer blocks stacked on each other: attention, then the feed-forward network, each with a "
+             "residual connection.")),
     Field("d_ff", GPTConfig, "d_ff",
-          "d_ff: the width of the feed-forward network inside each block, usually 4 × d_model."),
+          N_("d_ff: the width of the feed-forward network inside each block, usually 4 × d_model.")),
     Field("max_len", GPTConfig, "max_len",
-          "max_len: how many positions the model has encodings for. It can only ever read max_len characters, "
-          "and it is trained on block_size of them."),
+          N_("max_len: how many positions the model has encodings for. It can only ever read max_len characters, "
+             "and it is trained on block_size of them.")),
     Field("dropout", GPTConfig, "dropout",
-          "During training, each activation is zeroed with this probability, so that the model cannot lean on "
-          "one path. Fights overfitting; 0 turns it off."),
+          N_("During training, each activation is zeroed with this probability, so that the model cannot lean on "
+             "one path. Fights overfitting; 0 turns it off.")),
     Field("scale_attention", GPTConfig, "scale_attention",
-          "Untick to train without dividing the attention scores by √d_k (see the √d_k page)."),
+          N_("Untick to train without dividing the attention scores by √d_k (see the √d_k page).")),
 )
 TRAIN_FIELDS = (
-    Field("max_steps", TrainConfig, "max_steps", "Optimizer steps: one step learns from one batch."),
-    Field("batch_size", TrainConfig, "batch_size", "Windows of text per step. More gives smoother steps but "
-                                                   "each takes longer."),
+    Field("max_steps", TrainConfig, "max_steps", N_("Optimizer steps: one step learns from one batch.")),
+    Field("batch_size", TrainConfig, "batch_size", N_("Windows of text per step. More gives smoother steps but "
+                                                      "each takes longer.")),
     Field("block_size", TrainConfig, "block_size",
-          "block_size: characters per training window, at most max_len. The model learns to use up to this "
-          "much context, and Generate and Attention keep to it."),
-    Field("lr", TrainConfig, "lr", "Learning rate: how far each step moves the weights, at its peak after "
-                                   "warmup; it then decays along a cosine to a tenth."),
+          N_("block_size: characters per training window, at most max_len. The model learns to use up to this "
+             "much context, and Generate and Attention keep to it.")),
+    Field("lr", TrainConfig, "lr", N_("Learning rate: how far each step moves the weights, at its peak after "
+                                      "warmup; it then decays along a cosine to a tenth.")),
     Field("warmup_steps", TrainConfig, "warmup_steps",
-          "Warmup: the learning rate grows from lr / warmup to lr over these first steps, so that the first "
-          "large gradients cannot throw the model off."),
+          N_("Warmup: the learning rate grows from lr / warmup to lr over these first steps, so that the first "
+             "large gradients cannot throw the model off.")),
     Field("eval_interval", TrainConfig, "eval_interval",
-          "Every this many steps the run measures the loss on held-out text (the validation loss), writes a "
-          "sample and keeps the attention for the time-lapse."),
+          N_("Every this many steps the run measures the loss on held-out text (the validation loss), writes a "
+             "sample and keeps the attention for the time-lapse.")),
     Field("train_seed", TrainConfig, "seed",
-          "The seed fixes the initial weights, the batches and dropout: the same seed and settings train the "
-          "same model."),
+          N_("The seed fixes the initial weights, the batches and dropout: the same seed and settings train the "
+             "same model.")),
 )
 FIELDS = MODEL_FIELDS + TRAIN_FIELDS
-EARLY_STOP_HELP = (f"Stop when the validation loss has not improved for {PATIENCE} evaluations in a row: the "
-                   f"model has stopped learning what carries over to new text.")
+EARLY_STOP_HELP = N_("Stop when the validation loss has not improved for {patience} evaluations in a row: the "
+                     "model has stopped learning what carries over to new text.")
 
 
 def fill(model: GPTConfig, train: TrainConfig) -> None:
@@ -111,16 +114,29 @@ def configs() -> tuple[GPTConfig, TrainConfig]:
 
 
 def help_for(key: str) -> str:
-    return next(f.help for f in FIELDS if f.key == key)
+    if key == EARLY_STOP:
+        return _(EARLY_STOP_HELP, patience=PATIENCE)
+    return _(next(f.help for f in FIELDS if f.key == key))
+
+
+def preset_label(name: str) -> tuple[str, str]:
+    """A preset's button label and help, in the page's language."""
+    label, blurb = PRESET_LABELS[name]
+    return _(label), _(blurb)
 
 
 def describe(model: GPTConfig, train: TrainConfig) -> str:
     """One line of a run's settings."""
-    layers = f"{model.num_layers} layer{'s' if model.num_layers != 1 else ''}"
-    heads = f"{model.num_heads} head{'s' if model.num_heads != 1 else ''}"
-    return (f"{layers} × {heads}, d_model {model.d_model} (d_k {model.d_k}), d_ff {model.d_ff}, "
-            f"max_len {model.max_len}, dropout {model.dropout:g}"
-            f"{'' if model.scale_attention else ', no 1/√d_k'} · block_size {train.block_size}, "
-            f"batch {train.batch_size}, lr {train.lr:g}, {train.max_steps:,} steps"
-            f"{', early stopping' if train.early_stop_patience else ''}")
+    parts = [_("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, "
+               "dropout {dropout:g}", layers=n_("{n} layer", "{n} layers", model.num_layers),
+               heads=n_("{n} head", "{n} heads", model.num_heads), d_model=model.d_model, d_k=model.d_k,
+               d_ff=model.d_ff, max_len=model.max_len, dropout=model.dropout)]
+    if not model.scale_attention:
+        parts.append(_("no 1/√d_k"))
+    line = _(", ").join(parts)
+    train_parts = [_("block_size {block}, batch {batch}, lr {lr:g}, {steps:,} steps", block=train.block_size,
+                     batch=train.batch_size, lr=train.lr, steps=train.max_steps)]
+    if train.early_stop_patience:
+        train_parts.append(_("early stopping"))
+    return line + " · " + _(", ").join(train_parts)
 

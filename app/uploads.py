@@ -3,6 +3,7 @@ callback, which runs before the page, so a good upload is chosen at once and a b
 kept out with a message."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import streamlit as st
@@ -11,6 +12,7 @@ from minigpt import CheckpointError, decode_corpus_as
 
 from .choices import MODEL_SOURCE, UPLOADED, current_device
 from .corpora import forget_uploaded_corpus, use_uploaded_corpus
+from .i18n import SOURCE, _, error_text, language
 from .models import UPLOADED_CHECKPOINT, UploadedCheckpoint
 from .text import md
 
@@ -27,13 +29,25 @@ def accept_corpus_upload(name: str, data: bytes) -> None:
 def accept_checkpoint_upload(name: str, data: bytes) -> None:
     """Load an uploaded zip and make it the session's model; CheckpointError says why not."""
     if len(data) > MAX_CHECKPOINT_BYTES:
-        raise CheckpointError(
-            f"the file is {len(data) / 2**20:.1f} MB; the limit is {MAX_CHECKPOINT_BYTES / 2**20:.0f} MB."
-        )
+        raise CheckpointError("the file is {size:.1f} MB; the limit is {limit:.0f} MB.", size=len(data) / 2**20,
+                              limit=MAX_CHECKPOINT_BYTES / 2**20)
     upload = UploadedCheckpoint.of(name, data)
     upload.load(current_device())
     st.session_state[UPLOADED_CHECKPOINT] = upload
     st.session_state[MODEL_SOURCE] = UPLOADED
+
+
+def translate_uploader_chrome() -> None:
+    """Streamlit 1.67 writes its file uploader's button ("Upload") and size line in English
+    whatever the page's language; outside English, paint the catalog's words over them."""
+    if language() == SOURCE:
+        return
+    button = '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p'
+    line = '[data-testid="stFileUploaderDropzoneInstructions"] span'
+    upload = json.dumps(_("Upload"), ensure_ascii=False)
+    limit = json.dumps(_("At most {size} MB per file", size=MAX_CHECKPOINT_BYTES // 2**20), ensure_ascii=False)
+    st.html(f"<style>{button}, {line} {{ font-size: 0 }} {button}::after {{ content: {upload}; font-size: 0.875rem }} "
+            f"{line}::after {{ content: {limit}; font-size: 0.8rem }}</style>")
 
 
 def on_corpus_upload() -> None:
@@ -47,7 +61,15 @@ def on_checkpoint_upload() -> None:
 
 
 def upload_error(widget_key: str) -> str | None:
-    return st.session_state.get(UPLOAD_ERRORS, {}).get(widget_key)
+    """Why the last upload was refused, in the page's language (the error is kept, not its words,
+    so that switching language translates it too)."""
+    refused = st.session_state.get(UPLOAD_ERRORS, {}).get(widget_key)
+    if refused is None:
+        return None
+    name, err = refused
+    # shown literally: the message may quote the file's name or a zip entry's, which markdown would mangle
+    message = error_text(err)
+    return md(message) if name in message else f"{md(name)}: {md(message)}"
 
 
 def _accept(widget_key: str, accept: Callable[[str, bytes], None]) -> None:
@@ -59,5 +81,4 @@ def _accept(widget_key: str, accept: Callable[[str, bytes], None]) -> None:
     try:
         accept(file.name, file.getvalue())
     except ValueError as err:  # CorpusError, CheckpointError, ConfigError
-        # shown literally: the message may quote the file's name or a zip entry's, which markdown would mangle
-        errors[widget_key] = md(str(err)) if file.name in str(err) else f"{md(file.name)}: {md(str(err))}"
+        errors[widget_key] = (file.name, err)

@@ -2,16 +2,17 @@
 import streamlit as st
 
 from app import navigation
+from app.i18n import _
 from minigpt import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
 
 navigation.setup_page(__file__)
 
-st.title("√d_k scaling")
-st.markdown(
-    "Attention computes softmax(QKᵀ / √d_k). This experiment draws random queries and keys, as an untrained "
-    "head would produce, and compares the softmax with and without the division: without it, bigger heads "
-    "give ever more peaked attention (low entropy, one weight near 1); with it, every head size behaves alike."
-)
+st.title(_("√d_k scaling"))
+st.markdown(_(
+    "Scaled dot-product attention computes softmax(QKᵀ / √d_k). This experiment draws random queries and keys, as "
+    "an untrained head would produce, and compares the softmax with and without the division: without it, bigger "
+    "heads give ever more peaked attention (low entropy, one weight near 1); with it, every head size behaves "
+    "alike."))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -21,43 +22,45 @@ def scaling_table(d_ks: tuple[int, ...], seq_len: int, seed: int, num_samples: i
 
 keep = {"persist_state": "session"}
 cols = st.columns([2, 1, 1, 1])
-d_ks = cols[0].multiselect("d_k values", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], default=list(DEMO_D_KS),
-                           key="scaling_d_ks", **keep)
-seq_len = cols[1].slider("seq_len", 2, 128, value=DEMO_SEQ_LEN, key="scaling_seq_len", **keep)
-seed = cols[2].number_input("Seed", 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", **keep)
-num_samples = cols[3].slider("Samples", 1, 64, value=1, key="scaling_samples",
-                             help="Independent (seq_len × d_k) draws averaged per d_k.", **keep)
+d_ks = cols[0].multiselect(_("d_k values (head size)"), [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+                           default=list(DEMO_D_KS), key="scaling_d_ks", placeholder=_("Choose d_k values"), **keep)
+seq_len = cols[1].slider(_("seq_len (keys per query)"), 2, 128, value=DEMO_SEQ_LEN, key="scaling_seq_len", **keep)
+seed = cols[2].number_input(_("Seed"), 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", **keep)
+num_samples = cols[3].slider(_("Samples"), 1, 64, value=1, key="scaling_samples",
+                             help=_("Independent (seq_len × d_k) draws averaged per d_k."), **keep)
 
 if not d_ks:
-    st.info("Choose at least one d_k.")
+    st.info(_("Choose at least one d_k."))
     st.stop()
 table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
 
 entropy_col, max_col = st.columns(2)  # side by side on a wide screen, one under the other on a phone
-entropy_col.plotly_chart(scaling_figure(table, "entropy"), key="scaling_entropy", config={"displayModeBar": False})
-max_col.plotly_chart(scaling_figure(table, "max_weight"), key="scaling_max_weight", config={"displayModeBar": False})
+entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="scaling_entropy",
+                         config={"displayModeBar": False})
+max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="scaling_max_weight",
+                     config={"displayModeBar": False})
 demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
                                                                                      DEMO_SEED, 1)
 if demo_settings:
-    st.caption("At these settings (the demo's: d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) the numbers "
-               "are the ones the reference demo prints.")
+    st.caption(_("At these settings (the demo's: d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) the "
+                 "numbers are the ones the reference demo prints."))
 else:
-    st.caption("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
-               "one sample.")
+    st.caption(_("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
+                 "one sample."))
 st.dataframe(table, hide_index=True, key="scaling_table", column_config={
     "d_k": st.column_config.NumberColumn("d_k"),
-    "score_std_unscaled": st.column_config.NumberColumn("std of q·k", format="%.4f"),
-    "score_std_scaled": st.column_config.NumberColumn("std of q·k/√d_k", format="%.4f"),
-    "entropy_unscaled": st.column_config.NumberColumn("entropy, no scaling", format="%.4f"),
-    "entropy_scaled": st.column_config.NumberColumn("entropy, scaled", format="%.4f"),
-    "max_weight_unscaled": st.column_config.NumberColumn("max weight, no scaling", format="%.4f"),
-    "max_weight_scaled": st.column_config.NumberColumn("max weight, scaled", format="%.4f"),
+    "score_std_unscaled": st.column_config.NumberColumn(_("std of q·k"), format="%.4f"),
+    "score_std_scaled": st.column_config.NumberColumn(_("std of q·k/√d_k"), format="%.4f"),
+    "entropy_unscaled": st.column_config.NumberColumn(_("entropy, no scaling"), format="%.4f"),
+    "entropy_scaled": st.column_config.NumberColumn(_("entropy, scaled"), format="%.4f"),
+    "max_weight_unscaled": st.column_config.NumberColumn(_("max weight, no scaling"), format="%.4f"),
+    "max_weight_scaled": st.column_config.NumberColumn(_("max weight, scaled"), format="%.4f"),
 })
 
-st.subheader("Why √d_k")
+st.subheader(_("Why √d_k"))
 text_col, plot_col = st.columns([1, 1])
 with text_col:
-    st.markdown(
+    st.markdown(_(
         r"""
 A score is a dot product of a query and a key: $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$.
 If the components are independent with mean 0 and variance 1, each product $q_i k_i$ has
@@ -71,7 +74,6 @@ Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever the head size.
 Without it, the softmax of wide scores is nearly one-hot: one key takes almost all the weight
 (the right-hand bars near 1, the entropy near 0). Its gradient, $p\,(1-p)$ for each weight, is then
 almost zero everywhere, so the attention stops learning.
-"""
-    )
+"""))
 with plot_col:
-    st.plotly_chart(score_std_figure(table), key="score_std_chart", config={"displayModeBar": False})
+    st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config={"displayModeBar": False})

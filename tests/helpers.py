@@ -251,11 +251,15 @@ class RunsCode:
 
 # ---------------------------------------------------------------- pages (AppTest)
 
-PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"]
+PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py", "pages/5_Glossary.py"]
 
 
-def home() -> AppTest:
-    return AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60).run()
+def home(lang: str | None = None) -> AppTest:
+    """Home in a fresh session; `lang` as a teacher's link gives it (?lang=zh)."""
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    if lang is not None:
+        at.query_params["lang"] = lang
+    return at.run()
 
 
 def page(at, path: str):
@@ -276,8 +280,8 @@ def tiny_settings(at, max_steps: int = 20_000, eval_interval: int = 25):
     return at.run()
 
 
-def start_tiny_run(**settings):
-    at = tiny_settings(page(home(), "pages/1_Train.py"), **settings)
+def start_tiny_run(lang: str | None = None, **settings):
+    at = tiny_settings(page(home(lang), "pages/1_Train.py"), **settings)
     at.button(key="start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     return at
@@ -360,3 +364,77 @@ def wait_rendered(page, heading: str) -> None:
 def main_button(page, name: str, exact: bool = True):
     """A button of the page itself: Streamlit's header shows a "Stop" of its own while a script runs."""
     return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name=name, exact=exact)
+
+
+# ---------------------------------------------------------------- what a page shows, as text
+
+# Latin symbols a Chinese page may show: the maths' names, devices, encodings, the corpora's names
+SYMBOLS = ("MiniGPT Lab", "MiniGPT", "d_model", "d_k", "d_ff", "num_heads", "num_layers", "max_len", "block_size",
+           "batch_size", "seq_len", "vocab_size", "softmax", "top-k", "top-p", "Top-k", "Top-p", "AdamW", "GELU",
+           "Pre-LN", "KV", "GPT", "ln", "exp", "std", "Var", "lr", "cpu", "cuda", "mps", "UTF-8", "UTF-16",
+           "GB18030", "GBK", ".txt", ".zip", "course-zh", "demo-zh", "pydoc-en", "QKᵀ", "Transformer", "Python", "MB", "English")  # English: the language switch names itself
+_TEXT_FIELDS = {"label", "body", "help", "options", "placeholder", "text", "delta", "caption"}
+_FIGURE_KEYS = {"text", "name", "hovertemplate", "title"}
+
+
+def shown_texts(at) -> list[str]:
+    """Every text the page's elements show: titles, prose, labels, help, options, metrics, table
+    headers, and the figures' titles, axes, legends, annotations and hover templates. Not what
+    the learner typed, nor code blocks (samples, links)."""
+    texts: list[str] = []
+
+    def from_proto(message) -> None:
+        for field, value in message.ListFields():
+            if field.name in ("spec", "code_text", "value", "default", "id", "form_id", "query_string"):
+                continue
+            repeated = not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and not hasattr(value, "ListFields")
+            if field.type == field.TYPE_MESSAGE:
+                for item in (value if repeated else [value]):
+                    from_proto(item)
+            elif field.name in _TEXT_FIELDS:
+                texts.extend(value if repeated else [value])
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None and hasattr(proto, "ListFields"):
+            from_proto(proto)
+            if getattr(proto, "spec", None) and type(node).__name__ == "UnknownElement":
+                texts.extend(_figure_texts(json.loads(proto.spec)))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    for frame in at.dataframe:  # the headers the browser shows: a column_config label, else the name
+        config = json.loads(frame.proto.columns or "{}")
+        texts.extend(config.get(str(c), {}).get("label") or str(c) for c in frame.value.columns)
+    return [t for t in texts if isinstance(t, str) and t.strip()]
+
+
+def _figure_texts(spec) -> list[str]:
+    found = []
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if key in _FIGURE_KEYS and isinstance(value, str):
+                found.append(value)
+            elif key not in ("ticktext", "x", "y", "z", "tickvals", "customdata"):
+                found.extend(_figure_texts(value))
+    elif isinstance(spec, list):
+        for item in spec:
+            found.extend(_figure_texts(item))
+    return found
+
+
+def english_words(text: str, glossed: set[str]) -> list[str]:
+    """Latin words of `text` that are neither agreed symbols nor an English term in brackets
+    after its Chinese name (`glossed`: the glossary's English terms, lower case)."""
+    import re
+    text = re.sub(r"%\{[^}]*\}|<[^>]+>", " ", text)                  # plotly fields, html tags
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)    # formulas
+    text = re.sub(r"`[^`]*`", " ", text)                              # code spans (run ids)
+    text = text.replace("\\", "")
+    for gloss in re.findall(r"（([^（）]*)）", text):
+        if gloss.strip().lower() in glossed:
+            text = text.replace(f"（{gloss}）", " ")
+    for symbol in sorted(SYMBOLS, key=len, reverse=True):
+        text = re.sub(rf"(?<![A-Za-z]){re.escape(symbol)}(?![A-Za-z])", " ", text)
+    return re.findall(r"[A-Za-z]{2,}", text)

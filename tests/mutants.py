@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["test_maths.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+ORDER = ["test_maths.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
          "test_first_hour.py",
          "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
          "test_cli.py", "test_bad_inputs.py"]
@@ -99,7 +99,7 @@ MUTANTS = {
     "validation split is the head": ("minigpt/data.py", [(
         "return ids[:n_train], ids[n_train:]", "return ids[-n_train:], ids[:-n_train]")]),
     "Scaling figure shows scaled as unscaled": ("minigpt/viz.py", [(
-        'y=table[f"{metric}_unscaled"], name="no scaling"', 'y=table[f"{metric}_scaled"], name="no scaling"')]),
+        'y=table[f"{metric}_unscaled"], name=_("no scaling")', 'y=table[f"{metric}_scaled"], name=_("no scaling")')]),
     "layer view shows the max over heads": ("minigpt/viz.py", [(
         "attention[l].mean(axis=0)", "attention[l].max(axis=0)")]),
     "Generate page ignores the temperature": ("pages/2_Generate.py", [(
@@ -147,9 +147,29 @@ MUTANTS = {
         "        forget_uploaded_corpus()\n", "        pass\n")]),
     "B8 key labels on their side": ("minigpt/viz.py", [("tickangle=0,", "tickangle=90,")]),
     "B8 long texts not paged": ("minigpt/viz.py", [("PAGE = 24  #", "PAGE = 1000  #")]),
-    "1 layers": ("app/models.py", [("layer{'s' if c.num_layers != 1 else ''} ×", "layers ×")]),
+    "1 layers": ("app/models.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
+                                    'layers=_("{n} layers", n=c.num_layers)')]),
     "scaling caption claims the demo's numbers at any settings": ("pages/4_Scaling.py", [(
         "if demo_settings:", "if True:")]),
+    # the localisation: each of these shows English to a Chinese learner, or loses the choice
+    "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
+        'st.caption(_("Note: {note}", note=note))', 'st.caption(f"Note: {note}")')]),
+    "sidebar links untranslated (L10n)": ("app/navigation.py", [(
+        "st.page_link(page, label=_(label)", "st.page_link(page, label=label")]),
+    "upload refusal in English (L10n)": ("app/uploads.py", [(
+        "    message = error_text(err)\n", "    message = str(err)\n")]),
+    "figure axes untranslated (L10n)": ("pages/1_Train.py", [(
+        "overfit=over, tr=_)", "overfit=over)")]),
+    "numbers ignore the language (L10n)": ("app/i18n.py", [(
+        'return text.translate(str.maketrans({".": decimal, ",": group}))', "return text")]),
+    "?lang= ignored (L10n)": ("app/i18n.py", [(
+        'from_code(st.query_params.get("lang")) or ', "")]),
+    "switch forgets the language across pages (L10n)": ("app/i18n.py", [(
+        "    st.session_state[LANG] = st.session_state[LANG_WIDGET]\n", "")]),
+    "look-alike punctuation dropped, not swapped (L10n)": ("minigpt/tokenizer.py", [(
+        "            elif twin in self.stoi:\n                kept.append(twin)\n", "")]),
+    "unknown characters not marked in place (L10n)": ("app/prompts.py", [(
+        "    box.markdown(highlighted(text, set(unknown)))\n", "")]),
 }
 
 

@@ -168,7 +168,7 @@ def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
 
 SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 720}}
 PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
-         ("/Scaling", "√d_k scaling")]
+         ("/Scaling", "√d_k scaling"), ("/Glossary", "Glossary")]
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
 
 
@@ -223,3 +223,40 @@ def _screenshot_whole(page, path, viewport: dict) -> None:
     time.sleep(0.5)
     page.screenshot(path=path, full_page=True)
     page.set_viewport_size(viewport)
+
+
+ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
+            ("/Scaling", "√d_k 缩放"), ("/Glossary", "术语表")]
+
+
+def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
+    """A teacher's ?lang=zh link: every page in Chinese whatever the browser's own language, the
+    sidebar's links stay in Chinese, and a Chinese browser gets Chinese without the parameter.
+    A screenshot of each page (zh_*.png) shows the Chinese rendered in real glyphs."""
+    viewport = SCREENS["projector"]
+    context = browser.new_context(viewport=viewport, locale="en-US")
+    page = context.new_page()
+    for path, heading in ZH_PAGES:
+        page.goto(f"{server.url}{path}?lang=zh", wait_until="domcontentloaded")
+        wait_rendered(page, heading)
+        if path in ("/Attention", "/Scaling"):
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            time.sleep(0.5)
+        _screenshot_whole(page, shots / f"zh_{(path or '/home').strip('/').lower()}.png", viewport)
+    page.goto(f"{server.url}/Train?lang=zh", wait_until="domcontentloaded")
+    wait_rendered(page, "训练")
+    assert main_button(page, "开始").is_visible()
+    page.get_by_test_id("stSidebar").get_by_role("link", name="生成").click()
+    wait_rendered(page, "生成")
+    assert "lang=zh" in page.url and page.get_by_role("textbox", name="提示词").is_visible()
+    page.get_by_test_id("stSidebar").get_by_text("English", exact=True).click()
+    wait_rendered(page, "Generate")
+    assert "lang=en" in page.url
+    context.close()
+
+    chinese = browser.new_context(viewport=viewport, locale="zh-CN")
+    page = chinese.new_page()
+    page.goto(server.url, wait_until="domcontentloaded")
+    wait_rendered(page, "MiniGPT Lab")
+    assert page.get_by_text("第一次来？").is_visible()
+    chinese.close()

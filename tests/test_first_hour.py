@@ -276,7 +276,7 @@ def test_b12_a_read_only_link_without_the_key_is_offered():
     at.button(key="start").click().run()
     run_id, key = own_run(at)
     link = next(c.value for c in at.code if "run=" in c.value)
-    assert link.endswith(f"?run={run_id}") and key not in link
+    assert link.endswith(f"?run={run_id}&lang=en") and key not in link  # the class opens it in the teacher's language
 
 
 def test_removing_an_uploaded_corpus_goes_back_to_the_default():

@@ -1,0 +1,149 @@
+"""The language the app speaks: the learner's choice, gettext catalogs, and numbers for the language.
+
+Every word a page shows passes through `_`, which translates an English template through the
+chosen language's catalog and then fills its fields, numbers written the language's way:
+
+    _("Step {step:,} of {total:,}", step=120, total=2000)
+
+English is the source language: its messages are the templates themselves. Every other language
+is a folder `app/locales/<code>/LC_MESSAGES/messages.po` (and its compiled `.mo`), found at start:
+adding one needs no code. The choice: `?lang=` in the URL on a session's first page, else the
+browser's language (`st.context.locale`), else English; then the sidebar's switch, kept in the
+session and mirrored in the URL, so that a copied link opens in the same language.
+"""
+from __future__ import annotations
+
+import functools
+import gettext
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+from babel import Locale, UnknownLocaleError, negotiate_locale
+from babel.numbers import get_decimal_symbol, get_group_symbol
+
+from minigpt import LabError, Message
+
+LOCALES = Path(__file__).with_name("locales")
+DOMAIN = "messages"
+SOURCE = "en"
+LANG, LANG_WIDGET = "lang", "lang_choice"     # session_state: the language, and the switch's own key
+_NUMBER = re.compile(r"(?P<group>,)?(?:\.(?P<digits>\d+))?(?P<kind>[fd%]?)")
+
+
+@functools.cache
+def languages() -> tuple[str, ...]:
+    """English first, then every language with a compiled catalog."""
+    found = sorted(p.parents[1].name for p in LOCALES.glob(f"*/LC_MESSAGES/{DOMAIN}.mo"))
+    return (SOURCE, *(code for code in found if code != SOURCE))
+
+
+@functools.cache
+def catalog(lang: str) -> gettext.NullTranslations:
+    if lang == SOURCE:
+        return gettext.NullTranslations()
+    return gettext.translation(DOMAIN, LOCALES, languages=[lang])
+
+
+def display_name(lang: str) -> str:
+    """A language's name in that language: what a learner who reads only it looks for."""
+    return Locale.parse(lang).get_display_name(lang)
+
+
+def language() -> str:
+    lang = st.session_state.get(LANG)
+    return lang if lang in languages() else SOURCE
+
+
+def from_code(code: str | None) -> str | None:
+    """The available language a code such as 'zh', 'zh-CN' or 'en_US' asks for, if any."""
+    if not code:
+        return None
+    try:
+        return negotiate_locale([code.replace("-", "_")], list(languages()), sep="_")
+    except (ValueError, UnknownLocaleError):
+        return None
+
+
+def choose_language() -> str:
+    """On a session's first page: the URL's ?lang=, else the browser's; then the session's choice."""
+    ss = st.session_state
+    if LANG not in ss:
+        ss[LANG] = from_code(st.query_params.get("lang")) or from_code(st.context.locale) or SOURCE
+    lang = language()
+    if st.query_params.get("lang") != lang:
+        st.query_params["lang"] = lang
+    return lang
+
+
+def language_switch() -> None:
+    """The sidebar's switch; the callback runs before the rerun, so the whole page turns at once."""
+    st.session_state[LANG_WIDGET] = language()
+    st.radio("🌐 " + _("Language"), languages(), format_func=display_name, key=LANG_WIDGET, horizontal=True,
+             on_change=_switched)
+
+
+def _switched() -> None:
+    st.session_state[LANG] = st.session_state[LANG_WIDGET]
+    st.query_params["lang"] = st.session_state[LANG]
+
+
+def _(message: str, /, **params: Any) -> str:
+    """`message` in the session's language, its fields filled when there are parameters."""
+    lang = language()
+    text = catalog(lang).gettext(message)
+    return _NumberFormatter(lang).vformat(text, (), params) if params else text
+
+
+def n_(singular: str, plural: str, n: int, /, **params: Any) -> str:
+    """The singular or plural message for n, as the language counts; `n` is a field too."""
+    lang = language()
+    text = catalog(lang).ngettext(singular, plural, n)
+    return _NumberFormatter(lang).vformat(text, (), {"n": n, **params})
+
+
+def number(value: float, spec: str = ",") -> str:
+    """A number on its own, as `_` writes one: number(1234.5, ",.1f") is '1,234.5' in English."""
+    return _NumberFormatter(language()).format_field(value, spec)
+
+
+def error_text(error: BaseException | Message) -> str:
+    """A library error or message in the session's language. Inside it, a nested LabError is
+    translated too, and so is a parameter that is itself a marked message (N_("the upload"));
+    any other exception inside shows its own words."""
+    if isinstance(error, (LabError, Message)):
+        return _(error.template, **{name: _parameter(value) for name, value in error.params.items()})
+    return _("Unexpected error: {detail}", detail=str(error))
+
+
+def _parameter(value: Any) -> Any:
+    if isinstance(value, (LabError, Message)):
+        return error_text(value)
+    if isinstance(value, BaseException):
+        return str(value)
+    if isinstance(value, str) and value:
+        return catalog(language()).gettext(value)
+    return value
+
+
+class _NumberFormatter(string.Formatter):
+    """str.format with the language's decimal and group symbols for the specs pages use
+    (',', '.2f', ',.0f', 'd', '.0%'); any other spec is Python's own."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+
+    def format_field(self, value: Any, spec: str) -> str:
+        match = _NUMBER.fullmatch(spec)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not match:
+            return super().format_field(value, spec)
+        text = super().format_field(value, spec)
+        decimal, group = _symbols(self.lang)
+        return text.translate(str.maketrans({".": decimal, ",": group}))
+
+
+@functools.cache
+def _symbols(lang: str) -> tuple[str, str]:
+    return get_decimal_symbol(lang), get_group_symbol(lang)

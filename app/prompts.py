@@ -1,0 +1,44 @@
+"""Text a learner types for a model (the prompt, the attention text): the characters the model
+does not know, highlighted where they are, and a button that removes them in one click."""
+from __future__ import annotations
+
+import streamlit as st
+
+from minigpt import CharTokenizer
+
+from .i18n import _, n_
+from .text import md
+
+
+def highlighted(text: str, unknown: set[str]) -> str:
+    """Markdown of `text` with every unknown character on a red background (a space as ␣)."""
+    out = []
+    for c in text:
+        if c in unknown:
+            shown = "␣" if c == " " else "⏎" if c == "\n" else md(c)
+            out.append(f":red-background[**{shown}**]")
+        else:
+            out.append(md(c))
+    return "".join(out)
+
+
+def known_or_explain(text: str, tokenizer: CharTokenizer, key: str, where=st) -> bool:
+    """True when the model knows every character of `text`; else say which ones it does not, in
+    place, and offer to remove them from the widget under `key`."""
+    unknown = tokenizer.unknown_chars(text)
+    if not unknown:
+        return True
+    box = where.container()
+    box.warning(n_("This model has never seen this character, so it cannot read the text: {chars}. It is "
+                   "marked in red below.",
+                   "This model has never seen these {n} characters, so it cannot read the text: {chars}. They are "
+                   "marked in red below.", len(unknown), chars=md(", ".join(repr(c) for c in unknown))))
+    box.markdown(highlighted(text, set(unknown)))
+    box.button(_("Remove the characters this model does not know"), key=f"fit:{key}", on_click=_fit,
+               args=(key, tokenizer), help=_("Punctuation the model knows in the other width (？ for ?, ， for ,) is swapped in instead "
+                      "of removed."))
+    return False
+
+
+def _fit(key: str, tokenizer: CharTokenizer) -> None:
+    st.session_state[key] = tokenizer.fit(st.session_state.get(key, ""))

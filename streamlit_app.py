@@ -27,9 +27,7 @@ with corpus_col:
                           key=choices.CORPUS, persist_state="session",
                           help=_("The text new runs train on. The shipped models learned the built-in corpora."))
     st.caption(corpora.corpus_description(corpus))
-    uploads.translate_uploader_chrome()
-    st.file_uploader(_("…or upload a .txt file (UTF-8)"), type=["txt"], key=uploads.CORPUS_UPLOAD,
-                     on_change=uploads.on_corpus_upload)
+    uploads.uploader(_("…or upload a .txt file (UTF-8)"), ["txt"], uploads.CORPUS_UPLOAD, uploads.on_corpus_upload)
     if error := uploads.upload_error(uploads.CORPUS_UPLOAD):
         st.error(error)
 
@@ -42,8 +40,8 @@ with model_col:
                       key=choices.MODEL_SOURCE,
                       persist_state="session", help=_("The model Generate and Attention use."))
     if source == choices.UPLOADED:
-        st.file_uploader(_("Checkpoint (.zip from the Train page's download)"), type=["zip"],
-                         key=uploads.CHECKPOINT_UPLOAD, on_change=uploads.on_checkpoint_upload)
+        uploads.uploader(_("Checkpoint (.zip from the Train page's download)"), ["zip"], uploads.CHECKPOINT_UPLOAD,
+                         uploads.on_checkpoint_upload)
         if error := uploads.upload_error(uploads.CHECKPOINT_UPLOAD):
             st.error(error)
 
@@ -64,8 +62,7 @@ with summary:
         cols[2].metric(_("Device"), model.device)
         cols[3].metric(_("Status"), model.status)
         cols[4].metric(_("Steps trained"), model.steps)
-        st.caption(_("{source}: {description}.", source=model.detail[0].upper() + model.detail[1:],
-                     description=model.describe()))
+        st.caption(_("Loaded: {source}; {description}.", source=model.detail, description=model.describe()))
 
 st.subheader(_("Where next"))
 links = navigation.PAGES[1:]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import gettext
+import json
 import re
 import string
 from pathlib import Path
@@ -30,7 +31,7 @@ LOCALES = Path(__file__).with_name("locales")
 DOMAIN = "messages"
 SOURCE = "en"
 LANG, LANG_WIDGET = "lang", "lang_choice"     # session_state: the language, and the switch's own key
-_NUMBER = re.compile(r"(?P<group>,)?(?:\.(?P<digits>\d+))?(?P<kind>[fd%]?)")
+_NUMBER = re.compile(r"[+\- ]?,?(?:\.\d+)?[fdg%]?")   # the specs whose '.' and ',' the language rewrites
 
 
 @functools.cache
@@ -62,9 +63,10 @@ def from_code(code: str | None) -> str | None:
     if not code:
         return None
     try:
-        return negotiate_locale([code.replace("-", "_")], list(languages()), sep="_")
+        found = negotiate_locale([code.replace("-", "_")], list(languages()), sep="_")
     except (ValueError, UnknownLocaleError):
         return None
+    return {lang.lower(): lang for lang in languages()}.get((found or "").lower())  # ?lang=ZH is zh
 
 
 def choose_language() -> str:
@@ -85,9 +87,26 @@ def language_switch() -> None:
              on_change=_switched)
 
 
+def streamlit_chrome() -> None:
+    """Outside English, the hints Streamlit 1.67 writes under a focused text box in English
+    ("Press Enter to apply", "… to submit form") are painted over in the catalog's words."""
+    if language() == SOURCE:
+        return
+    hint = "[data-testid=InputInstructions]"
+    apply, submit = _("Press Enter to apply"), _("Press Enter to submit")
+    st.html("<style>" + painted_css(hint, apply, "0.75rem") + painted_css(f"[data-testid=stForm] {hint}", submit, "0.75rem")
+            + "</style>")
+
+
+def painted_css(selector: str, text: str, size: str) -> str:
+    """CSS that hides an element's own words and shows `text` (quoted for CSS) in their place."""
+    return (f"{selector} {{ font-size: 0 }} "
+            f"{selector}::after {{ content: {json.dumps(text, ensure_ascii=False)}; font-size: {size} }} ")
+
+
 def _switched() -> None:
+    """The switch's callback: the session takes the new language (choose_language then mirrors it in the URL)."""
     st.session_state[LANG] = st.session_state[LANG_WIDGET]
-    st.query_params["lang"] = st.session_state[LANG]
 
 
 def _(message: str, /, **params: Any) -> str:
@@ -111,7 +130,7 @@ def number(value: float, spec: str = ",") -> str:
 
 def error_text(error: BaseException | Message) -> str:
     """A library error or message in the session's language. Inside it, a nested LabError is
-    translated too, and so is a parameter that is itself a marked message (N_("the upload"));
+    translated too, and so is a parameter that is itself a Message (Message("the upload"));
     any other exception inside shows its own words."""
     if isinstance(error, (LabError, Message)):
         return _(error.template, **{name: _parameter(value) for name, value in error.params.items()})
@@ -119,18 +138,18 @@ def error_text(error: BaseException | Message) -> str:
 
 
 def _parameter(value: Any) -> Any:
+    """A message's parameter as shown: nested messages translated, an exception's own words, and
+    anything else (a file name, a number) as it is."""
     if isinstance(value, (LabError, Message)):
         return error_text(value)
     if isinstance(value, BaseException):
         return str(value)
-    if isinstance(value, str) and value:
-        return catalog(language()).gettext(value)
     return value
 
 
 class _NumberFormatter(string.Formatter):
-    """str.format with the language's decimal and group symbols for the specs pages use
-    (',', '.2f', ',.0f', 'd', '.0%'); any other spec is Python's own."""
+    """str.format with the language's decimal and group symbols for the number specs pages use
+    (',', '.2f', '+.2f', ',.0f', 'd', 'g', '.0%'); any other spec, and any other value, is Python's own."""
 
     def __init__(self, lang: str):
         self.lang = lang

@@ -143,7 +143,7 @@ def _pretrained_model() -> LoadedModel:
         checkpoint = pretrained_checkpoint(corpus.key, current_device())
     except (CheckpointError, OSError) as err:
         raise ModelUnavailable(_("The shipped model for {corpus} could not be loaded: {error}", corpus=corpus.key,
-                                 error=error_text(err))) from None
+                                 error=md(error_text(err)))) from None
     return _from_checkpoint(checkpoint, SHIPPED, corpus.key, _("pretrained"),
                             _("the model shipped with the app for {corpus}", corpus=corpus.key), corpus.text)
 
@@ -156,7 +156,7 @@ def _uploaded_model() -> LoadedModel:
         checkpoint = upload.load(current_device())
     except CheckpointError as err:
         raise ModelUnavailable(_("{name} could not be loaded: {error}", name=md(upload.name),
-                                 error=error_text(err))) from None
+                                 error=md(error_text(err)))) from None
     corpus = str(checkpoint.meta.get("corpus") or _("unknown"))
     text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else ""
     return _from_checkpoint(checkpoint, UPLOADED, corpus, _("uploaded"),

@@ -15,7 +15,7 @@ from minigpt import N_
 
 from .choices import current_device, model_source, model_source_label
 from .corpora import current_corpus
-from .i18n import _, choose_language, language_switch
+from .i18n import _, choose_language, language_switch, streamlit_chrome
 from .runs import NOTICE, read_run_from_url, session_run
 from .text import md
 
@@ -36,14 +36,15 @@ _torch_configured = False
 def setup_page(script: str) -> None:
     """First call of every page, passing its __file__."""
     title, icon = next((label, icon) for page, label, icon, _offer in PAGES if Path(page).name == Path(script).name)
+    lang = choose_language()  # first: the tab's title is in the language too
     st.set_page_config(page_title=f"{_(title)} · MiniGPT Lab", page_icon=icon, layout="wide")
     configure_torch()
-    lang = choose_language()
     read_run_from_url()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now
     notice = st.session_state.pop(NOTICE, None)
     if notice:
         st.warning(notice)
+    streamlit_chrome()
     with st.sidebar:
         language_switch()
         for page, label, page_icon, _offer in PAGES:

@@ -127,16 +127,14 @@ def preset_label(name: str) -> tuple[str, str]:
 
 def describe(model: GPTConfig, train: TrainConfig) -> str:
     """One line of a run's settings."""
-    parts = [_("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, "
-               "dropout {dropout:g}", layers=n_("{n} layer", "{n} layers", model.num_layers),
-               heads=n_("{n} head", "{n} heads", model.num_heads), d_model=model.d_model, d_k=model.d_k,
-               d_ff=model.d_ff, max_len=model.max_len, dropout=model.dropout)]
+    shape = _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, dropout {dropout:g}",
+              layers=n_("{n} layer", "{n} layers", model.num_layers), heads=n_("{n} head", "{n} heads", model.num_heads),
+              d_model=model.d_model, d_k=model.d_k, d_ff=model.d_ff, max_len=model.max_len, dropout=model.dropout)
     if not model.scale_attention:
-        parts.append(_("no 1/√d_k"))
-    line = _(", ").join(parts)
-    train_parts = [_("block_size {block}, batch {batch}, lr {lr:g}, {steps:,} steps", block=train.block_size,
-                     batch=train.batch_size, lr=train.lr, steps=train.max_steps)]
+        shape = _("{settings}, no 1/√d_k", settings=shape)
+    training = _("block_size {block}, batch {batch}, lr {lr:g}, {steps:,} steps", block=train.block_size,
+                 batch=train.batch_size, lr=train.lr, steps=train.max_steps)
     if train.early_stop_patience:
-        train_parts.append(_("early stopping"))
-    return line + " · " + _(", ").join(train_parts)
+        training = _("{settings}, early stopping", settings=training)
+    return f"{shape} · {training}"
 

@@ -3,7 +3,6 @@ callback, which runs before the page, so a good upload is chosen at once and a b
 kept out with a message."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import streamlit as st
@@ -12,7 +11,7 @@ from minigpt import CheckpointError, decode_corpus_as
 
 from .choices import MODEL_SOURCE, UPLOADED, current_device
 from .corpora import forget_uploaded_corpus, use_uploaded_corpus
-from .i18n import SOURCE, _, error_text, language
+from .i18n import SOURCE, _, error_text, language, painted_css
 from .models import UPLOADED_CHECKPOINT, UploadedCheckpoint
 from .text import md
 
@@ -37,17 +36,20 @@ def accept_checkpoint_upload(name: str, data: bytes) -> None:
     st.session_state[MODEL_SOURCE] = UPLOADED
 
 
-def translate_uploader_chrome() -> None:
-    """Streamlit 1.67 writes its file uploader's button ("Upload") and size line in English
-    whatever the page's language; outside English, paint the catalog's words over them."""
-    if language() == SOURCE:
-        return
-    button = '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p'
-    line = '[data-testid="stFileUploaderDropzoneInstructions"] span'
-    upload = json.dumps(_("Upload"), ensure_ascii=False)
-    limit = json.dumps(_("At most {size} MB per file", size=MAX_CHECKPOINT_BYTES // 2**20), ensure_ascii=False)
-    st.html(f"<style>{button}, {line} {{ font-size: 0 }} {button}::after {{ content: {upload}; font-size: 0.875rem }} "
-            f"{line}::after {{ content: {limit}; font-size: 0.8rem }}</style>")
+def uploader(label: str, types: list[str], key: str, on_change: Callable[[], None]) -> None:
+    """st.file_uploader, with the button and size line that Streamlit 1.67 writes in English
+    whatever the page's language painted over in the catalog's words (its keyed container
+    scopes the style to this uploader)."""
+    with st.container(key=f"uploader_{key}"):
+        if language() != SOURCE:
+            box = f".st-key-uploader_{key}"
+            upload = _("Upload")
+            limit = _("At most {size} MB per file · {types}", size=st.get_option("server.maxUploadSize"),
+                      types=", ".join(t.upper() for t in types))
+            st.html("<style>" + painted_css(f"{box} button [data-testid=stMarkdownContainer] p", upload, "0.875rem")
+                    + painted_css(f"{box} [data-testid=stFileUploaderDropzoneInstructions] span", limit, "0.8rem")
+                    + "</style>")
+        st.file_uploader(label, type=types, key=key, on_change=on_change)
 
 
 def on_corpus_upload() -> None:

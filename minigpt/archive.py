@@ -19,7 +19,7 @@ import torch
 
 from .checkpoint import (CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME, Checkpoint, CheckpointError, checkpoint_files,
                          checkpoint_folder, from_pretrained, load_files)
-from .messages import N_
+from .messages import Message
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -62,7 +62,7 @@ def load_zip(data: bytes, *, device: str | torch.device = "cpu", with_optimizer:
         raise CheckpointError("the upload is not a zip archive.") from None
     with archive:
         files = _unpack(archive)
-    return load_files(files, device=device, with_optimizer=with_optimizer, source=N_("the zip"))
+    return load_files(files, device=device, with_optimizer=with_optimizer, source=Message("the zip"))
 
 
 def _unpack(archive: zipfile.ZipFile) -> dict[str, bytes]:

@@ -38,7 +38,7 @@ import safetensors.torch
 import torch
 
 from .config import ConfigError, GPTConfig, TrainConfig
-from .messages import LabError, N_
+from .messages import LabError, Message
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
@@ -290,7 +290,7 @@ def load_files(
     *,
     device: str | torch.device = "cpu",
     with_optimizer: bool = False,
-    source: str = N_("the checkpoint"),
+    source: str | Message = Message("the checkpoint"),
     others: list[str] | None = None,
 ) -> Checkpoint:
     """Build a Checkpoint from its files' bytes, checking everything; `others` are further file

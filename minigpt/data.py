@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .messages import LabError, N_
+from .messages import N_, LabError, Message
 from .tokenizer import CharTokenizer
 
 DEFAULT_CORPUS = "course-zh"
@@ -55,12 +55,12 @@ def load_corpus(name_or_path: str | Path) -> str:
     return decode_corpus(path.read_bytes(), source=path.name)
 
 
-def decode_corpus(raw: bytes, source: str = N_("the upload")) -> str:
+def decode_corpus(raw: bytes, source: str | Message = Message("the upload")) -> str:
     """Decode uploaded bytes as text, refusing empty, binary, oversized or undecodable data."""
     return decode_corpus_as(raw, source)[0]
 
 
-def decode_corpus_as(raw: bytes, source: str = N_("the upload")) -> tuple[str, str]:
+def decode_corpus_as(raw: bytes, source: str | Message = Message("the upload")) -> tuple[str, str]:
     """The text and the encoding it was read in: UTF-16 with a byte-order mark, UTF-8, or GBK
     (as Chinese Windows saves text, read as its superset GB18030) when UTF-8 fails and GBK gives
     Chinese text."""
@@ -97,7 +97,7 @@ def _gbk_or_refuse(raw: bytes, source: str, bad_byte: int) -> str:
     )
 
 
-def check_corpus_text(text: str, source: str = N_("the corpus")) -> None:
+def check_corpus_text(text: str, source: str | Message = Message("the corpus")) -> None:
     if not text.strip():
         raise CorpusError("{source} holds only whitespace.", source=source)
     controls = sum(1 for c in text if ord(c) < 32 and c not in "\n\r\t")

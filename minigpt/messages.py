@@ -54,5 +54,5 @@ class Message:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Message) and (other.template, other.params) == (self.template, self.params)
 
-    def __contains__(self, text: str) -> bool:  # `"word" in message`, as with the English string
-        return text in str(self)
+    def __hash__(self) -> int:
+        return hash((self.template, tuple(sorted(self.params))))

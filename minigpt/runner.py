@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .messages import LabError, Message
+from .messages import Message
 from .model import MiniGPT
 from .sample import generate
 from .train import Trainer, TrainEvent
@@ -60,7 +60,7 @@ class RunSnapshot:
     evals: list[EvalRecord]
     tokens_per_sec: float           # median of the last few logged intervals: steady, not jumpy
     elapsed: float
-    error: LabError | Message | None = None   # why the run stopped with an error: a sentence to show
+    error: Exception | Message | None = None   # why the run stopped with an error: a sentence to show
     stopped_early: bool = False     # early_stop_patience ran out before max_steps
 
     @property
@@ -242,16 +242,14 @@ class TrainingRun:
         return text, attention
 
 
-def _describe_failure(err: Exception, step: int) -> LabError | Message:
+def _describe_failure(err: Exception, step: int) -> Exception | Message:
     """What a learner reads when the training thread fails: the error, and what to try for
     running out of memory (a TrainingDiverged message already carries its advice)."""
-    if isinstance(err, LabError):
-        return err
-    text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
     if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
         return Message("out of memory at step {step} ({error}). Use a smaller batch_size, block_size or model, or "
                        "train on a device with more memory.", step=step + 1, error=text)
-    return Message("{error}", error=text)
+    return err
 
 
 def _register(run: "TrainingRun") -> None:

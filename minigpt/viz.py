@@ -188,11 +188,11 @@ def score_std_figure(table: pd.DataFrame, tr: Translate = english) -> go.Figure:
 def steps_table(steps: Sequence[Step], tr: Translate = english) -> pd.DataFrame:
     """One row per generated character: the choice, its model probability and the top-5."""
     _ = tr
-    step_, chosen, prob = _("step"), _("chosen"), _("p(chosen)")
+    step_header, chosen_header, prob_header = _("step"), _("chosen"), _("p(chosen)")
     rows = []
     for i, step in enumerate(steps):
-        row = {step_: i + 1, chosen: step.text, prob: round(step.prob, 4)}
-        for rank, (text, prob) in enumerate(step.top, start=1):
-            row[f"#{rank}"] = f"{text!r} {prob:.2f}" if text.isspace() else f"{text} {prob:.2f}"
+        row = {step_header: i + 1, chosen_header: step.text, prob_header: round(step.prob, 4)}
+        for rank, (text, p) in enumerate(step.top, start=1):
+            row[f"#{rank}"] = f"{text!r} {p:.2f}" if text.isspace() else f"{text} {p:.2f}"
         rows.append(row)
     return pd.DataFrame(rows)

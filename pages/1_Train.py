@@ -58,7 +58,7 @@ try:
     _tokenizer, sized, _train = runs.run_configs(corpus, model_cfg, train_cfg)
 except (ConfigError, CorpusError) as err:
     settings_ok = False
-    st.error(error_text(err))
+    st.error(md(error_text(err)))
 else:
     settings_ok = True
 registry = runs.registry()
@@ -91,7 +91,7 @@ if start:
     try:
         runs.start_run(corpus, model_cfg, train_cfg)
     except (ConfigError, CorpusError, RunLimitError) as err:
-        st.error(error_text(err))
+        st.error(md(error_text(err)))
     else:
         st.rerun()
 for action, clicked in (("pause", pause), ("resume", resume), ("stop", stop)):
@@ -99,7 +99,7 @@ for action, clicked in (("pause", pause), ("resume", resume), ("stop", stop)):
         try:
             runs.control_run(action)
         except NotOwnerError as err:
-            st.error(error_text(err))
+            st.error(md(error_text(err)))
         else:
             st.rerun()
 
@@ -140,7 +140,7 @@ def live_panel() -> None:
     if last_val is not None:
         st.caption(advice.perplexity_note(last_val))
     if snap.error:
-        st.error(_("Training stopped: {error}", error=error_text(snap.error)))
+        st.error(_("Training stopped: {error}", error=md(error_text(snap.error))))
     if snap.stopped_early:
         best_step, best = trainer.best_val
         st.success(_("Stopped early at step {step:,}: the validation loss has not improved on {best:.3f} (step "

@@ -5,8 +5,8 @@ import streamlit as st
 
 from app import models, navigation, prompts
 from app.i18n import _, error_text
-from app.text import markdown_stream
-from minigpt import MAX_NEW_TOKENS, SamplingError, check_sampling, demo_prompts, prepare_prompt, steps_table, stream
+from app.text import markdown_stream, md
+from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt, steps_table, stream
 
 navigation.setup_page(__file__)
 
@@ -60,15 +60,15 @@ if clicked:
         check_sampling(temperature, k, top_p, int(max_new))
         prepared = None if unknown else prepare_prompt(lm.tokenizer, prompt, lm.block_size)
     except SamplingError as err:
-        output.error(error_text(err))
+        output.error(md(error_text(err)))
     else:
         if unknown:
             prompts.known_or_explain(prompt, lm.tokenizer, prompt_key, where=output)
         else:
-            notes = [error_text(note) for note in prepared.notes]
+            notes = list(prepared.notes)  # messages, not words: a language switch translates them again
             if k >= lm.tokenizer.vocab_size:
-                notes.append(_("top-k {k} is not below the {vocab} characters this model knows: every character "
-                               "stays in, as with top-k 0.", k=k, vocab=lm.tokenizer.vocab_size))
+                notes.append(Message("top-k {k} is not below the {vocab} characters this model knows: every "
+                                     "character stays in, as with top-k 0.", k=k, vocab=lm.tokenizer.vocab_size))
                 k = 0
             steps = []
             delay = st.session_state.get("stream_delay", 0.015)
@@ -86,7 +86,7 @@ if clicked:
                 with output.container():
                     st.write_stream(markdown_stream(pieces()))
             except SamplingError as err:  # a model whose training diverged
-                output.error(error_text(err))
+                output.error(md(error_text(err)))
             else:
                 st.session_state[RESULT] = {"text": prompt + "".join(s.text for s in steps), "steps": steps,
                                             "notes": notes, "vocab": lm.vocab_id}
@@ -95,7 +95,7 @@ result = st.session_state.get(RESULT)
 if result and result["vocab"] == lm.vocab_id:
     with output.container():  # the exact text, whitespace and all, replaces the streamed markdown
         for note in result["notes"]:
-            st.caption(_("Note: {note}", note=note))
+            st.caption(_("Note: {note}", note=md(error_text(note))))
         st.code(result["text"], language=None, wrap_lines=True)
         st.markdown(_("**Step by step**: the character drawn, the probability the model gave it, and its five "
                       "likeliest characters (before temperature, top-k and top-p)."))

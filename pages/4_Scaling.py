@@ -72,8 +72,9 @@ So a head with $d_k = 256$ produces scores sixteen times wider than one with $d_
 Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever the head size.
 
 Without it, the softmax of wide scores is nearly one-hot: one key takes almost all the weight
-(the right-hand bars near 1, the entropy near 0). Its gradient, $p\,(1-p)$ for each weight, is then
-almost zero everywhere, so the attention stops learning.
+(in the charts above, the red no-scaling bars at large d_k: max weight near 1, entropy near 0).
+Its gradient, $p\,(1-p)$ for each weight, is then almost zero everywhere, so the attention
+stops learning.
 """))
 with plot_col:
     st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config={"displayModeBar": False})

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -301,6 +302,11 @@ def wait_for_step(at, minimum: int, timeout: float = 30.0) -> int:
     raise AssertionError(f"the run did not reach step {minimum} in {timeout} s (at {step_of(at)})")
 
 
+def unescaped(shown: str) -> str:
+    """Markdown as it reads: the page escapes a message's specials (it may quote a file name)."""
+    return re.sub(r"\\(.)", r"\1", shown)
+
+
 def plotly_spec(at, index: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[index].proto.spec)
 
@@ -372,7 +378,7 @@ def main_button(page, name: str, exact: bool = True):
 SYMBOLS = ("MiniGPT Lab", "MiniGPT", "d_model", "d_k", "d_ff", "num_heads", "num_layers", "max_len", "block_size",
            "batch_size", "seq_len", "vocab_size", "softmax", "top-k", "top-p", "Top-k", "Top-p", "AdamW", "GELU",
            "Pre-LN", "KV", "GPT", "ln", "exp", "std", "Var", "lr", "cpu", "cuda", "mps", "UTF-8", "UTF-16",
-           "GB18030", "GBK", ".txt", ".zip", "course-zh", "demo-zh", "pydoc-en", "QKᵀ", "Transformer", "Python", "MB", "English")  # English: the language switch names itself
+           "GB18030", "GBK", ".txt", ".zip", "course-zh", "demo-zh", "pydoc-en", "QKᵀ", "Transformer", "Python", "MB", "JSON", "logits", "English")  # English: the language switch names itself
 _TEXT_FIELDS = {"label", "body", "help", "options", "placeholder", "text", "delta", "caption"}
 _FIGURE_KEYS = {"text", "name", "hovertemplate", "title"}
 
@@ -427,7 +433,7 @@ def _figure_texts(spec) -> list[str]:
 def english_words(text: str, glossed: set[str]) -> list[str]:
     """Latin words of `text` that are neither agreed symbols nor an English term in brackets
     after its Chinese name (`glossed`: the glossary's English terms, lower case)."""
-    import re
+    text = re.sub(r"<style>.*?</style>", " ", text, flags=re.S)         # css
     text = re.sub(r"%\{[^}]*\}|<[^>]+>", " ", text)                  # plotly fields, html tags
     text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)    # formulas
     text = re.sub(r"`[^`]*`", " ", text)                              # code spans (run ids)

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from app import choices, corpora, runs, uploads
 from app.text import markdown_stream, md
 from helpers import (DEMO_SCALING, PAGES, ROOT, hand_forward, home, own_run, page, plotly_array, plotly_spec, start_tiny_run, step_of,
-                     tiny_settings, wait_for_step)
+                     tiny_settings, unescaped, wait_for_step)
 from minigpt import (DEFAULT_CORPUS, DEMO_SENTENCE, CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig,
                      Trainer, TrainingRun, build_model, load_pretrained)
 from minigpt.runner import THREAD_NAME
@@ -88,7 +88,7 @@ def test_starting_a_run_makes_it_the_loaded_model_for_generate_and_attention():
 def test_invalid_hyperparameters_show_the_config_error_and_disable_start():
     at = page(home(), "pages/1_Train.py")
     at.select_slider(key="max_len").set_value(16).run()  # block_size stays at 30
-    assert any("block_size" in e.value for e in at.error)
+    assert any("block_size" in unescaped(e.value) for e in at.error)
     assert at.button(key="start").disabled
 
 
@@ -494,7 +494,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
     at.run()
     assert not at.exception
     assert at.metric[0].value == "error"
-    assert any(re.search(message, e.value) for e in at.error), [e.value for e in at.error]
+    assert any(re.search(message, unescaped(e.value)) for e in at.error), [e.value for e in at.error]
     assert at.button(key="pause").disabled and not at.button(key="start").disabled
     assert runs.registry().active_count() == 0  # its training slot is free again
 

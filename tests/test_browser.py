@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ARGS, CHROMIUM, launch_server, main_button, wait_healthy, wait_rendered
+from app import glossary
+from helpers import ARGS, CHROMIUM, english_words, launch_server, main_button, wait_healthy, wait_rendered
 from minigpt import DEFAULT_CORPUS, load_zip
 
 class Server:
@@ -225,6 +226,21 @@ def _screenshot_whole(page, path, viewport: dict) -> None:
     page.set_viewport_size(viewport)
 
 
+GLOSSED = {english.lower() for english, _meaning in glossary.TERMS}
+# the main area's text a reader sees: not icon ligatures, a formula's hidden MathML, code (learner text),
+# nor words drawn at font-size 0 (the uploader's English, painted over in the page's language)
+VISIBLE_TEXT = """() => {
+  const walker = document.createTreeWalker(document.querySelector('[data-testid=stMain]'), NodeFilter.SHOW_TEXT);
+  const shown = [];
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || el.closest('[data-testid=stIconMaterial], .katex-mathml, [data-testid=stCode]')) continue;
+    const style = getComputedStyle(el);
+    if (style.fontSize === '0px' || style.display === 'none' || style.visibility === 'hidden') continue;
+    shown.push(walker.currentNode.textContent);
+  }
+  return shown.join('\\n');
+}"""
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
             ("/Scaling", "√d_k 缩放"), ("/Glossary", "术语表")]
 
@@ -242,10 +258,20 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
         if path in ("/Attention", "/Scaling"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)
+        assert page.title().startswith(heading if path else "首页"), page.title()
+        page.wait_for_selector("[data-testid=stSidebar] a[href]", timeout=30_000)
+        links = page.locator("[data-testid=stSidebar] a[href]").all()
+        assert len(links) == len(ZH_PAGES) and all("lang=zh" in link.get_attribute("href") for link in links)
+        shown = page.evaluate(VISIBLE_TEXT)  # what the page itself shows, Streamlit's own words included
+        assert not english_words(shown, GLOSSED), f"{path or '/'}: {english_words(shown, GLOSSED)}"
         _screenshot_whole(page, shots / f"zh_{(path or '/home').strip('/').lower()}.png", viewport)
+    page.goto(f"{server.url}/?lang=zh", wait_until="domcontentloaded")
+    wait_rendered(page, "MiniGPT Lab")
+    button = page.get_by_test_id("stFileUploaderDropzone").first.locator("button p")
+    assert button.evaluate("p => getComputedStyle(p, '::after').content") == '"上传"' 
     page.goto(f"{server.url}/Train?lang=zh", wait_until="domcontentloaded")
     wait_rendered(page, "训练")
-    assert main_button(page, "开始").is_visible()
+    main_button(page, "开始").wait_for(timeout=30_000)  # a known Chinese label, drawn
     page.get_by_test_id("stSidebar").get_by_role("link", name="生成").click()
     wait_rendered(page, "生成")
     assert "lang=zh" in page.url and page.get_by_role("textbox", name="提示词").is_visible()

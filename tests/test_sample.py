@@ -111,14 +111,14 @@ def test_empty_prompt_starts_from_a_newline_or_first_token_and_says_so():
     tok = tiny_tokenizer()
     prompt = prepare_prompt(tok, "", 16)
     assert prompt.ids == [tok.chars.index(" ")] or tok.decode(prompt.ids) in ("\n", tok.chars[0])
-    assert prompt.notes and "empty prompt" in prompt.notes[0]
+    assert prompt.notes and "empty prompt" in str(prompt.notes[0])
 
 
 def test_long_prompt_keeps_the_last_max_len_characters():
     tok = tiny_tokenizer()
     prompt = prepare_prompt(tok, "the cat sat on the mat", 16)
     assert tok.decode(prompt.ids) == "the cat sat on the mat"[-16:]
-    assert "last 16" in prompt.notes[0]
+    assert "last 16" in str(prompt.notes[0])
 
 
 def test_unknown_prompt_characters_raise_with_their_names():

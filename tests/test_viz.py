@@ -120,7 +120,11 @@ def test_scaling_figures_show_both_conditions_per_d_k():
 
 
 def test_steps_table_lists_choice_probability_and_top_five():
-    steps = [Step(token=1, text="度", prob=0.9, top=[("度", 0.9), ("学", 0.05), (" ", 0.02), ("a", 0.01), ("b", 0.01)])]
+    steps = [Step(token=1, text="度", prob=0.9, top=[("度", 0.9), ("学", 0.05), (" ", 0.02), ("a", 0.01), ("b", 0.01)]),
+             Step(token=2, text="学", prob=0.3, top=[("习", 0.6), ("学", 0.3), ("a", 0.05), ("b", 0.03), (" ", 0.02)])]
     table = viz.steps_table(steps)
-    assert table.loc[0, "chosen"] == "度" and table.loc[0, "p(chosen)"] == 0.9
-    assert table.loc[0, "#1"] == "度 0.90" and table.loc[0, "#3"] == "' ' 0.02"
+    assert list(table.columns) == ["step", "chosen", "p(chosen)", "#1", "#2", "#3", "#4", "#5"]
+    assert list(table["chosen"]) == ["度", "学"] and list(table["p(chosen)"]) == [0.9, 0.3]  # every row, not the first
+    assert table.loc[0, "#1"] == "度 0.90" and table.loc[0, "#3"] == "' ' 0.02" and table.loc[1, "#1"] == "习 0.60"
+    chinese = viz.steps_table(steps, tr=lambda m, **p: {"p(chosen)": "p（抽中）"}.get(m, m))
+    assert list(chinese["p（抽中）"]) == [0.9, 0.3]

@@ -1,6 +1,9 @@
 """Text a learner types for a model (the prompt, the attention text): the characters the model
-does not know, highlighted where they are, and a button that removes them in one click."""
+does not know, highlighted where they are, and a button that removes them in one click; the
+attention text that Attention and Inside attention share."""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -8,6 +11,9 @@ from minigpt import CharTokenizer
 
 from .i18n import _, n_
 from .text import md
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 
 def highlighted(text: str, unknown: set[str]) -> str:
@@ -42,3 +48,27 @@ def known_or_explain(text: str, tokenizer: CharTokenizer, key: str, where=st) ->
 
 def _fit(key: str, tokenizer: CharTokenizer) -> None:
     st.session_state[key] = tokenizer.fit(st.session_state.get(key, ""))
+
+
+def attention_text(lm: "LoadedModel") -> tuple[str, str]:
+    """The text box of the attention pages, one text per vocabulary, kept across both pages;
+    returns the text and the widget's key."""
+    key = f"attention_text:{lm.vocab_id}"
+    text = st.text_input(_("Text"), value=lm.sample_text, key=key, persist_state="session",
+                         help=_("Any text the model knows the characters of: Chinese, Latin letters, spaces and "
+                                "full-width punctuation alike."))
+    return text, key
+
+
+def readable(text: str, lm: "LoadedModel", key: str) -> str | None:
+    """The text cut to the positions the model was trained on, or None once the page has said
+    why it cannot read it (empty, or characters it does not know)."""
+    if not text:
+        st.info(_("Type some text to see where the model looks."))
+        return None
+    if not known_or_explain(text, lm.tokenizer, key):
+        return None
+    if len(text) > lm.block_size:
+        st.warning(_("The model was trained on {block} positions: showing the first {block} of your {length} "
+                     "characters.", block=lm.block_size, length=len(text)))
+    return text[: lm.block_size]

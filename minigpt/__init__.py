@@ -22,6 +22,7 @@ from .data import (
     load_corpus,
     probe_text,
 )
+from .explain import PATTERNS, AttentionRow, HeadStats, attention_row, head_stats, head_table
 from .diagnosis import (Overfitting, UnseenCharacters, overfitting, top_key_changes, uniform_loss,
                         unseen_validation_chars)
 from .device import DeviceError, available_devices, resolve_device
@@ -38,6 +39,9 @@ from .viz import (
     PAGE,
     attention_heatmap,
     attention_panels,
+    attention_row_figure,
+    keys_figure,
+    values_figure,
     loss_figure,
     position_labels,
     scaling_figure,
@@ -46,6 +50,8 @@ from .viz import (
 )
 
 __all__ = [
+    "PATTERNS", "AttentionRow", "HeadStats", "attention_row", "head_stats", "head_table", "attention_row_figure",
+    "keys_figure", "values_figure",
     "DEFAULT_PRESET", "PRESETS", "Preset", "Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",
     "unseen_validation_chars",
     "BUILTIN_CORPORA", "DEFAULT_CORPUS", "DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "DEMO_PROMPTS", "DEMO_SENTENCE", "MAX_CORPUS_BYTES",

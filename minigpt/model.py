@@ -224,12 +224,10 @@ class MiniGPT(nn.Module):
         past = kv_cache.length if kv_cache is not None else 0
         if past + T > self.config.max_len:
             raise ValueError(f"sequence of {past + T} tokens exceeds max_len {self.config.max_len}")
-        scaled = self.config.scale_attention if scale_attention is None else scale_attention
-        scale = 1.0 / math.sqrt(self.config.d_k) if scaled else 1.0
+        scale = self.attention_scale(scale_attention)
         implementation = "eager" if return_attention else attn_implementation
 
-        x = self.token_embed(idx) * math.sqrt(self.config.d_model) + self.pos_encoding[past : past + T]
-        x = self.dropout_embed(x)  # (B, T, d_model)
+        x = self.dropout_embed(self.embed(idx, past))  # (B, T, d_model)
         attentions = []
         for layer, block in enumerate(self.blocks):
             x, weights = block(x, attn_implementation=implementation, scale=scale, cache=kv_cache, layer=layer)
@@ -244,6 +242,29 @@ class MiniGPT(nn.Module):
         if return_attention:
             return logits, loss, attentions
         return logits, loss
+
+    def attention_scale(self, scale_attention: bool | None = None) -> float:
+        """The factor on q·k: 1/sqrt(d_k), or 1 where the config (or this override) turns it off."""
+        scaled = self.config.scale_attention if scale_attention is None else scale_attention
+        return 1.0 / math.sqrt(self.config.d_k) if scaled else 1.0
+
+    def embed(self, idx: torch.Tensor, past: int = 0) -> torch.Tensor:
+        """Token embeddings x sqrt(d_model) plus the positions they stand at (after `past` tokens)."""
+        return self.token_embed(idx) * math.sqrt(self.config.d_model) + self.pos_encoding[past : past + idx.size(1)]
+
+    @torch.no_grad()
+    def residual_stream(self, idx: torch.Tensor, scale_attention: bool | None = None) -> list[torch.Tensor]:
+        """The residual stream of one forward pass in eval mode: x before each block and after
+        the last, num_layers + 1 tensors (B, T, d_model). The model's logits are the last one
+        through final_norm and the tied head."""
+        scale = self.attention_scale(scale_attention)
+        was_training = self.training
+        self.eval()
+        stream = [self.embed(idx)]
+        for layer, block in enumerate(self.blocks):
+            stream.append(block(stream[-1], attn_implementation="eager", scale=scale, layer=layer)[0])
+        self.train(was_training)
+        return stream
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor, scale_attention: bool | None = None) -> torch.Tensor:

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .diagnosis import Overfitting
+from .explain import AttentionRow
 from .messages import N_
 from .sample import Step
 from .train import TrainEvent
@@ -196,3 +197,70 @@ def steps_table(steps: Sequence[Step], tr: Translate = english) -> pd.DataFrame:
             row[f"#{rank}"] = f"{text!r} {p:.2f}" if text.isspace() else f"{text} {p:.2f}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
+    """One query's scores, scores ÷ √d_k and softmax weights over every key, stacked bars; the
+    keys the causal mask hides are grey, at 0, and their scaled score is marked −∞."""
+    _ = tr
+    keys = position_labels(text[: len(row.weights)])
+    shown = np.where(row.allowed, row.scaled, 0.0)
+    color = np.where(row.allowed, "#1E88E5", MASK_COLOR)
+    titles = (_("scores q·k"), _("÷ √d_k = {divisor:.2f}; the causal mask sets the future to −∞", divisor=row.divisor),
+              _("softmax: the attention weights (they add up to 1)"))
+    key, weight = _("key"), _("weight")  # plotly's own %{…} fields stay as they are
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=titles)
+    fig.add_trace(go.Bar(x=keys, y=np.where(row.allowed, row.scores, 0.0), marker_color=list(color),
+                         hovertemplate=f"{key} %{{x}}<br>q·k %{{y:.3f}}<extra></extra>"), row=1, col=1)
+    masked = [_("−∞ (masked)") if not ok else "" for ok in row.allowed]
+    fig.add_trace(go.Bar(x=keys, y=shown, marker_color=list(color), text=masked, textposition="outside",
+                         hovertemplate=f"{key} %{{x}}<br>q·k/√d_k %{{y:.3f}}<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Bar(x=keys, y=row.weights, marker_color=list(np.where(row.allowed, "#E53935", MASK_COLOR)),
+                         hovertemplate=f"{key} %{{x}}<br>{weight} %{{y:.3f}}<extra></extra>"), row=3, col=1)
+    fig.update_yaxes(range=[0, 1.05], row=3, col=1)
+    fig.update_xaxes(tickmode="array", tickvals=keys, ticktext=[_tick(c) for c in text[: len(keys)]], tickangle=0,
+                     row=3, col=1)
+    fig.update_xaxes(title_text=key, row=3, col=1)
+    fig.update_layout(height=520, showlegend=False, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def vectors_figure(rows: dict[str, np.ndarray], title: str, tr: Translate = english) -> go.Figure:
+    """Vectors of d_k numbers as the rows of one heatmap (q, the keys, the values, the output),
+    on one colour scale centred on 0."""
+    _ = tr
+    labels, z = list(rows), np.stack([np.asarray(v, dtype=float) for v in rows.values()])
+    span = float(np.abs(z).max()) or 1.0
+    component = _("component")
+    fig = go.Figure(go.Heatmap(z=z, y=labels, x=list(range(1, z.shape[1] + 1)), colorscale="RdBu", zmid=0,
+                               zmin=-span, zmax=span,
+                               hovertemplate=f"%{{y}}<br>{component} %{{x}}: %{{z:.3f}}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=labels, ticktext=labels)
+    fig.update_xaxes(title_text=_("component (1 … d_k)"))
+    fig.update_layout(title=dict(text=title, x=0.0, font=dict(size=13)), height=max(220, 60 + 20 * len(labels)),
+                      margin=dict(l=10, r=10, t=36, b=10))
+    return fig
+
+
+def _key_labels(row: AttentionRow, text: str, tr: Translate) -> list[str]:
+    _ = tr
+    labels = position_labels(text[: len(row.allowed)])
+    return [label if ok else _("{key} (future, masked)", key=label) for label, ok in zip(labels, row.allowed)]
+
+
+def keys_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
+    """The query vector q on top of every key vector k: the numbers whose dot products are the scores."""
+    _ = tr
+    labels = _key_labels(row, text, tr)
+    rows = {_("q of {query}", query=position_labels(text)[row.query]): row.q}
+    rows.update({f"k {label}": k for label, k in zip(labels, row.k)})
+    return vectors_figure(rows, _("query q and keys k (d_k = {d_k} numbers each)", d_k=len(row.q)), tr)
+
+
+def values_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
+    """Every value vector v with its weight, and their weighted sum: what this head passes on."""
+    _ = tr
+    labels = _key_labels(row, text, tr)
+    rows = {f"v {label} · {w:.2f}": v for label, v, w in zip(labels, row.v, row.weights)}
+    rows[_("output Σ weight·v")] = row.output
+    return vectors_figure(rows, _("values v (with their weights) and the output"), tr)

@@ -25,10 +25,7 @@ st.caption(_("This model has positions for max_len = {max_len} characters, but i
              "block_size = {block}: positions after {block} were never trained, so this page (and Generate) keep to "
              "the first {block} characters.", max_len=config.max_len, block=lm.block_size))
 
-text_key = f"attention_text:{lm.vocab_id}"
-text = st.text_input(_("Text"), value=lm.sample_text, key=text_key, persist_state="session",
-                     help=_("Any text the model knows the characters of: Chinese, Latin letters, spaces and "
-                            "full-width punctuation alike."))
+text, text_key = prompts.attention_text(lm)
 VIEWS = {"layers": N_("Each layer (mean of its heads)"), "heads": N_("One layer's heads"),
          "grid": N_("Every layer × head")}
 view_col, layer_col, scale_col = st.columns([3, 1, 1.4])
@@ -42,13 +39,8 @@ layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=la
 unscaled = scale_col.checkbox(_("Without 1/√d_k scaling"), key="attention_unscaled", persist_state="session",
                               help=_("Recompute the same model's attention with the scores left undivided."))
 
-if not text:
-    st.info(_("Type some text to see where the model looks."))
-elif prompts.known_or_explain(text, lm.tokenizer, text_key):
-    if len(text) > lm.block_size:
-        st.warning(_("The model was trained on {block} positions: showing the first {block} of your {length} "
-                     "characters.", block=lm.block_size, length=len(text)))
-        text = text[: lm.block_size]
+text = prompts.readable(text, lm, text_key)
+if text:
     attention = models.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
     span = heatmaps.pick_page(len(text), key=f"attention_page:{len(text)}")
     heatmaps.draw_panels(attention_panels(attention, view=view, layer=layer, tr=_), text, span, key="attention")

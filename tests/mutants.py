@@ -30,9 +30,9 @@ ORDER = ["test_maths.py", "test_i18n.py", "test_model.py", "test_sample.py", "te
 # name -> (file, [(old, new), ...])
 MUTANTS = {
     "attention scale 1/d_k": ("minigpt/model.py", [(
-        "scale = 1.0 / math.sqrt(self.config.d_k) if scaled", "scale = 1.0 / self.config.d_k if scaled")]),
+        "return 1.0 / math.sqrt(self.config.d_k) if scaled", "return 1.0 / self.config.d_k if scaled")]),
     "attention scale 1/sqrt(d_model)": ("minigpt/model.py", [(
-        "scale = 1.0 / math.sqrt(self.config.d_k) if scaled", "scale = 1.0 / math.sqrt(self.config.d_model) if scaled")]),
+        "return 1.0 / math.sqrt(self.config.d_k) if scaled", "return 1.0 / math.sqrt(self.config.d_model) if scaled")]),
     "post-LN block": ("minigpt/model.py", [(
         "attn_out, weights = self.self_attn(self.norm1(x), **attn_kwargs)\n"
         "        x = x + self.dropout(attn_out)\n"
@@ -69,7 +69,7 @@ MUTANTS = {
     "heads split without the transpose": ("minigpt/model.py", [(
         "t.view(B, T, self.num_heads, self.d_k).transpose(1, 2)", "t.view(B, self.num_heads, T, self.d_k)")]),
     "KV cache restarts positions at 0": ("minigpt/model.py", [(
-        "self.pos_encoding[past : past + T]", "self.pos_encoding[:T]")]),
+        "self.pos_encoding[past : past + idx.size(1)]", "self.pos_encoding[: idx.size(1)]")]),
     "no final LayerNorm": ("minigpt/model.py", [(
         "self.lm_head(self.final_norm(x))", "self.lm_head(x)")]),
     "top-k keeps k + 1": ("minigpt/sample.py", [(
@@ -153,7 +153,7 @@ MUTANTS = {
         "if demo_settings:", "if True:")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
-        'st.caption(_("Note: {note}", note=note))', 'st.caption(f"Note: {note}")')]),
+        'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),
     "sidebar links untranslated (L10n)": ("app/navigation.py", [(
         "st.page_link(page, label=_(label)", "st.page_link(page, label=label")]),
     "upload refusal in English (L10n)": ("app/uploads.py", [(

@@ -8,6 +8,7 @@ CI installs chromium (.ci/run); without it these tests fail, saying so.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -78,7 +79,7 @@ def open_page(browser):
 
 def go(page, label: str, heading: str) -> None:
     """Follow the sidebar's link (the app draws its own navigation)."""
-    page.locator('[data-testid="stSidebar"] a', has_text=label).click()
+    page.get_by_test_id("stSidebar").get_by_role("link", name=re.compile(re.escape(label) + "$")).click()
     wait_rendered(page, heading)
 
 
@@ -106,7 +107,7 @@ def test_every_page_renders_and_generate_streams(browser, server, shots):
     page.wait_for_selector(".js-plotly-plot .hm image", timeout=30_000)
     page.screenshot(path=shots / "4_attention.png", full_page=True)
 
-    go(page, "Scaling", "√d_k scaling")
+    go(page, "√d_k scaling", "√d_k scaling")
     page.wait_for_selector(".js-plotly-plot", timeout=30_000)
     page.screenshot(path=shots / "5_scaling.png", full_page=True)
     page.close()
@@ -140,7 +141,7 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     go(page, "Attention", "Attention")
     page.wait_for_selector(".js-plotly-plot >> nth=1", timeout=30_000)  # the time-lapse frame
     page.screenshot(path=shots / "7_attention_timelapse.png", full_page=True)
-    page.locator('[data-testid="stSidebar"] a', has_text="Train").click()
+    page.get_by_test_id("stSidebar").get_by_role("link", name=re.compile("Train$")).click()
     stop = main_button(page, "Stop")
     stop.wait_for(timeout=30_000)
     stop.click()
@@ -169,7 +170,7 @@ def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
 
 SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 720}}
 PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
-         ("/Scaling", "√d_k scaling"), ("/Glossary", "Glossary")]
+         ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"), ("/Glossary", "Glossary")]
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
 
 
@@ -193,7 +194,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
     for path, heading in PAGES:
         page.goto(server.url + path, wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling"):
+        if path in ("/Attention", "/Scaling", "/Inside"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
@@ -242,7 +243,7 @@ VISIBLE_TEXT = """() => {
   return shown.join('\\n');
 }"""
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
-            ("/Scaling", "√d_k 缩放"), ("/Glossary", "术语表")]
+            ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"), ("/Glossary", "术语表")]
 
 
 def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
@@ -255,11 +256,12 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     for path, heading in ZH_PAGES:
         page.goto(f"{server.url}{path}?lang=zh", wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling"):
+        if path in ("/Attention", "/Scaling", "/Inside"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)
         assert page.title().startswith(heading if path else "首页"), page.title()
-        page.wait_for_selector("[data-testid=stSidebar] a[href]", timeout=30_000)
+        page.wait_for_function(f"() => document.querySelectorAll('[data-testid=stSidebar] a[href]').length "
+                               f">= {len(ZH_PAGES)}", timeout=30_000)
         links = page.locator("[data-testid=stSidebar] a[href]").all()
         assert len(links) == len(ZH_PAGES) and all("lang=zh" in link.get_attribute("href") for link in links)
         shown = page.evaluate(VISIBLE_TEXT)  # what the page itself shows, Streamlit's own words included

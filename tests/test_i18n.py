@@ -133,6 +133,9 @@ def test_every_marked_message_is_written_where_babel_can_read_it():
                 first = node.args[0] if node.args else None
                 if isinstance(first, (ast.JoinedStr, ast.BinOp)) or first is None:
                     problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.id}() of a built string")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tr" and node.args
+                    and isinstance(node.args[0], ast.Constant)):  # a figure builder's words: _ = tr, then _("…")
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: tr() of a literal, which Babel does not read")
             if isinstance(node, ast.JoinedStr):
                 for value in node.values:
                     call = value.value if isinstance(value, ast.FormattedValue) else None
@@ -272,7 +275,7 @@ def test_a_term_is_the_same_word_in_every_message(lang):
 
 
 def test_the_glossary_goes_both_ways():
-    at = page(home("zh"), "pages/5_Glossary.py")
+    at = page(home("zh"), "pages/6_Glossary.py")
     table = at.dataframe[0].value
     assert list(table.columns[:2]) == ["中文", "English"]
     row = table[table["English"] == "scaled dot-product attention"].iloc[0]
@@ -281,7 +284,7 @@ def test_the_glossary_goes_both_ways():
     assert list(at.dataframe[0].value["中文"]) == ["因果掩码"]
     at.text_input(key="glossary_search").input("困惑度").run()
     assert list(at.dataframe[0].value["English"]) == ["perplexity"]
-    english = page(home("en"), "pages/5_Glossary.py").dataframe[0].value
+    english = page(home("en"), "pages/6_Glossary.py").dataframe[0].value
     assert list(english.columns[:2]) == ["English", "中文"]
 
 

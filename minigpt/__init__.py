@@ -22,7 +22,8 @@ from .data import (
     load_corpus,
     probe_text,
 )
-from .explain import PATTERNS, AttentionRow, HeadStats, attention_row, head_stats, head_table
+from .explain import (PATTERNS, AttentionRow, Beliefs, HeadStats, attention_row, beliefs, head_stats, head_table,
+                      last_query_attention, next_logits)
 from .diagnosis import (Overfitting, UnseenCharacters, overfitting, top_key_changes, uniform_loss,
                         unseen_validation_chars)
 from .device import DeviceError, available_devices, resolve_device
@@ -40,18 +41,21 @@ from .viz import (
     attention_heatmap,
     attention_panels,
     attention_row_figure,
+    beliefs_figure,
     keys_figure,
     values_figure,
     loss_figure,
     position_labels,
     scaling_figure,
     score_std_figure,
+    step_attention_figure,
     steps_table,
 )
 
 __all__ = [
     "PATTERNS", "AttentionRow", "HeadStats", "attention_row", "head_stats", "head_table", "attention_row_figure",
-    "keys_figure", "values_figure",
+    "keys_figure", "values_figure", "Beliefs", "beliefs", "last_query_attention", "next_logits", "beliefs_figure",
+    "step_attention_figure",
     "DEFAULT_PRESET", "PRESETS", "Preset", "Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",
     "unseen_validation_chars",
     "BUILTIN_CORPORA", "DEFAULT_CORPUS", "DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "DEMO_PROMPTS", "DEMO_SENTENCE", "MAX_CORPUS_BYTES",

@@ -4,7 +4,10 @@
   q and every k, the scores q·k, the scores ÷ √d_k, the causal mask, the softmax weights, and
   the output Σ weight·v;
 - `head_stats` / `head_table`: what each head does, as numbers (mean entropy, mean max weight,
-  the mass on the previous, the same and the first key) and the pattern a head clearly matches.
+  the mass on the previous, the same and the first key) and the pattern a head clearly matches;
+- `beliefs`: the next-character distribution before and after temperature, top-k and top-p,
+  its entropy and effective number of choices; `next_logits` and `last_query_attention` read
+  them, and the attention rows behind them, off the model.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import torch
 
 from .messages import N_
 from .model import MiniGPT
+from .sample import next_token_distribution
 
 # a head "clearly matches" a pattern when, averaged over its queries, this much of its weight
 # lands where the pattern says (or, for near-uniform, its entropy is this close to the most possible)
@@ -113,3 +117,51 @@ def head_table(attention: np.ndarray) -> pd.DataFrame:
             stats = head_stats(attention[layer, head])
             rows.append({"layer": layer + 1, "head": head + 1, **{k: v for k, v in vars(stats).items()}})
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Beliefs:
+    """What the model believes the next character is, before and after the sampling settings."""
+    tempered: np.ndarray   # (V,) softmax(logits / T), before top-k and top-p (one-hot on the argmax at T = 0)
+    final: np.ndarray      # (V,) what a character is drawn from: after top-k and top-p, renormalised
+    entropy: float         # of `final`, nats
+
+    @property
+    def effective_choices(self) -> float:
+        """exp(entropy): as unsure as a fair choice among this many characters."""
+        return float(np.exp(self.entropy))
+
+    @property
+    def removed(self) -> np.ndarray:
+        """(V,) bool: characters the temperature leaves a chance but top-k or top-p cut off."""
+        return (self.tempered > 0) & (self.final == 0)
+
+
+def beliefs(logits: np.ndarray | torch.Tensor, temperature: float, top_k: int | None = None,
+            top_p: float | None = None) -> Beliefs:
+    """The next-character distribution of these logits (V,) under the sampling settings, as
+    `stream` draws from it."""
+    logits = torch.as_tensor(np.asarray(logits, dtype=np.float64))
+    final = next_token_distribution(logits, temperature, top_k or None, top_p).numpy()
+    tempered = next_token_distribution(logits, temperature, None, None).numpy()
+    return Beliefs(tempered, final, float(_entropy(final)) + 0.0)  # + 0.0: no -0.0 for a sure choice
+
+
+@torch.no_grad()
+def next_logits(model: MiniGPT, ids: list[int], block_size: int | None = None) -> np.ndarray:
+    """The logits (V,) for the character after `ids`, reading at most the last block_size of them."""
+    window = ids[-(block_size or model.config.max_len):]
+    was_training = model.training
+    model.eval()
+    logits, _ = model(torch.tensor([window], device=next(model.parameters()).device))
+    model.train(was_training)
+    return logits[0, -1].double().cpu().numpy()
+
+
+@torch.no_grad()
+def last_query_attention(model: MiniGPT, ids: list[int], block_size: int | None = None) -> np.ndarray:
+    """(layers, T): each layer's attention (mean of its heads) of the last character over the ones
+    it read: the rows the model used to choose the next character."""
+    window = ids[-(block_size or model.config.max_len):]
+    maps = model.attention_maps(torch.tensor([window], device=next(model.parameters()).device))
+    return maps[:, :, -1].mean(dim=1).cpu().numpy()

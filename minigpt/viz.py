@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .diagnosis import Overfitting
-from .explain import AttentionRow
+from .explain import AttentionRow, Beliefs
 from .messages import N_
 from .sample import Step
 from .train import TrainEvent
@@ -264,3 +264,42 @@ def values_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.F
     rows = {f"v {label} · {w:.2f}": v for label, v, w in zip(labels, row.v, row.weights)}
     rows[_("output Σ weight·v")] = row.output
     return vectors_figure(rows, _("values v (with their weights) and the output"), tr)
+
+
+def beliefs_figure(belief: Beliefs, chars: Sequence[str], top: int = 20, tr: Translate = english) -> go.Figure:
+    """The `top` likeliest next characters after the temperature: blue what is drawn from, grey
+    what top-k or top-p cut off (at the chance the temperature alone would give it)."""
+    _ = tr
+    order = np.argsort(-belief.tempered, kind="stable")[:top]
+    labels = [_tick(chars[i]) for i in order]
+    cut = belief.removed[order]
+    y = np.where(cut, belief.tempered[order], belief.final[order])
+    probability, removed = _("probability"), _("cut off by top-k / top-p")
+    fig = go.Figure(go.Bar(x=list(range(len(order))), y=y, marker_color=["#BDBDBD" if c else "#1E88E5" for c in cut],
+                           text=[removed if c else "" for c in cut], textposition="none",
+                           customdata=labels, hovertemplate=f"%{{customdata}}<br>{probability} %{{y:.3f}} "
+                                                            "%{text}<extra></extra>"))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(order))), ticktext=labels, tickangle=0)
+    fig.update_yaxes(title_text=probability, range=[0, max(1e-9, float(y.max())) * 1.1])
+    title = _("entropy {entropy:.2f} nats · effective number of choices e^H = {choices:.1f} · grey: cut off by "
+              "top-k / top-p", entropy=belief.entropy, choices=belief.effective_choices)
+    fig.update_layout(title=dict(text=title, x=0.0, font=dict(size=13)), height=300, showlegend=False,
+                      margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def step_attention_figure(rows: np.ndarray, text: str, tr: Translate = english) -> go.Figure:
+    """Each layer's attention row (mean of its heads) of the character that chose the next one."""
+    _ = tr
+    rows = np.asarray(rows, dtype=np.float32)
+    labels = position_labels(text[-rows.shape[1]:])
+    layers = [_("layer {layer}", layer=i + 1) for i in range(rows.shape[0])]
+    weight = _("weight")
+    fig = go.Figure(go.Heatmap(z=rows, x=labels, y=layers, coloraxis="coloraxis",
+                               hovertemplate=f"%{{y}} · %{{x}}<br>{weight} %{{z:.3f}}<extra></extra>"))
+    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=[_tick(c) for c in text[-rows.shape[1]:]],
+                     tickangle=0, title_text=_("key"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=False),
+                      height=80 + 36 * rows.shape[0], margin=dict(l=10, r=10, t=10, b=10))
+    return fig

@@ -3,7 +3,7 @@ import time
 
 import streamlit as st
 
-from app import models, navigation, prompts
+from app import beliefs, models, navigation, prompts
 from app.i18n import _, error_text
 from app.text import markdown_stream, md
 from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt, steps_table, stream
@@ -51,6 +51,9 @@ with st.form("generate_form", border=False):
                                                               "long as the model knows them."))
     clicked = st.form_submit_button(_("Generate"), type="primary", key="generate")
 
+beliefs.next_character(lm, st.session_state.get(prompt_key, ""), temperature, int(top_k), top_p)
+beliefs.three_temperatures(lm, st.session_state.get(prompt_key, ""), int(seed), int(top_k), top_p)
+
 output = st.empty()  # one slot: a new request replaces the old answer at once, never under it
 if clicked:
     st.session_state.pop(RESULT, None)
@@ -89,7 +92,7 @@ if clicked:
                 output.error(md(error_text(err)))
             else:
                 st.session_state[RESULT] = {"text": prompt + "".join(s.text for s in steps), "steps": steps,
-                                            "notes": notes, "vocab": lm.vocab_id}
+                                            "notes": notes, "vocab": lm.vocab_id, "prompt": prompt}
 
 result = st.session_state.get(RESULT)
 if result and result["vocab"] == lm.vocab_id:
@@ -103,3 +106,5 @@ if result and result["vocab"] == lm.vocab_id:
         st.dataframe(steps_table(result["steps"], tr=_), hide_index=True, key="steps_table",
                      column_config={chosen: st.column_config.ProgressColumn(chosen, min_value=0.0, max_value=1.0,
                                                                             format="%.3f")})
+        if result["steps"]:
+            beliefs.generation_by_probability(lm, result["prompt"], result["steps"])

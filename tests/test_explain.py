@@ -11,7 +11,7 @@ import torch
 
 from helpers import hand_forward, home, page, plotly_array, plotly_spec
 from minigpt import DEMO_SENTENCE, load_pretrained
-from minigpt.explain import attention_row, head_stats, head_table
+from minigpt.explain import attention_row, beliefs, head_stats, head_table, last_query_attention, next_logits
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +131,59 @@ def test_the_inside_page_shows_the_row_of_the_heatmap_for_the_chosen_query(shipp
         assert np.all(weights[7:] == 0)  # the future keys, masked
         at.checkbox(key="inside_unscaled").check().run()
     assert len(at.dataframe[0].value) == model.config.num_layers * model.config.num_heads
+
+
+# ------------------------------------------------------------------ what the model believes next
+
+def hand_softmax_list(xs: list[float]) -> list[float]:
+    exps = [math.exp(x - max(xs)) for x in xs]
+    return [e / sum(exps) for e in exps]
+
+
+def test_beliefs_are_softmax_over_temperature_then_the_cut_offs_by_hand():
+    logits = [2.0, 1.0, 0.0, -1.0]
+    at_2 = beliefs(np.array(logits), 2.0)
+    np.testing.assert_allclose(at_2.tempered, hand_softmax_list([x / 2 for x in logits]), atol=1e-12)
+    np.testing.assert_allclose(at_2.final, at_2.tempered, atol=1e-12) and not at_2.removed.any()
+    top2 = beliefs(np.array(logits), 1.0, top_k=2)
+    np.testing.assert_allclose(top2.final, hand_softmax_list(logits[:2]) + [0, 0], atol=1e-12)
+    assert list(top2.removed) == [False, False, True, True]
+    p = hand_softmax_list(logits)  # 0.644, 0.237, 0.087, 0.032: top-p 0.85 keeps the first two, 0.9 three
+    assert list(beliefs(np.array(logits), 1.0, top_p=0.85).removed) == [False, False, True, True]
+    assert list(beliefs(np.array(logits), 1.0, top_p=0.9).removed) == [False, False, False, True]
+    kept = p[:2]
+    entropy = -sum(q / sum(kept) * math.log(q / sum(kept)) for q in kept)
+    assert top2.entropy == pytest.approx(entropy) and top2.effective_choices == pytest.approx(math.exp(entropy))
+    greedy = beliefs(np.array(logits), 0.0)
+    assert list(greedy.final) == [1, 0, 0, 0] and greedy.entropy == 0.0 and greedy.effective_choices == 1.0
+
+
+def test_the_next_logits_and_the_attention_behind_them_are_the_models(shipped):
+    model, ids = shipped
+    logits, _ = model(torch.tensor([ids]))
+    np.testing.assert_allclose(next_logits(model, ids), logits[0, -1].detach().double().numpy(), atol=1e-6)
+    short, _ = model(torch.tensor([ids[-5:]]))
+    np.testing.assert_allclose(next_logits(model, ids, block_size=5), short[0, -1].detach().double().numpy(), atol=1e-6)
+    rows = last_query_attention(model, ids)
+    want = model.attention_maps(torch.tensor([ids]))[:, :, -1].mean(dim=1).numpy()
+    np.testing.assert_allclose(rows, want, atol=1e-7)
+    assert rows.shape == (model.config.num_layers, len(ids)) and np.allclose(rows.sum(axis=1), 1.0)
+
+
+def test_the_generate_bars_follow_temperature_and_top_k_without_generating(shipped):
+    model, _ids = shipped
+    at = page(home(), "pages/2_Generate.py")
+    prompt = at.text_input[0].value
+    tokenizer = load_pretrained("course-zh").tokenizer
+    logits = next_logits(model, tokenizer.encode(prompt), 32)
+    for temperature, top_k in ((0.8, 0), (1.6, 0), (1.0, 3)):
+        at.slider(key="temperature").set_value(temperature)
+        at.number_input(key="top_k").set_value(top_k).run()
+        bars = plotly_spec(at, 0)["data"][0]
+        want = beliefs(logits, temperature, top_k or None)
+        order = np.argsort(-want.tempered, kind="stable")[:20]
+        shown = np.where(want.removed[order], want.tempered[order], want.final[order])
+        np.testing.assert_allclose(plotly_array(bars["y"]), shown, atol=1e-9)
+        grey = [c == "#BDBDBD" for c in bars["marker"]["color"]]
+        assert grey == list(want.removed[order]) and sum(grey) == (17 if top_k == 3 else 0)
+    assert "generation" not in at.session_state  # nothing was generated

@@ -70,6 +70,9 @@ TERMS = (
     (N_("top-k sampling"), N_("Drawing only among the k likeliest characters.")),
     (N_("top-p sampling"), N_("Drawing only among the likeliest characters whose probabilities add up to p.")),
     (N_("autoregressive"), N_("Generating one character at a time, each new one fed back as input.")),
+    (N_("residual stream"), N_("The vector of each position that every block reads from and adds its output to.")),
+    (N_("logit lens"), N_("Reading the prediction out of the residual stream after each layer, through the final "
+                          "LayerNorm and the tied head.")),
     (N_("KV cache"), N_("Keeps the keys and values of earlier positions, so that each new character costs one "
                         "step, not a whole pass.")),
 )

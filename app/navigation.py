@@ -28,7 +28,8 @@ PAGES = (
     ("pages/3_Attention.py", N_("Attention"), "🔍", N_("See where each character looks")),
     ("pages/4_Scaling.py", N_("√d_k scaling"), "📐", N_("Why attention divides by √d_k")),
     ("pages/5_Inside.py", N_("Inside attention"), "🔬", N_("How one attention weight is made; what each head does")),
-    ("pages/6_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
+    ("pages/6_Model.py", N_("Inside the model"), "🧩", N_("Positions, embeddings, and the prediction layer by layer")),
+    ("pages/7_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
 )
 
 _torch_configured = False

@@ -22,8 +22,8 @@ from .data import (
     load_corpus,
     probe_text,
 )
-from .explain import (PATTERNS, AttentionRow, Beliefs, HeadStats, attention_row, beliefs, head_stats, head_table,
-                      last_query_attention, next_logits)
+from .explain import (PATTERNS, AttentionRow, Beliefs, HeadStats, attention_row, beliefs, embedding_pca, head_stats,
+                      head_table, last_query_attention, logit_lens, next_logits, position_similarity)
 from .diagnosis import (Overfitting, UnseenCharacters, overfitting, top_key_changes, uniform_loss,
                         unseen_validation_chars)
 from .device import DeviceError, available_devices, resolve_device
@@ -42,7 +42,11 @@ from .viz import (
     attention_panels,
     attention_row_figure,
     beliefs_figure,
+    embeddings_figure,
     keys_figure,
+    logit_lens_figure,
+    positions_figure,
+    similarity_figure,
     values_figure,
     loss_figure,
     position_labels,
@@ -55,7 +59,8 @@ from .viz import (
 __all__ = [
     "PATTERNS", "AttentionRow", "HeadStats", "attention_row", "head_stats", "head_table", "attention_row_figure",
     "keys_figure", "values_figure", "Beliefs", "beliefs", "last_query_attention", "next_logits", "beliefs_figure",
-    "step_attention_figure",
+    "step_attention_figure", "embedding_pca", "logit_lens", "position_similarity", "embeddings_figure",
+    "logit_lens_figure", "positions_figure", "similarity_figure",
     "DEFAULT_PRESET", "PRESETS", "Preset", "Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",
     "unseen_validation_chars",
     "BUILTIN_CORPORA", "DEFAULT_CORPUS", "DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "DEMO_PROMPTS", "DEMO_SENTENCE", "MAX_CORPUS_BYTES",

@@ -7,7 +7,10 @@
   the mass on the previous, the same and the first key) and the pattern a head clearly matches;
 - `beliefs`: the next-character distribution before and after temperature, top-k and top-p,
   its entropy and effective number of choices; `next_logits` and `last_query_attention` read
-  them, and the attention rows behind them, off the model.
+  them, and the attention rows behind them, off the model;
+- the other parts: how alike the position encodings are (`position_similarity`), the
+  embedding table on its principal axes (`embedding_pca`), and the prediction read out after
+  every layer (`logit_lens`).
 """
 from __future__ import annotations
 
@@ -165,3 +168,33 @@ def last_query_attention(model: MiniGPT, ids: list[int], block_size: int | None 
     window = ids[-(block_size or model.config.max_len):]
     maps = model.attention_maps(torch.tensor([window], device=next(model.parameters()).device))
     return maps[:, :, -1].mean(dim=1).cpu().numpy()
+
+
+def position_similarity(pe: np.ndarray) -> np.ndarray:
+    """(T, T) cosine similarity between the position vectors: nearby positions look alike."""
+    pe = np.asarray(pe, dtype=np.float64)
+    unit = pe / np.linalg.norm(pe, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def embedding_pca(embeddings: np.ndarray, components: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of an embedding table (V, d_model) on their `components` principal axes, and the
+    share of the variance each axis holds (numpy's SVD of the centred table)."""
+    centred = np.asarray(embeddings, dtype=np.float64)
+    centred = centred - centred.mean(axis=0)
+    _u, s, vt = np.linalg.svd(centred, full_matrices=False)
+    return centred @ vt[:components].T, (s**2 / (s**2).sum())[:components]
+
+
+@torch.no_grad()
+def logit_lens(model: MiniGPT, ids: list[int]) -> np.ndarray:
+    """(num_layers + 1, T, V): the next-character probabilities read out of the residual stream
+    after the embedding and after each block, through the final LayerNorm and the tied head. The
+    last read-out is the model's own prediction."""
+    idx = torch.tensor([ids], device=next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    stream = model.residual_stream(idx)
+    probs = [torch.softmax(model.lm_head(model.final_norm(x))[0], dim=-1) for x in stream]
+    model.train(was_training)
+    return torch.stack(probs).double().cpu().numpy()

@@ -303,3 +303,64 @@ def step_attention_figure(rows: np.ndarray, text: str, tr: Translate = english) 
     fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=False),
                       height=80 + 36 * rows.shape[0], margin=dict(l=10, r=10, t=10, b=10))
     return fig
+
+
+def positions_figure(pe: np.ndarray, tr: Translate = english) -> go.Figure:
+    """The sinusoidal position encodings: one row per position, one column per dimension."""
+    _ = tr
+    pe = np.asarray(pe)
+    position, dimension, value = _("position"), _("dimension"), _("value")
+    fig = go.Figure(go.Heatmap(z=pe, colorscale="RdBu", zmid=0, zmin=-1, zmax=1,
+                               hovertemplate=f"{position} %{{y}}, {dimension} %{{x}}<br>{value} %{{z:.3f}}<extra></extra>"))
+    fig.update_xaxes(title_text=_("dimension (0 … d_model − 1): fast waves on the left, slow on the right"))
+    fig.update_yaxes(title_text=position, autorange="reversed")
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=20, b=10))
+    return fig
+
+
+def similarity_figure(similarity: np.ndarray, tr: Translate = english) -> go.Figure:
+    """Cosine similarity of every pair of position vectors."""
+    _ = tr
+    position, similar = _("position"), _("cosine similarity")
+    fig = go.Figure(go.Heatmap(z=np.asarray(similarity), colorscale="Viridis", zmin=-1, zmax=1,
+                               hovertemplate=f"{position} %{{y}} · %{{x}}<br>{similar} %{{z:.3f}}<extra></extra>"))
+    fig.update_xaxes(title_text=position)
+    fig.update_yaxes(title_text=position, autorange="reversed", scaleanchor="x")
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10))
+    return fig
+
+
+def embeddings_figure(coords: np.ndarray, chars: Sequence[str], share: np.ndarray,
+                      tr: Translate = english) -> go.Figure:
+    """Every character's embedding on the table's first two principal axes, labelled."""
+    _ = tr
+    labels = [_tick(c) for c in chars]
+    fig = go.Figure(go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers+text", text=labels,
+                               textposition="top center", marker=dict(size=5, color="#1E88E5", opacity=0.6),
+                               hovertemplate="%{text}<extra></extra>"))
+    fig.update_xaxes(title_text=_("first principal axis ({share:.0%} of the variance)", share=float(share[0])))
+    fig.update_yaxes(title_text=_("second principal axis ({share:.0%} of the variance)", share=float(share[1])))
+    fig.update_layout(height=520, margin=dict(l=10, r=10, t=20, b=10))
+    return fig
+
+
+def logit_lens_figure(probs: np.ndarray, text: str, chars: Sequence[str], tr: Translate = english) -> go.Figure:
+    """The likeliest next character at every position, read out after the embedding and after
+    each layer: the cell shows it, its colour its probability."""
+    _ = tr
+    probs = np.asarray(probs)
+    top = probs.argmax(axis=-1)  # (layers + 1, T)
+    best = probs.max(axis=-1)
+    rows = [_("embedding")] + [_("after layer {layer}", layer=i) for i in range(1, probs.shape[0])]
+    labels = position_labels(text[: probs.shape[1]])
+    cells = [[_tick(chars[i]) for i in row] for row in top]
+    reads, probability = _("reads"), _("probability")
+    fig = go.Figure(go.Heatmap(z=best, x=labels, y=rows, text=cells, texttemplate="%{text}", colorscale="Viridis",
+                               zmin=0, zmax=1, customdata=cells,
+                               hovertemplate=f"%{{y}} · %{{x}}<br>{reads} %{{customdata}} ({probability} %{{z:.2f}})"
+                                             "<extra></extra>"))
+    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=[_tick(c) for c in text[: probs.shape[1]]],
+                     tickangle=0, title_text=_("position: the prediction is for the character after it"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(height=120 + 40 * len(rows), margin=dict(l=10, r=10, t=10, b=10))
+    return fig

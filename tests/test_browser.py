@@ -170,7 +170,8 @@ def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
 
 SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 720}}
 PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
-         ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"), ("/Glossary", "Glossary")]
+         ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"),
+         ("/Model", "Inside the model"), ("/Glossary", "Glossary")]
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
 
 
@@ -194,7 +195,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
     for path, heading in PAGES:
         page.goto(server.url + path, wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside"):
+        if path in ("/Attention", "/Scaling", "/Inside", "/Model"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
@@ -243,7 +244,8 @@ VISIBLE_TEXT = """() => {
   return shown.join('\\n');
 }"""
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
-            ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"), ("/Glossary", "术语表")]
+            ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"),
+            ("/Model", "模型内部"), ("/Glossary", "术语表")]
 
 
 def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
@@ -256,7 +258,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     for path, heading in ZH_PAGES:
         page.goto(f"{server.url}{path}?lang=zh", wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside"):
+        if path in ("/Attention", "/Scaling", "/Inside", "/Model"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)
         assert page.title().startswith(heading if path else "首页"), page.title()

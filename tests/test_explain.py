@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import hand_forward, home, page, plotly_array, plotly_spec
+from helpers import hand_forward, hand_positions, home, page, plotly_array, plotly_spec
 from minigpt import DEMO_SENTENCE, load_pretrained
-from minigpt.explain import attention_row, beliefs, head_stats, head_table, last_query_attention, next_logits
+from minigpt.explain import (attention_row, beliefs, embedding_pca, head_stats, head_table, last_query_attention,
+                             logit_lens, next_logits, position_similarity)
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +188,49 @@ def test_the_generate_bars_follow_temperature_and_top_k_without_generating(shipp
         grey = [c == "#BDBDBD" for c in bars["marker"]["color"]]
         assert grey == list(want.removed[order]) and sum(grey) == (17 if top_k == 3 else 0)
     assert "generation" not in at.session_state  # nothing was generated
+
+
+# ------------------------------------------------------------------ inside the other parts
+
+def test_position_similarity_depends_only_on_the_distance_as_the_cosines_say():
+    d_model, T = 16, 24
+    pe = hand_positions(T, d_model).numpy()
+    sim = position_similarity(pe)
+    freqs = [1 / 10000 ** (i / d_model) for i in range(0, d_model, 2)]
+    for p, q in ((0, 1), (3, 10), (5, 23)):  # PE(p)·PE(q) = Σ cos((p − q) ω_i), and |PE|² = d_model / 2
+        assert sim[p, q] == pytest.approx(sum(math.cos((p - q) * w) for w in freqs) / (d_model / 2), abs=1e-9)
+    assert np.allclose(np.diag(sim), 1) and np.allclose(sim, sim.T)
+    assert sim[0, 1] > sim[0, 4] > sim[0, 12]  # nearby positions look more alike
+
+
+def test_embedding_pca_finds_the_axes_an_eigendecomposition_finds():
+    rng = np.random.default_rng(0)
+    direction = np.array([3.0, 4.0, 0.0]) / 5
+    table = np.outer(rng.normal(size=50), direction) * 4 + rng.normal(size=(50, 3)) * 0.1
+    coords, share = embedding_pca(table)
+    centred = table - table.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)  # ascending
+    top = vectors[:, ::-1][:, :2]
+    np.testing.assert_allclose(np.abs(coords), np.abs(centred @ top), atol=1e-9)  # up to each axis's sign
+    np.testing.assert_allclose(share, values[::-1][:2] / values.sum(), atol=1e-12)
+    assert share[0] > 0.99
+
+
+def test_the_tied_head_turns_a_vector_back_into_scores_with_the_embedding_table(shipped):
+    model, ids = shipped
+    assert model.lm_head.weight is model.token_embed.weight
+    h = model.final_norm(model.residual_stream(torch.tensor([ids]))[-1])[0].detach().double().numpy()
+    E = model.token_embed.weight.detach().double().numpy()
+    logits, _ = model(torch.tensor([ids]))
+    np.testing.assert_allclose(h @ E.T, logits[0].detach().double().numpy(), atol=1e-4)  # logits = h · Eᵀ
+
+
+def test_the_logit_lens_last_read_out_is_the_models_prediction(shipped):
+    model, ids = shipped
+    lens = logit_lens(model, ids)
+    logits, _ = model(torch.tensor([ids]))
+    assert lens.shape == (model.config.num_layers + 1, len(ids), model.config.vocab_size)
+    np.testing.assert_allclose(lens[-1], torch.softmax(logits[0], -1).detach().double().numpy(), atol=1e-6)
+    np.testing.assert_allclose(lens.sum(axis=-1), 1.0, atol=1e-5)  # float32 softmax
+    first = model.lm_head(model.final_norm(model.embed(torch.tensor([ids]))))[0]
+    np.testing.assert_allclose(lens[0], torch.softmax(first, -1).detach().double().numpy(), atol=1e-6)

@@ -26,36 +26,43 @@ if len(text) < 2:
     st.info(_("Type at least two characters: with one, its only key is itself."))
     st.stop()
 
-layer_col, head_col, scale_col = st.columns([1, 1, 1.4])
-layer_names = [_("layer {layer}", layer=i + 1) for i in range(config.num_layers)]
-head_names = [_("head {head}", head=h + 1) for h in range(config.num_heads)]
-layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=layer_names.__getitem__,
-                            key=f"inside_layer:{config.num_layers}", persist_state="session")
-head = head_col.selectbox(_("Head"), range(config.num_heads), format_func=head_names.__getitem__,
-                          key=f"inside_head:{config.num_heads}", persist_state="session")
-unscaled = scale_col.checkbox(_("Without 1/√d_k scaling"), key="inside_unscaled", persist_state="session",
-                              help=_("Recompute the same model without dividing the scores: watch this row's "
-                                     "softmax saturate, as on the √d_k page."))
+unscaled = st.checkbox(_("Without 1/√d_k scaling"), key="inside_unscaled", persist_state="session",
+                       help=_("Recompute the same model without dividing the scores: watch this row's softmax "
+                              "saturate, as on the √d_k page."))
 labels = position_labels(text)
-query = st.select_slider(_("Query character"), range(len(text)), value=len(text) - 1, format_func=labels.__getitem__,
-                         key=f"inside_query:{len(text)}")
 
-row = attention_row(lm.model, lm.tokenizer.encode(text), layer, head, query, scale_attention=False if unscaled else None)
-top = int(row.weights.argmax())
-st.subheader(_("1. The query and the keys"))
-st.plotly_chart(keys_figure(row, text, tr=_), key="inside_keys", config={"displayModeBar": False})
-st.subheader(_("2. Scores, ÷ √d_k, the causal mask and softmax"))
-st.latex(rf"q \cdot k_{{{top}}} = {row.scores[top]:.3f}, \qquad "
-         rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f}, \qquad "
-         rf"\mathrm{{softmax}} \rightarrow {row.weights[top]:.3f}")
-st.caption(_("The key that gets the most weight, {key}: its score, the score divided by {divisor:.2f}, and its "
-             "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
-             key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
-st.plotly_chart(attention_row_figure(row, text, tr=_), key="inside_row", config={"displayModeBar": False})
-st.subheader(_("3. The output: the weighted sum of the values"))
-st.plotly_chart(values_figure(row, text, tr=_), key="inside_values", config={"displayModeBar": False})
-st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the other "
-             "heads' and goes through W_O.", query=labels[query]))
+
+@st.fragment  # picking a layer, a head or a query redraws only this part, not the head table below
+def one_weight() -> None:
+    layer_col, head_col = st.columns(2)
+    layer_names = [_("layer {layer}", layer=i + 1) for i in range(config.num_layers)]
+    head_names = [_("head {head}", head=h + 1) for h in range(config.num_heads)]
+    layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=layer_names.__getitem__,
+                                key=f"inside_layer:{config.num_layers}", persist_state="session")
+    head = head_col.selectbox(_("Head"), range(config.num_heads), format_func=head_names.__getitem__,
+                              key=f"inside_head:{config.num_heads}", persist_state="session")
+    query = st.select_slider(_("Query character"), range(len(text)), value=len(text) - 1,
+                             format_func=labels.__getitem__, key=f"inside_query:{len(text)}")
+    row = attention_row(lm.model, lm.tokenizer.encode(text), layer, head, query,
+                        scale_attention=False if unscaled else None)
+    top = int(row.weights.argmax())
+    st.subheader(_("1. The query and the keys"))
+    st.plotly_chart(keys_figure(row, text, tr=_), key="inside_keys", config={"displayModeBar": False})
+    st.subheader(_("2. Scores, ÷ √d_k, the causal mask and softmax"))
+    st.latex(rf"q \cdot k_{{{top}}} = {row.scores[top]:.3f}, \qquad "
+             rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f}, \qquad "
+             rf"\mathrm{{softmax}} \rightarrow {row.weights[top]:.3f}")
+    st.caption(_("The key that gets the most weight, {key}: its score, the score divided by {divisor:.2f}, and its "
+                 "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
+                 key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
+    st.plotly_chart(attention_row_figure(row, text, tr=_), key="inside_row", config={"displayModeBar": False})
+    st.subheader(_("3. The output: the weighted sum of the values"))
+    st.plotly_chart(values_figure(row, text, tr=_), key="inside_values", config={"displayModeBar": False})
+    st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the "
+                 "other heads' and goes through W_O.", query=labels[query]))
+
+
+one_weight()
 
 st.subheader(_("What each head does"))
 st.markdown(_("Averaged over the queries after the first: the entropy of a row (in nats; low = sharp), its largest "

@@ -65,7 +65,8 @@ def coloured(prompt: str, steps: list[Step]) -> str:
 
 def generation_by_probability(lm: LoadedModel, prompt: str, steps: list[Step]) -> None:
     """The generation coloured by probability; any character's top five and the attention rows
-    the model used to choose it."""
+    the model used to choose it. `prompt`: what the model read first (an empty prompt starts
+    from a newline), so that every step has a character to look from."""
     st.markdown(_("**Each character on the colour of the probability the model gave it**: green ≥ 0.5, blue ≥ 0.2, "
                   "orange ≥ 0.05, red below (a surprise)."))
     st.markdown(coloured(prompt, steps))

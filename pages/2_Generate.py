@@ -92,7 +92,8 @@ if clicked:
                 output.error(md(error_text(err)))
             else:
                 st.session_state[RESULT] = {"text": prompt + "".join(s.text for s in steps), "steps": steps,
-                                            "notes": notes, "vocab": lm.vocab_id, "prompt": prompt}
+                                            "notes": notes, "vocab": lm.vocab_id,
+                                            "context": lm.tokenizer.decode(prepared.ids)}  # what the model read
 
 result = st.session_state.get(RESULT)
 if result and result["vocab"] == lm.vocab_id:
@@ -107,4 +108,4 @@ if result and result["vocab"] == lm.vocab_id:
                      column_config={chosen: st.column_config.ProgressColumn(chosen, min_value=0.0, max_value=1.0,
                                                                             format="%.3f")})
         if result["steps"]:
-            beliefs.generation_by_probability(lm, result["prompt"], result["steps"])
+            beliefs.generation_by_probability(lm, result["context"], result["steps"])

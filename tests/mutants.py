@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["test_maths.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+ORDER = ["test_maths.py", "test_explain.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
          "test_first_hour.py",
          "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
          "test_cli.py", "test_bad_inputs.py"]
@@ -145,12 +145,24 @@ MUTANTS = {
         "tokens_per_sec=self._history[-1].tokens_per_sec if self._history else 0.0")]),
     "removed upload stays the corpus": ("app/uploads.py", [(
         "        forget_uploaded_corpus()\n", "        pass\n")]),
-    "B8 key labels on their side": ("minigpt/viz.py", [("tickangle=0,", "tickangle=90,")]),
+    "B8 key labels on their side": ("minigpt/viz.py", [("ticktext=ticks, tickangle=0,", "ticktext=ticks, tickangle=90,")]),
     "B8 long texts not paged": ("minigpt/viz.py", [("PAGE = 24  #", "PAGE = 1000  #")]),
     "1 layers": ("app/models.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
                                     'layers=_("{n} layers", n=c.num_layers)')]),
     "scaling caption claims the demo's numbers at any settings": ("pages/4_Scaling.py", [(
         "if demo_settings:", "if True:")]),
+    # looking inside: each of these shows a learner a wrong number
+    "a row's mask lets the query see the future (inside)": ("minigpt/explain.py", [(
+        "allowed = np.arange(len(ids)) <= query", "allowed = np.arange(len(ids)) >= 0")]),
+    "a row divides by d_k, not its root (inside)": ("minigpt/explain.py", [(
+        "divisor = 1.0 / model.attention_scale(scale_attention)", "divisor = model.config.d_k")]),
+    "previous-character score reads the same key (inside)": ("minigpt/explain.py", [(
+        "previous=float(w[t, t - 1].mean())", "previous=float(w[t, t].mean())")]),
+    "next-character bars ignore top-k (inside)": ("minigpt/explain.py", [(
+        "final = next_token_distribution(logits, temperature, top_k or None, top_p).numpy()",
+        "final = next_token_distribution(logits, temperature, None, top_p).numpy()")]),
+    "logit lens skips the final LayerNorm (inside)": ("minigpt/explain.py", [(
+        "model.lm_head(model.final_norm(x))[0]", "model.lm_head(x)[0]")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),

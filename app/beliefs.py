@@ -41,7 +41,9 @@ def three_temperatures(lm: LoadedModel, prompt: str, seed: int, top_k: int, top_
     """One button: the same prompt and seed at three temperatures, side by side."""
     if st.button(_("The same prompt at temperatures {a:g}, {b:g} and {c:g}", a=TEMPERATURES[0], b=TEMPERATURES[1],
                    c=TEMPERATURES[2]), key="three_temperatures"):
-        if prompt and not lm.tokenizer.unknown_chars(prompt):
+        if not prompt or lm.tokenizer.unknown_chars(prompt):
+            st.warning(_("First give a prompt whose characters the model knows (Generate marks the others)."))
+        else:
             k = top_k if 0 < top_k < lm.tokenizer.vocab_size else None
             texts = [generate(lm.model, lm.tokenizer, prompt, max_new_tokens=60, temperature=t, top_k=k, top_p=top_p,
                               seed=seed, block_size=lm.block_size) for t in TEMPERATURES]

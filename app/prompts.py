@@ -54,7 +54,8 @@ def attention_text(lm: "LoadedModel") -> tuple[str, str]:
     """The text box of the attention pages, one text per vocabulary, kept across both pages;
     returns the text and the widget's key."""
     key = f"attention_text:{lm.vocab_id}"
-    text = st.text_input(_("Text"), value=lm.sample_text, key=key, persist_state="session",
+    st.session_state.setdefault(key, lm.sample_text)  # no value=: the removal button sets it too
+    text = st.text_input(_("Text"), key=key, persist_state="session",
                          help=_("Any text the model knows the characters of: Chinese, Latin letters, spaces and "
                                 "full-width punctuation alike."))
     return text, key

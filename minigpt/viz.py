@@ -206,8 +206,12 @@ def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) 
     keys = position_labels(text[: len(row.weights)])
     shown = np.where(row.allowed, row.scaled, 0.0)
     color = np.where(row.allowed, "#1E88E5", MASK_COLOR)
-    titles = (_("scores q·k"), _("÷ √d_k = {divisor:.2f}; the causal mask sets the future to −∞", divisor=row.divisor),
-              _("softmax: the attention weights (they add up to 1)"))
+    if row.divisor == 1.0:
+        divided = _("÷ 1: without the scaling (√d_k would be {root:.2f}); the causal mask sets the future to −∞",
+                    root=len(row.q) ** 0.5)
+    else:
+        divided = _("÷ √d_k = {divisor:.2f}; the causal mask sets the future to −∞", divisor=row.divisor)
+    titles = (_("scores q·k"), divided, _("softmax: the attention weights (they add up to 1)"))
     key, weight = _("key"), _("weight")  # plotly's own %{…} fields stay as they are
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=titles)
     fig.add_trace(go.Bar(x=keys, y=np.where(row.allowed, row.scores, 0.0), marker_color=list(color),

@@ -32,8 +32,8 @@ view_col, layer_col, scale_col = st.columns([3, 1, 1.4])
 view = view_col.radio(_("View"), list(VIEWS), format_func={v: _(label) for v, label in VIEWS.items()}.get,
                       horizontal=True,
                       key="attention_view", persist_state="session")
-layer_names = [_("layer {layer}", layer=i + 1) for i in range(config.num_layers)]  # formatted now, in this language
-layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=layer_names.__getitem__,
+# numbers, not "layer 2": a selectbox keeps showing its chosen option's old words after a language switch
+layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
                             index=config.num_layers - 1, key=f"attention_layer:{config.num_layers}",
                             disabled=view != "heads", persist_state="session")
 unscaled = scale_col.checkbox(_("Without 1/√d_k scaling"), key="attention_unscaled", persist_state="session",

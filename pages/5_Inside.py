@@ -35,11 +35,10 @@ labels = position_labels(text)
 @st.fragment  # picking a layer, a head or a query redraws only this part, not the head table below
 def one_weight() -> None:
     layer_col, head_col = st.columns(2)
-    layer_names = [_("layer {layer}", layer=i + 1) for i in range(config.num_layers)]
-    head_names = [_("head {head}", head=h + 1) for h in range(config.num_heads)]
-    layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=layer_names.__getitem__,
+    # numbers, not "layer 2": a selectbox keeps showing its chosen option's old words after a language switch
+    layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
                                 key=f"inside_layer:{config.num_layers}", persist_state="session")
-    head = head_col.selectbox(_("Head"), range(config.num_heads), format_func=head_names.__getitem__,
+    head = head_col.selectbox(_("Head"), range(config.num_heads), format_func=lambda h: str(h + 1),
                               key=f"inside_head:{config.num_heads}", persist_state="session")
     query = st.select_slider(_("Query character"), range(len(text)), value=len(text) - 1,
                              format_func=labels.__getitem__, key=f"inside_query:{len(text)}")
@@ -49,9 +48,9 @@ def one_weight() -> None:
     st.subheader(_("1. The query and the keys"))
     st.plotly_chart(keys_figure(row, text, tr=_), key="inside_keys", config={"displayModeBar": False})
     st.subheader(_("2. Scores, ÷ √d_k, the causal mask and softmax"))
-    st.latex(rf"q \cdot k_{{{top}}} = {row.scores[top]:.3f}, \qquad "
-             rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f}, \qquad "
-             rf"\mathrm{{softmax}} \rightarrow {row.weights[top]:.3f}")
+    st.latex(rf"\begin{{gathered}} q \cdot k_{{{top}}} = {row.scores[top]:.3f} \\ "  # one step a line: fits a phone
+             rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f} \\ "
+             rf"\mathrm{{softmax}} \rightarrow {row.weights[top]:.3f} \end{{gathered}}")
     st.caption(_("The key that gets the most weight, {key}: its score, the score divided by {divisor:.2f}, and its "
                  "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
                  key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
@@ -84,8 +83,8 @@ st.dataframe(table, hide_index=True, key="inside_heads", column_config={
 })
 cells = [(l, h) for l in range(config.num_layers) for h in range(config.num_heads)]
 cell_names = [_("layer {layer} · head {head}", layer=l + 1, head=h + 1) for l, h in cells]
-chosen = st.selectbox(_("Expand a head to its full heatmap"), range(len(cells)), format_func=cell_names.__getitem__,
-                      key=f"inside_expand:{len(cells)}")
+chosen = st.selectbox(_("Expand a head to its full heatmap (layer · head)"), range(len(cells)),
+                      format_func=lambda i: f"{cells[i][0] + 1} · {cells[i][1] + 1}", key=f"inside_expand:{len(cells)}")
 span = heatmaps.pick_page(len(text), key=f"inside_page:{len(text)}")
 l, h = cells[chosen]
 st.plotly_chart(attention_heatmap(attention[l, h], text, cell_names[chosen], *span, tr=_), key="inside_heatmap",

@@ -82,10 +82,10 @@ st.dataframe(table, hide_index=True, key="inside_heads", column_config={
     "pattern": st.column_config.TextColumn(_("pattern")),
 })
 cells = [(l, h) for l in range(config.num_layers) for h in range(config.num_heads)]
-cell_names = [_("layer {layer} · head {head}", layer=l + 1, head=h + 1) for l, h in cells]
 chosen = st.selectbox(_("Expand a head to its full heatmap (layer · head)"), range(len(cells)),
                       format_func=lambda i: f"{cells[i][0] + 1} · {cells[i][1] + 1}", key=f"inside_expand:{len(cells)}")
 span = heatmaps.pick_page(len(text), key=f"inside_page:{len(text)}")
 l, h = cells[chosen]
-st.plotly_chart(attention_heatmap(attention[l, h], text, cell_names[chosen], *span, tr=_), key="inside_heatmap",
+title = _("layer {layer} · head {head}", layer=l + 1, head=h + 1)
+st.plotly_chart(attention_heatmap(attention[l, h], text, title, *span, tr=_), key="inside_heatmap",
                 config={"displayModeBar": False})

@@ -15,7 +15,7 @@ from babel.messages.frontend import parse_keywords
 from babel.messages.pofile import read_po
 
 from app import choices, glossary, i18n, runs, uploads
-from helpers import (PAGES, ROOT, SYMBOLS, english_words, home, own_run, page, shown_texts, start_tiny_run,
+from helpers import (PAGES, ROOT, english_words, home, own_run, page, shown_texts, start_tiny_run,
                      tiny_settings, wait_for_step)
 from minigpt import load_pretrained
 

@@ -24,6 +24,14 @@ STATES = {"idle": N_("idle"), "running": N_("running"), "paused": N_("paused"), 
           "finished": N_("finished"), "error": N_("error")}
 
 
+TASKS = {"reverse": N_("reverse"), "copy": N_("copy"), "sort": N_("sort")}
+
+
+def task_label(name: str) -> str:
+    """A task's name in the page's language."""
+    return _(TASKS[name])
+
+
 def metric_help(name: str) -> str:
     return _(METRIC_HELP[name])
 

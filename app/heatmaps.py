@@ -2,11 +2,15 @@
 texts shown a page of positions at a time, so every row and column keeps a readable label."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 import streamlit as st
 
-from minigpt import PAGE, attention_heatmap
+from minigpt import PAGE, Task, attention_heatmap, find_task, right_key_chance, right_key_mask, right_key_scores
 
+from .advice import task_label
 from .i18n import _
 
 PER_ROW = 2  # two panels side by side stay readable on a 1280 px projector; a phone stacks them
@@ -29,9 +33,49 @@ def pick_page(length: int, key: str) -> tuple[int, int]:
     return pages[chosen]
 
 
-def draw_panels(panels: list[tuple[str, np.ndarray]], text: str, span: tuple[int, int], key: str) -> None:
+def draw_panels(panels: list[tuple[str, np.ndarray]], text: str, span: tuple[int, int], key: str,
+                expected: np.ndarray | None = None) -> None:
+    """expected: a task's right keys, outlined on every panel."""
     for row_start in range(0, len(panels), PER_ROW):
         row = panels[row_start : row_start + PER_ROW]
         for i, (col, (title, weights)) in enumerate(zip(st.columns(PER_ROW), row)):
-            col.plotly_chart(attention_heatmap(weights, text, title, *span, tr=_), key=f"{key}:{row_start + i}",
-                             config={"displayModeBar": False})
+            col.plotly_chart(attention_heatmap(weights, text, title, *span, tr=_, expected=expected),
+                             key=f"{key}:{row_start + i}", config={"displayModeBar": False})
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    """A text that begins like a line of a task: what its attention should look like."""
+
+    task: Task
+    question: str
+    mask: np.ndarray   # (T, T) 1 on the right keys of the answer rows
+    chance: float      # what a head spreading its weight evenly scores
+
+    def scores(self, attention: np.ndarray) -> np.ndarray:
+        return right_key_scores(attention, self.task, self.question)
+
+
+def task_line(text: str) -> TaskLine | None:
+    """The task line `text` is, when it is one and reaches at least the separator."""
+    found = find_task(text)
+    if found is None:
+        return None
+    task, question = found
+    return TaskLine(task, question, right_key_mask(task, question, len(text)),
+                    right_key_chance(task, question, len(text)))
+
+
+def right_key_note(line: TaskLine, scores: np.ndarray) -> None:
+    """Which head finds the right keys, against a uniform head, and every head's score."""
+    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    st.markdown(_("This text is a line of the **{task}** task. In each answer row a red square marks the key that "
+                  "holds the character to write next: the **right key**. The head that puts most weight there, "
+                  "layer {layer} · head {head}, puts **{best:.0%}** of it on the right keys; a head spreading its "
+                  "weight evenly over the keys it can see would put {chance:.0%}.", task=task_label(line.task.name),
+                  layer=layer + 1, head=head + 1, best=float(scores[layer, head]), chance=line.chance))
+    table = pd.DataFrame(scores, index=[_("layer {layer}", layer=l + 1) for l in range(scores.shape[0])],
+                         columns=[_("head {head}", head=h + 1) for h in range(scores.shape[1])])
+    bars = {column: st.column_config.ProgressColumn(column, min_value=0.0, max_value=1.0, format="%.2f")
+            for column in table.columns}
+    st.dataframe(table, column_config={"_index": st.column_config.TextColumn(_("weight on the right keys")), **bars})

@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from minigpt import (BUILTIN_CORPORA, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, demo_prompts, load_pretrained,
+from minigpt import (BUILTIN_CORPORA, find_task, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, demo_prompts, load_pretrained,
                      load_zip, probe_text)
 
 from .advice import state_label
@@ -171,7 +171,7 @@ def _run_model() -> LoadedModel:
     model = entry.inference_model()
     return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, state_label(snap.state),
                        _("{step:,} / {total:,}", step=snap.step, total=snap.max_steps),
-                       _("run {run} from the Train page", run=entry.run_id),
+                       _("run `{run}` from the Train page", run=entry.run_id),
                        entry.probe_text, entry.run.trainer.cfg.block_size)
 
 
@@ -181,6 +181,9 @@ def first_prompt(model: LoadedModel) -> str:
     prompts = demo_prompts(model.tokenizer)
     if prompts:
         return prompts[0]
+    line = find_task(model.sample_text)
+    if line is not None:  # a task's question and separator: the model writes the answer
+        return model.sample_text[: line[0].length + 1]
     words = model.sample_text.split()
     if not words:
         return model.sample_text[:4]

@@ -12,7 +12,7 @@ import streamlit as st
 
 from minigpt import (CharTokenizer, ConfigError, GPTConfig, NotOwnerError, RunEntry, RunRegistry, TrainConfig,
                      Trainer, TrainingRun, build_model, check_corpus_fits, check_memory_budget, checkpoint_zip,
-                     demo_prompts, probe_text, stop_orphaned_runs)
+                     demo_prompts, probe_text, stop_orphaned_runs, task_for_corpus)
 
 from .choices import MODEL_SOURCE, TRAINED, current_device
 from .corpora import Corpus
@@ -127,6 +127,9 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
                           "Use a smaller d_model or d_ff, or fewer layers.", params=model.num_params(), limit=MAX_PARAMS)
     check_memory_budget(model, train, _env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
     check_corpus_fits(len(corpus.text), train.val_fraction, train.block_size, train.batch_size)
+    task = task_for_corpus(corpus.key)
+    if task is not None:
+        task.check_block(train.block_size)
     return tokenizer, model, train
 
 
@@ -136,11 +139,16 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> RunEntry:
     Raises ConfigError or CorpusError for settings that can't train, RunLimitError at the cap.
     """
     tokenizer, model, train = run_configs(corpus, model, train)
-    probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
-    prompt = next(iter(demo_prompts(tokenizer)), "")
+    task = task_for_corpus(corpus.key)
+    if task is not None:  # a held-out line, and its question as the prompt: the sample is the model's answer
+        probe = task.probe(corpus.text)
+        prompt = probe[: task.length + 1]
+    else:
+        probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
+        prompt = next(iter(demo_prompts(tokenizer)), "")
 
     def build() -> TrainingRun:
-        trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train)
+        trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train, task=task)
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, run_id=secrets.token_urlsafe(9))
 
     ss = st.session_state

@@ -1,9 +1,11 @@
 """The Train page's presets on the default corpus: wall time, final losses and the best val loss
 against ln(vocab), the loss of guessing uniformly. What the preset buttons promise ("~10 s",
-"~30 s", "a few minutes") and what the first-hour note quotes are measured here.
+"~30 s", "a few minutes") and what the first-hour note quotes are measured here. The task preset
+trains on its own corpora instead (every task by default), and adds the held-out accuracy.
 
     python -m bench.presets                      # every preset, one run each, one torch thread
     python -m bench.presets --presets small --repeats 3
+    python -m bench.presets --presets task --tasks reverse
 """
 from __future__ import annotations
 
@@ -15,22 +17,28 @@ from dataclasses import replace
 import torch
 
 from bench.common import print_header
-from minigpt import DEFAULT_CORPUS, PRESETS, CharTokenizer, Trainer, build_model, load_corpus, uniform_loss
+from minigpt import (DEFAULT_CORPUS, PRESETS, TASKS, CharTokenizer, Task, Trainer, build_model, load_corpus,
+                     uniform_loss)
 
 
-def run_preset(name: str, text: str) -> dict:
+def run_preset(name: str, text: str, task: Task | None = None) -> dict:
     preset = PRESETS[name]
     tokenizer = CharTokenizer.from_text(text)
     model_cfg = replace(preset.model, vocab_size=tokenizer.vocab_size)
     train_cfg = replace(preset.train, device="cpu")
-    trainer = Trainer(build_model(model_cfg, train_cfg.seed), tokenizer, text, train_cfg)
+    trainer = Trainer(build_model(model_cfg, train_cfg.seed), tokenizer, text, train_cfg, task=task)
     started = time.perf_counter()
     events = list(trainer.events())
     wall = time.perf_counter() - started
     evals = [e for e in events if e.val_loss is not None]
-    return {"wall": wall, "steps": trainer.step, "train": evals[-1].train_eval_loss, "val": evals[-1].val_loss,
-            "best": min(e.val_loss for e in evals), "uniform": uniform_loss(tokenizer.vocab_size),
-            "early": trainer.stopped_early, "params": model_cfg.num_params()}
+    result = {"wall": wall, "steps": trainer.step, "train": evals[-1].train_eval_loss, "val": evals[-1].val_loss,
+              "best": min(e.val_loss for e in evals), "uniform": uniform_loss(tokenizer.vocab_size),
+              "early": trainer.stopped_early, "params": model_cfg.num_params()}
+    if task is not None:
+        first_full = next((e.step for e in evals if e.task_accuracy == 1.0), None)
+        result.update(chars=evals[-1].task_accuracy, lines=evals[-1].task_solved, first_full=first_full,
+                      floor=task.loss_floor(train_cfg.block_size))
+    return result
 
 
 def main() -> None:
@@ -39,20 +47,37 @@ def main() -> None:
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS),
+                        help="the task corpora the task preset trains on")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print_header("Presets on the default corpus")
     text = load_corpus(args.corpus)
-    print(f"corpus {args.corpus}: {len(text):,} characters\n")
-    print("| preset | parameters | steps | wall s (median of runs) | train loss | val loss | best val | ln V |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name in args.presets:
+    chosen = [p for p in args.presets if p != "task"]
+    if chosen:
+        print(f"corpus {args.corpus}: {len(text):,} characters\n")
+        print("| preset | parameters | steps | wall s (median of runs) | train loss | val loss | best val | ln V |")
+        print("|---|---|---|---|---|---|---|---|")
+    for name in chosen:
         runs = [run_preset(name, text) for _ in range(args.repeats)]
         r = runs[-1]
         wall = statistics.median(x["wall"] for x in runs)
         steps = f"{r['steps']:,}" + (" (stopped early)" if r["early"] else "")
         print(f"| {name} | {r['params']:,} | {steps} | {wall:.1f} | {r['train']:.3f} | {r['val']:.3f} | "
               f"{r['best']:.3f} | {r['uniform']:.3f} |", flush=True)
+    if "task" not in args.presets:
+        return
+    print("\n| task preset on | steps | wall s (median of runs) | val loss | lowest possible | answer characters right "
+          "| whole answers right | first evaluation at 100% |")
+    print("|---|---|---|---|---|---|---|---|")
+    for task_name in args.tasks:
+        task = TASKS[task_name]
+        runs = [run_preset("task", task.corpus(), task) for _ in range(args.repeats)]
+        r = runs[-1]
+        wall = statistics.median(x["wall"] for x in runs)
+        first = f"{r['first_full']:,}" if r["first_full"] is not None else "–"
+        print(f"| {task_name} | {r['steps']:,} | {wall:.1f} | {r['val']:.3f} | {r['floor']:.3f} | {r['chars']:.1%} | "
+              f"{r['lines']:.1%} | {first} |", flush=True)
 
 
 if __name__ == "__main__":

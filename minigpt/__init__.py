@@ -34,6 +34,8 @@ from .registry import NotOwnerError, RunEntry, RunLimitError, RunRegistry
 from .runner import EvalRecord, RunSnapshot, TrainingRun, stop_all_runs, stop_orphaned_runs
 from .sample import MAX_NEW_TOKENS, SamplingError, Step, check_sampling, generate, prepare_prompt, stream
 from .scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
+from .tasks import (TASK_CORPORA, TASKS, Task, TaskScore, find_task, right_key_chance, right_key_mask,
+                    right_key_scores, task_for_corpus)
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainEvent, TrainingDiverged, build_model, lr_at
 from .viz import (
@@ -50,10 +52,12 @@ from .viz import (
     values_figure,
     loss_figure,
     position_labels,
+    right_key_figure,
     scaling_figure,
     score_std_figure,
     step_attention_figure,
     steps_table,
+    task_figure,
 )
 
 __all__ = [
@@ -76,4 +80,6 @@ __all__ = [
     "resolve_device", "save_checkpoint", "save_pretrained", "scaling_experiment", "scaling_figure",
     "score_std_figure", "steps_table", "stop_all_runs", "stop_orphaned_runs", "stream",
     "training_memory_bytes",
+    "TASK_CORPORA", "TASKS", "Task", "TaskScore", "find_task", "right_key_chance", "right_key_mask",
+    "right_key_scores", "task_for_corpus", "right_key_figure", "task_figure",
 ]

@@ -23,6 +23,7 @@ from .device import DeviceError, available_memory_bytes, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
 from .sample import SamplingError, check_sampling, prepare_prompt, stream
 from .scaling import DEMO_D_KS, scaling_experiment
+from .tasks import task_for_corpus
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainingDiverged, build_model, estimate_mfu
 
@@ -142,7 +143,8 @@ def _train(args: argparse.Namespace) -> int:
         model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, **_overrides(args, MODEL_FLAGS)).validate()
         _check_memory(model_cfg, train_cfg, device)
         model = build_model(model_cfg, train_cfg.seed, device)
-    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval, dist=ctx)
+    task = task_for_corpus(corpus)
+    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval, dist=ctx, task=task)
     if resumed:
         trainer.load_state_dict(resumed.meta["trainer_state"], resumed.optimizer_state)
     ranks = gather_ranks(ctx) if ctx else []
@@ -164,7 +166,7 @@ def _train(args: argparse.Namespace) -> int:
         meta = {"corpus": str(corpus), "step": trainer.step, "val_loss": trainer.last_val_loss,
                 "train_loss": history[-1][1] if history else None, "history": history,
                 "trainer_state": trainer.state_dict(), "world_size": world_size,
-                "probe_text": probe_text(tokenizer, text),
+                "probe_text": task.probe(text) if task else probe_text(tokenizer, text),
                 "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         optimizer = trainer.optimizer if args.save_optimizer else None
         save_checkpoint(args.out, trainer.step, model, tokenizer, train_config=train_cfg, meta=meta,
@@ -182,6 +184,9 @@ def _train(args: argparse.Namespace) -> int:
                 postfix["mfu"] = f"{estimate_mfu(model.config, train_cfg.block_size, event.tokens_per_sec, peak):.1%}"
             if event.val_loss is not None:
                 postfix["val"] = f"{event.val_loss:.4f}"
+                if event.task_accuracy is not None:
+                    postfix["acc"] = f"{event.task_accuracy:.1%}"
+                    postfix["solved"] = f"{event.task_solved:.1%}"
                 save()
             bar.set_postfix(postfix)
     except KeyboardInterrupt:
@@ -203,6 +208,10 @@ def _train(args: argparse.Namespace) -> int:
               f"{train_cfg.early_stop_patience} evaluations", file=sys.stderr)
     print(f"done: step {trainer.step}, train loss {last[1]:.4f}, val loss {trainer.last_val_loss:.4f}, "
           f"{trainer.elapsed:.1f} s; checkpoint in {args.out}", file=sys.stderr)
+    if task is not None:
+        score = trainer.task_score()
+        print(f"{task.name} task, held-out lines: {score.chars:.1%} of answer characters right, {score.lines:.1%} "
+              f"answered whole (chance {score.chance:.1%} per character)", file=sys.stderr)
     return 0
 
 

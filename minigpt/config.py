@@ -238,5 +238,8 @@ PRESETS = {
     "bigger": Preset("bigger", GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=128, dropout=0.2),
                      TrainConfig(batch_size=32, block_size=64, max_steps=1500, warmup_steps=100, eval_interval=250,
                                  lr=2e-3, min_lr=2e-4, early_stop_patience=3)),
+    # for the task-* corpora: whole lines of 13 characters, no dropout (the answers are exact)
+    "task": Preset("task", GPTConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=32, dropout=0.0),
+                   TrainConfig(batch_size=32, block_size=13, max_steps=1200, warmup_steps=20, eval_interval=100)),
 }
 DEFAULT_PRESET = "small"

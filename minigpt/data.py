@@ -4,7 +4,8 @@ Built-in corpora need no download: a Chinese text on deep learning and attention
 for MiniGPT Lab (the default, about 10,000 characters: enough for a small model to learn
 the style rather than recite the text), the reference demo's own 448-character paragraph
 (which a model can only memorise), and the standard library's documentation
-(`pydoc_data.topics`, about 465 KB of English). Any UTF-8 or GBK text file works too;
+(`pydoc_data.topics`, about 465 KB of English), and three generated algorithmic tasks
+(tasks.py) whose right answers and attention are known. Any UTF-8 or GBK text file works too;
 bytes that are not text are refused with a `CorpusError` saying why. Batches are random
 windows drawn from one token tensor, as in nanoGPT.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 import torch
 
 from .messages import N_, LabError, Message
+from .tasks import TASK_CORPORA, TASK_DESCRIPTIONS
 from .tokenizer import CharTokenizer
 
 DEFAULT_CORPUS = "course-zh"
@@ -28,6 +30,7 @@ BUILTIN_CORPORA = {  # descriptions marked for the catalogs; the app translates 
                     "large enough for a small model to learn its style instead of reciting it."),
     "demo-zh": N_("The reference demo's Chinese paragraph (448 characters): a model can only memorise it."),
     "pydoc-en": N_("Python's own documentation topics from the standard library (about 465 KB, English)."),
+    **TASK_DESCRIPTIONS,  # generated in code: task-reverse, task-copy, task-sort (tasks.py)
 }
 
 
@@ -40,6 +43,8 @@ def load_corpus(name_or_path: str | Path) -> str:
     name = str(name_or_path)
     if name in ("course-zh", "demo-zh"):
         return resources.files("minigpt.corpora").joinpath(name.replace("-", "_") + ".txt").read_text("utf-8")
+    if name in TASK_CORPORA:
+        return TASK_CORPORA[name].corpus()
     if name == "pydoc-en":
         from pydoc_data.topics import topics
 
@@ -123,9 +128,12 @@ def _too_large(size: int) -> CorpusError:
                        limit=MAX_CORPUS_BYTES / 2**20)
 
 
-def split_tokens(ids: torch.Tensor, val_fraction: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """First (1 - val_fraction) of the tokens for training, the rest for validation."""
+def split_tokens(ids: torch.Tensor, val_fraction: float, block_size: int,
+                 period: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """First (1 - val_fraction) of the tokens for training, the rest for validation. With a
+    period (a task's line length) the split falls on a line boundary."""
     n_train, _ = split_sizes(len(ids), val_fraction, block_size)
+    n_train -= n_train % period
     return ids[:n_train], ids[n_train:]
 
 
@@ -161,9 +169,11 @@ def get_batch(
     block_size: int,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
+    period: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of `data`: inputs (B, T) and next-token targets (B, T)."""
-    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    """Random windows of `data`: inputs (B, T) and next-token targets (B, T). With a period, windows
+    start only at multiples of it: at a line's first character in a task corpus."""
+    starts = torch.randint((len(data) - block_size - 1) // period + 1, (batch_size,), generator=generator) * period
     offsets = torch.arange(block_size + 1)
     windows = data[starts[:, None] + offsets]  # (B, T+1)
     device = torch.device(device)

@@ -208,6 +208,9 @@ class TrainingRun:
         train_loss, val_loss = self.trainer.evaluate()
         event = TrainEvent(step=0, max_steps=self.trainer.cfg.max_steps, train_loss=train_loss, lr=0.0,
                            tokens_per_sec=0.0, elapsed=0.0, val_loss=val_loss, train_eval_loss=train_loss)
+        if self.trainer.task is not None:
+            score = self.trainer.task_score()
+            event.task_accuracy, event.task_solved = score.chars, score.lines
         record = EvalRecord(0, train_loss, val_loss, *self._probe())
         with self._lock:
             self._history.append(event)

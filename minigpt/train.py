@@ -34,6 +34,7 @@ from .diagnosis import unseen_validation_chars
 from .distributed import DistContext, all_reduce_mean
 from .messages import LabError
 from .model import MiniGPT
+from .tasks import Task, TaskScore, accuracy
 from .tokenizer import CharTokenizer
 
 
@@ -60,6 +61,8 @@ class TrainEvent:
     elapsed: float               # seconds spent training and evaluating (pauses excluded)
     val_loss: float | None = None        # at evaluation steps only
     train_eval_loss: float | None = None # same batches-of-train estimate, at evaluation steps
+    task_accuracy: float | None = None   # a task corpus's held-out answer characters right, at evaluations
+    task_solved: float | None = None     # its held-out lines answered whole (what greedy decoding gets)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -106,7 +109,7 @@ def build_optimizer(model: MiniGPT, cfg: TrainConfig) -> torch.optim.AdamW:
 
 
 @torch.no_grad()
-def estimate_loss(model: MiniGPT, data: torch.Tensor, cfg: TrainConfig, seed: int) -> float:
+def estimate_loss(model: MiniGPT, data: torch.Tensor, cfg: TrainConfig, seed: int, period: int = 1) -> float:
     """Mean loss over cfg.eval_iters batches drawn with a fixed seed (same batches every time)."""
     was_training = model.training
     model.eval()
@@ -114,7 +117,7 @@ def estimate_loss(model: MiniGPT, data: torch.Tensor, cfg: TrainConfig, seed: in
     device = next(model.parameters()).device
     losses = torch.zeros(cfg.eval_iters)
     for i in range(cfg.eval_iters):
-        x, y = get_batch(data, cfg.batch_size, cfg.block_size, generator, device)
+        x, y = get_batch(data, cfg.batch_size, cfg.block_size, generator, device, period)
         losses[i] = model(x, y)[1].float()
     model.train(was_training)
     return losses.mean().item()
@@ -132,8 +135,13 @@ class Trainer:
         *,
         log_interval: int = 10,
         dist: DistContext | None = None,
+        task: Task | None = None,
     ):
         self.cfg = cfg.validate(model.config)
+        self.task = task
+        self.period = task.line_length if task is not None else 1
+        if task is not None:
+            task.check_block(cfg.block_size)
         self.device = next(model.parameters()).device
         self.dist = dist or DistContext(device=self.device)
         self.model = model.train()  # the plain module: evaluation, saving and sampling use it
@@ -141,9 +149,10 @@ class Trainer:
         self.autocast_dtype = autocast_dtype(cfg.dtype, self.device)
         self.tokenizer = tokenizer
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
-        self.train_data, self.val_data = split_tokens(ids, cfg.val_fraction, cfg.block_size)
+        self.train_data, self.val_data = split_tokens(ids, cfg.val_fraction, cfg.block_size, self.period)
         # kept after release(): what a page says about a finished run
         self.unseen = unseen_validation_chars(text, cfg.val_fraction)
+        self.task_lines = min(len(self.val_data) // self.period, self.TASK_LINES) if task is not None else 0
         self.model_config, self.model_params, self.corpus_chars = model.config, model.num_params(), len(text)
         check_batch_fits(self.train_data, cfg.batch_size, cfg.block_size)
         self.optimizer = build_optimizer(model, cfg)
@@ -176,7 +185,8 @@ class Trainer:
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """This process's next micro-batch: inputs and targets, (batch_size, block_size) each."""
-        return get_batch(self.train_data, self.cfg.batch_size, self.cfg.block_size, self.batch_rng, self.device)
+        return get_batch(self.train_data, self.cfg.batch_size, self.cfg.block_size, self.batch_rng, self.device,
+                         self.period)
 
     def compute_gradients(self) -> torch.Tensor:
         """Forward and backward on grad_accum fresh micro-batches; returns their mean (detached) loss.
@@ -227,14 +237,21 @@ class Trainer:
 
     def evaluate(self) -> tuple[float, float]:
         """(train, val) loss estimates on fixed batches."""
-        train = estimate_loss(self.model, self.train_data, self.cfg, self.cfg.seed + 1)
-        val = estimate_loss(self.model, self.val_data, self.cfg, self.cfg.seed + 2)
+        train = estimate_loss(self.model, self.train_data, self.cfg, self.cfg.seed + 1, self.period)
+        val = estimate_loss(self.model, self.val_data, self.cfg, self.cfg.seed + 2, self.period)
         self.last_val_loss = val
         if self.best_val is None or val < self.best_val[1]:
             self.best_val = (self.step, val)
             if self.cfg.early_stop_patience:
                 self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         return train, val
+
+    TASK_LINES = 500  # held-out lines a task is scored on at each evaluation
+
+    def task_score(self) -> TaskScore:
+        """The task's accuracy on the held-out lines."""
+        val_lines = self.val_data[: self.task_lines * self.period].view(-1, self.period).to(self.device)
+        return accuracy(self.model, val_lines, self.task)
 
     def patience_ran_out(self) -> bool:
         """early_stop_patience evaluations in a row have not lowered the val loss."""
@@ -279,6 +296,9 @@ class Trainer:
                 if evaluating and self.dist.is_main:
                     t0 = time.perf_counter()
                     event.train_eval_loss, event.val_loss = self.evaluate()
+                    if self.task is not None:
+                        score = self.task_score()
+                        event.task_accuracy, event.task_solved = score.chars, score.lines
                     busy += time.perf_counter() - t0
                 self.elapsed += busy
                 event.elapsed = self.elapsed

@@ -49,11 +49,13 @@ def _downsample(rows: Sequence, limit: int = MAX_POINTS) -> list:
 
 
 def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
-                overfit: "Overfitting | None" = None, tr: Translate = english) -> go.Figure:
+                overfit: "Overfitting | None" = None, floor: float | None = None,
+                tr: Translate = english) -> go.Figure:
     """Train loss per logged interval, validation loss at evaluations, lr on a second axis.
 
     uniform: the loss of guessing uniformly (ln vocab), drawn as a reference line;
-    overfit: marks where val loss was lowest and the stretch where it rose since.
+    overfit: marks where val loss was lowest and the stretch where it rose since;
+    floor: the lowest loss possible (a task's random questions), drawn as a second line.
     """
     _ = tr
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -68,6 +70,10 @@ def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
     if uniform is not None:
         fig.add_hline(y=uniform, line=dict(color="#757575", dash="dash", width=1), secondary_y=False,
                       annotation_text=_("guessing uniformly: ln V = {loss:.2f}", loss=uniform), annotation_position="bottom right")
+    if floor is not None:
+        fig.add_hline(y=floor, line=dict(color="#2E7D32", dash="dot", width=1), secondary_y=False,
+                      annotation_text=_("lowest possible: {loss:.2f} (the questions are random)", loss=floor),
+                      annotation_position="top right")
     if overfit is not None:
         fig.add_vrect(x0=overfit.best_step, x1=overfit.step, fillcolor="#E53935", opacity=0.08, line_width=0)
         fig.add_annotation(x=overfit.best_step, y=overfit.best_val, text=_("val loss lowest; rising since: overfitting"),
@@ -118,11 +124,13 @@ def attention_panels(attention: np.ndarray, view: str = "layers", layer: int = 0
 
 
 def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: int = 0,
-                      stop: int | None = None, tr: Translate = english) -> go.Figure:
+                      stop: int | None = None, tr: Translate = english,
+                      expected: np.ndarray | None = None) -> go.Figure:
     """One attention matrix (T, T) as a heatmap: rows are queries, columns keys, the future grey.
 
     start, stop: the positions shown (a page of a long text); every row and column keeps its
     character as a tick label, upright, and its position in the hover text.
+    expected: a (T, T) 0/1 mask of the right keys (a task's answer rows), drawn as open squares.
     """
     _ = tr
     T = np.asarray(weights).shape[-1]
@@ -138,6 +146,12 @@ def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: in
                                hoverongaps=False))
     font = dict(size=12 if stop - start <= 16 else 10)
     axis = dict(tickmode="array", tickvals=labels, ticktext=ticks, tickangle=0, tickfont=font, showgrid=False)
+    if expected is not None:
+        rows, cols = np.nonzero(np.asarray(expected)[start:stop, start:stop])
+        fig.add_trace(go.Scatter(x=[labels[c] for c in cols], y=[labels[r] for r in rows], mode="markers",
+                                 name=_("right key"), showlegend=False, hoverinfo="skip",
+                                 marker=dict(symbol="square-open", size=16 if stop - start <= 16 else 11,
+                                             color="#FF1744", line=dict(width=2))))
     fig.update_xaxes(title_text=_("key"), side="bottom", constrain="domain", **axis)
     fig.update_yaxes(title_text=_("query"), autorange="reversed", scaleanchor="x", constrain="domain", **axis)
     fig.update_layout(
@@ -183,6 +197,44 @@ def score_std_figure(table: pd.DataFrame, tr: Translate = english) -> go.Figure:
                      ticktext=[f"{int(d)}" for d in d_k])
     fig.update_yaxes(title_text=_("standard deviation of the score"))
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25, x=0))
+    return fig
+
+
+def task_figure(history: Sequence[TrainEvent], chance: float, tr: Translate = english) -> go.Figure:
+    """A task's held-out accuracy at each evaluation: answer characters, and whole lines, right."""
+    _ = tr
+    evals = [e for e in history if e.task_accuracy is not None]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.task_accuracy for e in evals], mode="lines+markers",
+                             name=_("answer characters right"), line=dict(color="#2E7D32")))
+    fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.task_solved for e in evals], mode="lines+markers",
+                             name=_("whole answers right"), line=dict(color="#6A1B9A", dash="dot")))
+    fig.add_hline(y=chance, line=dict(color="#757575", dash="dash", width=1),
+                  annotation_text=_("guessing: {chance:.0%}", chance=chance), annotation_position="top right")
+    fig.update_xaxes(title_text=_("step"))
+    fig.update_yaxes(title_text=_("accuracy on held-out lines"), range=[0, 1.02], tickformat=".0%")
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=20, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
+    return fig
+
+
+def right_key_figure(steps: Sequence[int], scores: np.ndarray, chance: float, chosen: int | None = None,
+                     tr: Translate = english) -> go.Figure:
+    """The time-lapse's right-key score: scores (steps, layers, heads), drawn as each layer's best head."""
+    _ = tr
+    scores = np.asarray(scores, dtype=np.float32)
+    fig = go.Figure()
+    for layer in range(scores.shape[1]):
+        fig.add_trace(go.Scatter(x=list(steps), y=scores[:, layer].max(axis=-1), mode="lines+markers",
+                                 name=_("layer {layer}, best head", layer=layer + 1)))
+    fig.add_hline(y=chance, line=dict(color="#757575", dash="dash", width=1),
+                  annotation_text=_("a uniform head: {chance:.2f}", chance=chance), annotation_position="top right")
+    if chosen is not None:
+        fig.add_vline(x=chosen, line=dict(color="#FF1744", width=1))
+    fig.update_xaxes(title_text=_("step"))
+    fig.update_yaxes(title_text=_("weight on the right keys"), range=[0, 1.02])
+    fig.update_layout(height=280, margin=dict(l=10, r=10, t=20, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
     return fig
 
 

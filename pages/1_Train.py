@@ -4,7 +4,8 @@ import streamlit as st
 from app import advice, choices, corpora, navigation, runs, train_form
 from app.i18n import _, error_text, number
 from app.text import format_duration, md
-from minigpt import ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, uniform_loss
+from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
+                     uniform_loss)
 
 navigation.setup_page(__file__)
 
@@ -148,8 +149,21 @@ def live_panel() -> None:
                      "{best_step:,}.", step=snap.step, best=best, best_step=best_step,
                      patience=trainer.cfg.early_stop_patience))
     over = overfitting([(r.step, r.train_loss, r.val_loss) for r in snap.evals])
-    st.plotly_chart(loss_figure(snap.history, uniform=uniform, overfit=over, tr=_), key="loss_chart",
+    task = trainer.task
+    floor = task.loss_floor(trainer.cfg.block_size) if task is not None else None
+    st.plotly_chart(loss_figure(snap.history, uniform=uniform, overfit=over, floor=floor, tr=_), key="loss_chart",
                     config={"displaylogo": False})
+    scored = [e for e in snap.history if e.task_accuracy is not None]
+    if task is not None and scored:
+        last = scored[-1]
+        st.markdown(_("**The {task} task** on {lines:,} held-out lines, at step {step:,}: **{chars:.0%}** of the "
+                      "answer characters are the model's first choice, and **{whole:.0%}** of the answers are right "
+                      "from the first character to the last, which is what greedy decoding writes. Guessing gets "
+                      "{chance:.0%} of the characters.", task=advice.task_label(task.name),
+                      lines=trainer.task_lines, step=last.step, chars=last.task_accuracy, whole=last.task_solved,
+                      chance=1 / len(task.alphabet)))
+        st.plotly_chart(task_figure(snap.history, 1 / len(task.alphabet), tr=_), key="task_chart",
+                        config={"displaylogo": False})
     if over is not None:
         st.warning(advice.overfitting_warning(over, trainer.corpus_chars, trainer.cfg.early_stop_patience > 0))
     if last_val is not None and last_val > uniform and snap.step > 0:

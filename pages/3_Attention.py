@@ -1,12 +1,13 @@
 """Attention: interactive heatmaps of the loaded model's attention, and a time-lapse of a run's."""
 import math
 
+import numpy as np
 import streamlit as st
 
 from app import heatmaps, models, navigation, prompts, runs
 from app.i18n import _
 from app.text import md
-from minigpt import N_, attention_panels, top_key_changes
+from minigpt import N_, attention_panels, right_key_figure, top_key_changes
 
 navigation.setup_page(__file__)
 
@@ -43,7 +44,11 @@ text = prompts.readable(text, lm, text_key)
 if text:
     attention = models.attention_maps(lm.model, lm.tokenizer, text, scaled=False if unscaled else None)
     span = heatmaps.pick_page(len(text), key=f"attention_page:{len(text)}")
-    heatmaps.draw_panels(attention_panels(attention, view=view, layer=layer, tr=_), text, span, key="attention")
+    line = heatmaps.task_line(text)
+    heatmaps.draw_panels(attention_panels(attention, view=view, layer=layer, tr=_), text, span, key="attention",
+                         expected=line.mask if line else None)
+    if line is not None:
+        heatmaps.right_key_note(line, line.scores(attention))
     if unscaled and config.scale_attention:
         scaled = models.attention_maps(lm.model, lm.tokenizer, text)
         moved = _("; ").join(_("layer {layer}: {moved} of {rows}", layer=i + 1, moved=n, rows=rows)
@@ -72,8 +77,14 @@ else:
     record = evals[steps.index(chosen)]
     st.markdown(_("**Step {step:,}** · val loss {loss:.3f}", step=record.step, loss=record.val_loss))
     probe = entry.probe_text[: record.attention.shape[-1]]
+    probe_line = heatmaps.task_line(probe)
+    if probe_line is not None:
+        scores = np.stack([probe_line.scores(r.attention) for r in evals])
+        st.markdown(_("How much weight the best head of each layer puts on the right keys, at each evaluation:"))
+        st.plotly_chart(right_key_figure(steps, scores, probe_line.chance, chosen=record.step, tr=_),
+                        key="right_key_chart", config={"displayModeBar": False})
     span = heatmaps.pick_page(len(probe), key=f"timelapse_page:{len(probe)}")
     panels = attention_panels(record.attention, view=view, layer=min(layer, record.attention.shape[0] - 1), tr=_)
-    heatmaps.draw_panels(panels, probe, span, key="timelapse")
+    heatmaps.draw_panels(panels, probe, span, key="timelapse", expected=probe_line.mask if probe_line else None)
     st.markdown(_("**Sample at step {step:,}**", step=record.step))
     st.code(record.sample, language=None, wrap_lines=True)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest  # at import: it makes its temporary folder once per process
 
+from app import glossary
 from app.runs import OWN_RUN
 from minigpt import CharTokenizer, GPTConfig, MiniGPT, save_pretrained
 from minigpt.checkpoint import CONFIG_NAME, WEIGHTS_NAME
@@ -379,7 +380,7 @@ def main_button(page, name: str, exact: bool = True):
 SYMBOLS = ("MiniGPT Lab", "MiniGPT", "d_model", "d_k", "d_ff", "num_heads", "num_layers", "max_len", "block_size",
            "batch_size", "seq_len", "vocab_size", "softmax", "top-k", "top-p", "Top-k", "Top-p", "AdamW", "GELU",
            "Pre-LN", "KV", "GPT", "ln", "exp", "std", "Var", "lr", "cpu", "cuda", "mps", "UTF-8", "UTF-16",
-           "GB18030", "GBK", ".txt", ".zip", "course-zh", "demo-zh", "pydoc-en", "QKᵀ", "Transformer", "Python", "MB", "JSON", "logits", "W_O", "e^H", "PE", "pos", "sin", "cos", "logit", "LayerNorm", "English")  # English: the language switch names itself
+           "GB18030", "GBK", ".txt", ".zip", "course-zh", "demo-zh", "pydoc-en", "task-reverse", "task-copy", "task-sort", "minGPT", "QKᵀ", "Transformer", "Python", "MB", "JSON", "logits", "W_O", "e^H", "PE", "pos", "sin", "cos", "logit", "LayerNorm", "English")  # English: the language switch names itself
 _TEXT_FIELDS = {"label", "body", "help", "options", "placeholder", "text", "delta", "caption"}
 _FIGURE_KEYS = {"text", "name", "hovertemplate", "title"}
 
@@ -446,3 +447,17 @@ def english_words(text: str, glossed: set[str]) -> list[str]:
     for symbol in sorted(SYMBOLS, key=len, reverse=True):
         text = re.sub(rf"(?<![A-Za-z]){re.escape(symbol)}(?![A-Za-z])", " ", text)
     return re.findall(r"[A-Za-z]{2,}", text)
+
+
+GLOSSED = {english.lower() for english, _meaning in glossary.TERMS}
+
+
+def assert_chinese(at, where: str, besides: list[str] = ()) -> None:
+    """No English word on the page outside the symbols and the glossary's bracketed English;
+    `besides`: data the page quotes (a task line), left out."""
+    assert not at.exception, [e.value for e in at.exception]
+    texts = shown_texts(at)
+    for data in besides:
+        texts = [t.replace("\\", "").replace(data, " ") for t in texts]
+    leaks = {text: words for text in texts if (words := english_words(text, GLOSSED))}
+    assert not leaks, f"{where} shows English: " + "\n".join(f"{w} in {t!r}" for t, w in leaks.items())

@@ -15,12 +15,11 @@ from babel.messages.frontend import parse_keywords
 from babel.messages.pofile import read_po
 
 from app import choices, glossary, i18n, runs, uploads
-from helpers import (PAGES, ROOT, english_words, home, own_run, page, shown_texts, start_tiny_run,
+from helpers import (GLOSSED, PAGES, ROOT, assert_chinese, english_words, home, own_run, page, shown_texts, start_tiny_run,
                      tiny_settings, wait_for_step)
 from minigpt import load_pretrained
 
 LANGS = [code for code in i18n.languages() if code != i18n.SOURCE]
-GLOSSED = {english.lower() for english, _meaning in glossary.TERMS}
 SOURCES = [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").glob("*.py"))]
 
 
@@ -158,12 +157,6 @@ def test_every_library_error_is_a_literal_template_the_catalogs_can_hold():
 
 
 # ------------------------------------------------------------------------- the pages in Chinese
-
-def assert_chinese(at, where: str) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    leaks = {text: words for text in shown_texts(at) if (words := english_words(text, GLOSSED))}
-    assert not leaks, f"{where} shows English: " + "\n".join(f"{w} in {t!r}" for t, w in leaks.items())
-
 
 @pytest.fixture(scope="module")
 def zh_run():

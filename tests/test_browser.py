@@ -17,7 +17,7 @@ import pytest
 
 from app import glossary
 from helpers import ARGS, CHROMIUM, english_words, launch_server, main_button, wait_healthy, wait_rendered
-from minigpt import DEFAULT_CORPUS, load_zip
+from minigpt import DEFAULT_CORPUS, load_pretrained, load_zip
 
 class Server:
     def __init__(self, url: str, proc: subprocess.Popen, started: float, notes: Path):
@@ -290,3 +290,58 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     wait_rendered(page, "MiniGPT Lab")
     assert page.get_by_text("第一次来？").is_visible()
     chinese.close()
+
+
+TASK_WORDS = {
+    "en": {"corpus": "Corpus", "train": "Train", "attention": "Attention", "preset": "Task · ~20 s", "start": "Start",
+           "steps": "Steps", "finished": "finished"},
+    "zh": {"corpus": "语料", "train": "训练", "attention": "注意力", "preset": "任务 · 约 20 秒", "start": "开始",
+           "steps": "步数", "finished": "已完成"},
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_task_model_shows_its_right_keys_and_a_task_run_its_accuracy(browser, server, shots, lang):
+    """The reverse task, chosen on Home: the shipped model's Attention outlines the right keys
+    (the anti-diagonal) and scores the heads; a short run draws its accuracy beside the loss
+    and the time-lapse's right-key score. Screenshots {lang}_task_*.png."""
+    words, viewport = TASK_WORDS[lang], SCREENS["projector"]
+    context = browser.new_context(viewport=viewport, locale="en-US")
+    page = context.new_page()
+    page.goto(f"{server.url}/?lang={lang}", wait_until="domcontentloaded")
+    wait_rendered(page, "MiniGPT Lab")
+    box = page.get_by_role("combobox", name=re.compile(words["corpus"]))
+    box.click()
+    box.fill("task-reverse")
+    box.press("Enter")
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    go(page, words["attention"], words["attention"])
+    page.wait_for_selector(".js-plotly-plot .hm image", timeout=30_000)
+    # the six answer rows' right keys, outlined on the first heatmap
+    assert page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").count() == 6
+    page.get_by_test_id("stMarkdownContainer").filter(has_text=re.compile("task|任务")).first.wait_for()
+    if lang == "zh":
+        probe = load_pretrained("task-reverse").meta["probe_text"]
+        shown = page.evaluate(VISIBLE_TEXT).replace(probe, " ")  # the task line is data, not words
+        assert not english_words(shown, GLOSSED), english_words(shown, GLOSSED)
+    _screenshot_whole(page, shots / f"{lang}_task_attention.png", viewport)
+
+    go(page, words["train"], words["train"])
+    main_button(page, words["preset"]).click()
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    steps = page.get_by_role("spinbutton", name=words["steps"], exact=True)
+    steps.fill("600")  # the first evaluation at 100% comes at step 600 (bench.presets)
+    steps.press("Enter")
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    main_button(page, words["start"]).click()
+    page.get_by_test_id("stMetricValue").get_by_text(words["finished"], exact=True).wait_for(timeout=90_000)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    accuracy = page.locator(".js-plotly-plot").nth(1)
+    assert accuracy.evaluate("p => p.data[0].x") == [0, 100, 200, 300, 400, 500, 600]
+    _screenshot_whole(page, shots / f"{lang}_task_train.png", viewport)
+    go(page, words["attention"], words["attention"])
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.data &&"
+                           " p.data.length >= 2 && p.data[0].mode === 'lines+markers' && p.data[0].x.length >= 7)",
+                           timeout=30_000)  # the right-key score over the run's evaluations
+    _screenshot_whole(page, shots / f"{lang}_task_timelapse.png", viewport)
+    context.close()

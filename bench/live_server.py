@@ -28,8 +28,9 @@ IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 class LiveServer:
     """`with LiveServer(env) as server:` serves the app until the block ends (SIGTERM, then kill)."""
 
-    def __init__(self, env: dict[str, str] | None = None, timeout: float = 60.0):
+    def __init__(self, env: dict[str, str] | None = None, timeout: float = 60.0, script: str = "streamlit_app.py"):
         self.env = {**os.environ, "PYTHONPATH": str(APP_DIR), **(env or {})}
+        self.script = script  # another script serves as a baseline (bench.inside_latency's bare rerun)
         self.timeout = timeout
         self.log = Path(tempfile.mkdtemp(prefix="minigpt-bench-")) / "streamlit.log"
         self.proc: subprocess.Popen | None = None
@@ -41,7 +42,7 @@ class LiveServer:
             port = s.getsockname()[1]
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.address=127.0.0.1",
+                [sys.executable, "-m", "streamlit", "run", self.script, "--server.address=127.0.0.1",
                  f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
                  "--server.fileWatcherType=none"],
                 cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT, env=self.env)

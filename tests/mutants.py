@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["test_maths.py", "test_explain.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+ORDER = ["test_maths.py", "test_explain.py", "test_tasks.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
          "test_first_hour.py",
          "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
          "test_cli.py", "test_bad_inputs.py"]
@@ -163,6 +163,19 @@ MUTANTS = {
         "final = next_token_distribution(logits, temperature, None, top_p).numpy()")]),
     "logit lens skips the final LayerNorm (inside)": ("minigpt/explain.py", [(
         "model.lm_head(model.final_norm(x))[0]", "model.lm_head(x)[0]")]),
+    # tasks whose answer is known: each of these scores a model wrongly, or trains it on broken lines
+    "reverse's right key one to the right (task)": ("minigpt/tasks.py", [(
+        "return [[L - 1 - i] for i in range(L)]", "return [[L - i] for i in range(L)]")]),
+    "task windows start anywhere (task)": ("minigpt/train.py", [(
+        "self.period = task.line_length if task is not None else 1", "self.period = 1")]),
+    "accuracy reads the row after the answer's (task)": ("minigpt/tasks.py", [(
+        "guesses = logits[:, L: 2 * L].argmax(-1)", "guesses = logits[:, L + 1: 2 * L + 1].argmax(-1)")]),
+    "right-key score averages every row (task)": ("minigpt/tasks.py", [(
+        "rows = mask.any(axis=1)\n", "rows = np.ones(T, dtype=bool)\n")]),
+    "loss floor forgets the next line's first letter (task)": ("minigpt/tasks.py", [(
+        "if j % self.line_length < self.length)", "if 0 < j % self.line_length < self.length)")]),
+    "time-lapse outlines nothing (task)": ("pages/3_Attention.py", [(
+        'key="timelapse", expected=probe_line.mask if probe_line else None)', 'key="timelapse")')]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),
@@ -171,7 +184,7 @@ MUTANTS = {
     "upload refusal in English (L10n)": ("app/uploads.py", [(
         "    message = error_text(err)\n", "    message = str(err)\n")]),
     "figure axes untranslated (L10n)": ("pages/1_Train.py", [(
-        "overfit=over, tr=_)", "overfit=over)")]),
+        "overfit=over, floor=floor, tr=_)", "overfit=over, floor=floor)")]),
     "numbers ignore the language (L10n)": ("app/i18n.py", [(
         'return text.translate(str.maketrans({".": decimal, ",": group}))', "return text")]),
     "?lang= ignored (L10n)": ("app/i18n.py", [(

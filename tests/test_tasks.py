@@ -270,6 +270,9 @@ def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
                  if axis in json.dumps(json.loads(c.proto.spec)["layout"].get("yaxis", {}), ensure_ascii=False))
     if lang == "zh":  # the probe line's letters are the task's, not words
         assert_chinese(at, "Attention, a task run's time-lapse", besides=[runs.registry().get(*own_run(at)).probe_text])
+    outlined = [c for c in at.get("plotly_chart") if any(t.get("type") == "scatter" and len(t.get("x", [])) == 6
+                                                       for t in json.loads(c.proto.spec)["data"])]
+    assert len(outlined) == 4  # each layer's heatmap, above and in the time-lapse, outlines the six right keys
     y = plotly_array(lapse["data"][0]["y"])
     assert list(plotly_array(lapse["data"][0]["x"])) == [0, 20, 40] and ((0 <= y) & (y <= 1)).all()
 

@@ -36,6 +36,15 @@ def english(message: str, /, **params) -> str:
 Translate = Callable[..., str]
 
 
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain trace and layout dicts, unvalidated: the views that redraw as a learner
+    moves a slider are built this way, 10-20× faster than through graph_objects' setters and
+    make_subplots (tests/test_viz.py validates every builder's output through plotly)."""
+    return go.Figure({"data": data, "layout": layout}, _validate=False)  # numpy arrays go out as typed arrays
+
+
+
+
 def position_labels(text: str) -> list[str]:
     """Unique axis labels, 'position:character', so repeated characters stay apart."""
     return [f"{i}:{c}" if c.isprintable() and not c.isspace() else f"{i}:{c!r}" for i, c in enumerate(text)]
@@ -142,25 +151,25 @@ def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: in
     ticks = [_tick(c) for c in text[start:stop]]
     query, key, weight = _("query"), _("key"), _("weight")  # plotly's own %{…} fields stay as they are
     hover = f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}<extra></extra>"
-    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, coloraxis="coloraxis", hovertemplate=hover,
-                               hoverongaps=False))
-    font = dict(size=12 if stop - start <= 16 else 10)
-    axis = dict(tickmode="array", tickvals=labels, ticktext=ticks, tickangle=0, tickfont=font, showgrid=False)
+    data = [{"type": "heatmap", "z": z, "x": labels, "y": labels, "coloraxis": "coloraxis",
+             "hovertemplate": hover, "hoverongaps": False}]
     if expected is not None:
         rows, cols = np.nonzero(np.asarray(expected)[start:stop, start:stop])
-        fig.add_trace(go.Scatter(x=[labels[c] for c in cols], y=[labels[r] for r in rows], mode="markers",
-                                 name=_("right key"), showlegend=False, hoverinfo="skip",
-                                 marker=dict(symbol="square-open", size=16 if stop - start <= 16 else 11,
-                                             color="#FF1744", line=dict(width=2))))
-    fig.update_xaxes(title_text=_("key"), side="bottom", constrain="domain", **axis)
-    fig.update_yaxes(title_text=_("query"), autorange="reversed", scaleanchor="x", constrain="domain", **axis)
-    fig.update_layout(
-        title=dict(text=title, x=0.0, font=dict(size=13)),
-        coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=False),
-        plot_bgcolor=MASK_COLOR, height=max(300, 100 + 22 * (stop - start)), margin=dict(l=10, r=10, t=36, b=10),
-    )
-    return fig
-
+        data.append({"type": "scatter", "x": [labels[c] for c in cols], "y": [labels[r] for r in rows],
+                     "mode": "markers", "name": _("right key"), "showlegend": False, "hoverinfo": "skip",
+                     "marker": {"symbol": "square-open", "size": 16 if stop - start <= 16 else 11,
+                                "color": "#FF1744", "line": {"width": 2}}})
+    font = {"size": 12 if stop - start <= 16 else 10}
+    axis = {"tickmode": "array", "tickvals": labels, "ticktext": ticks, "tickangle": 0, "tickfont": font,
+            "showgrid": False, "constrain": "domain"}
+    return _figure(data, {
+        "xaxis": {**axis, "title": {"text": _("key")}, "side": "bottom"},
+        "yaxis": {**axis, "title": {"text": _("query")}, "autorange": "reversed", "scaleanchor": "x"},
+        "title": {"text": title, "x": 0.0, "font": {"size": 13}},
+        "coloraxis": {"colorscale": "Viridis", "cmin": 0.0, "cmax": 1.0, "showscale": False},
+        "plot_bgcolor": MASK_COLOR, "height": max(300, 100 + 22 * (stop - start)),
+        "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
+    })
 
 SCALING_METRICS = {
     "entropy": (N_("Entropy (higher = more uniform)"), N_("mean softmax entropy (nats)"), None),
@@ -256,8 +265,7 @@ def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) 
     keys the causal mask hides are grey, at 0, and their scaled score is marked −∞."""
     _ = tr
     keys = position_labels(text[: len(row.weights)])
-    shown = np.where(row.allowed, row.scaled, 0.0)
-    color = np.where(row.allowed, "#1E88E5", MASK_COLOR)
+    color = np.where(row.allowed, "#1E88E5", MASK_COLOR).tolist()
     if row.divisor == 1.0:
         divided = _("÷ 1: without the scaling (√d_k would be {root:.2f}); the causal mask sets the future to −∞",
                     root=len(row.q) ** 0.5)
@@ -265,21 +273,31 @@ def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) 
         divided = _("÷ √d_k = {divisor:.2f}; the causal mask sets the future to −∞", divisor=row.divisor)
     titles = (_("scores q·k"), divided, _("softmax: the attention weights (they add up to 1)"))
     key, weight = _("key"), _("weight")  # plotly's own %{…} fields stay as they are
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=titles)
-    fig.add_trace(go.Bar(x=keys, y=np.where(row.allowed, row.scores, 0.0), marker_color=list(color),
-                         hovertemplate=f"{key} %{{x}}<br>q·k %{{y:.3f}}<extra></extra>"), row=1, col=1)
     masked = [_("−∞ (masked)") if not ok else "" for ok in row.allowed]
-    fig.add_trace(go.Bar(x=keys, y=shown, marker_color=list(color), text=masked, textposition="outside",
-                         hovertemplate=f"{key} %{{x}}<br>q·k/√d_k %{{y:.3f}}<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Bar(x=keys, y=row.weights, marker_color=list(np.where(row.allowed, "#E53935", MASK_COLOR)),
-                         hovertemplate=f"{key} %{{x}}<br>{weight} %{{y:.3f}}<extra></extra>"), row=3, col=1)
-    fig.update_yaxes(range=[0, 1.05], row=3, col=1)
-    fig.update_xaxes(tickmode="array", tickvals=keys, ticktext=[_tick(c) for c in text[: len(keys)]], tickangle=0,
-                     row=3, col=1)
-    fig.update_xaxes(title_text=key, row=3, col=1)
-    fig.update_layout(height=520, showlegend=False, margin=dict(l=10, r=10, t=40, b=10))
-    return fig
-
+    bars = [  # (y, colours, hover, extra): three rows of bars sharing the keys' axis
+        (np.where(row.allowed, row.scores, 0.0), color, f"{key} %{{x}}<br>q·k %{{y:.3f}}<extra></extra>", {}),
+        (np.where(row.allowed, row.scaled, 0.0), color, f"{key} %{{x}}<br>q·k/√d_k %{{y:.3f}}<extra></extra>",
+         {"text": masked, "textposition": "outside"}),
+        (row.weights, np.where(row.allowed, "#E53935", MASK_COLOR).tolist(),
+         f"{key} %{{x}}<br>{weight} %{{y:.3f}}<extra></extra>", {}),
+    ]
+    gap, height = 0.08, (1 - 2 * 0.08) / 3  # make_subplots(rows=3, vertical_spacing=0.08), written out
+    data, layout = [], {"height": 520, "showlegend": False, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+                        "annotations": []}
+    for i, (y, colors, hover, extra) in enumerate(bars):
+        n = "" if i == 0 else str(i + 1)
+        top = 1 - i * (height + gap)
+        data.append({"type": "bar", "x": keys, "y": np.asarray(y), "marker": {"color": colors}, "hovertemplate": hover,
+                     "xaxis": f"x{n}", "yaxis": f"y{n}", **extra})
+        layout[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [top - height, top]}
+        layout[f"xaxis{n}"] = {"anchor": f"y{n}", "domain": [0.0, 1.0], "matches": "x3", "showticklabels": False}
+        layout["annotations"].append({"text": titles[i], "x": 0.5, "y": top, "xref": "paper", "yref": "paper",
+                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 16}})
+    layout["yaxis3"]["range"] = [0, 1.05]
+    layout["xaxis3"] = {"anchor": "y3", "domain": [0.0, 1.0], "tickmode": "array", "tickvals": keys,
+                        "ticktext": [_tick(c) for c in text[: len(keys)]], "tickangle": 0, "title": {"text": key}}
+    return _figure(data, layout)
 
 def vectors_figure(rows: dict[str, np.ndarray], title: str, tr: Translate = english) -> go.Figure:
     """Vectors of d_k numbers as the rows of one heatmap (q, the keys, the values, the output),
@@ -288,14 +306,14 @@ def vectors_figure(rows: dict[str, np.ndarray], title: str, tr: Translate = engl
     labels, z = list(rows), np.stack([np.asarray(v, dtype=float) for v in rows.values()])
     span = float(np.abs(z).max()) or 1.0
     component = _("component")
-    fig = go.Figure(go.Heatmap(z=z, y=labels, x=list(range(1, z.shape[1] + 1)), colorscale="RdBu", zmid=0,
-                               zmin=-span, zmax=span,
-                               hovertemplate=f"%{{y}}<br>{component} %{{x}}: %{{z:.3f}}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=labels, ticktext=labels)
-    fig.update_xaxes(title_text=_("component (1 … d_k)"))
-    fig.update_layout(title=dict(text=title, x=0.0, font=dict(size=13)), height=max(220, 60 + 20 * len(labels)),
-                      margin=dict(l=10, r=10, t=36, b=10))
-    return fig
+    return _figure([{"type": "heatmap", "z": z, "y": labels, "x": list(range(1, z.shape[1] + 1)),
+                     "colorscale": "RdBu", "zmid": 0, "zmin": -span, "zmax": span,
+                     "hovertemplate": f"%{{y}}<br>{component} %{{x}}: %{{z:.3f}}<extra></extra>"}], {
+        "yaxis": {"autorange": "reversed", "tickmode": "array", "tickvals": labels, "ticktext": labels},
+        "xaxis": {"title": {"text": _("component (1 … d_k)")}},
+        "title": {"text": title, "x": 0.0, "font": {"size": 13}}, "height": max(220, 60 + 20 * len(labels)),
+        "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
+    })
 
 
 def _key_labels(row: AttentionRow, text: str, tr: Translate) -> list[str]:
@@ -331,17 +349,18 @@ def beliefs_figure(belief: Beliefs, chars: Sequence[str], top: int = 20, tr: Tra
     cut = belief.removed[order]
     y = np.where(cut, belief.tempered[order], belief.final[order])
     probability, removed = _("probability"), _("cut off by top-k / top-p")
-    fig = go.Figure(go.Bar(x=list(range(len(order))), y=y, marker_color=["#BDBDBD" if c else "#1E88E5" for c in cut],
-                           text=[removed if c else "" for c in cut], textposition="none",
-                           customdata=labels, hovertemplate=f"%{{customdata}}<br>{probability} %{{y:.3f}} "
-                                                            "%{text}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(order))), ticktext=labels, tickangle=0)
-    fig.update_yaxes(title_text=probability, range=[0, max(1e-9, float(y.max())) * 1.1])
     title = _("entropy {entropy:.2f} nats · effective number of choices e^H = {choices:.1f} · grey: cut off by "
               "top-k / top-p", entropy=belief.entropy, choices=belief.effective_choices)
-    fig.update_layout(title=dict(text=title, x=0.0, font=dict(size=13)), height=300, showlegend=False,
-                      margin=dict(l=10, r=10, t=40, b=10))
-    return fig
+    positions = list(range(len(order)))
+    return _figure([{"type": "bar", "x": positions, "y": np.asarray(y),
+                     "marker": {"color": ["#BDBDBD" if c else "#1E88E5" for c in cut]},
+                     "text": [removed if c else "" for c in cut], "textposition": "none", "customdata": labels,
+                     "hovertemplate": f"%{{customdata}}<br>{probability} %{{y:.3f}} %{{text}}<extra></extra>"}], {
+        "xaxis": {"tickmode": "array", "tickvals": positions, "ticktext": labels, "tickangle": 0},
+        "yaxis": {"title": {"text": probability}, "range": [0, max(1e-9, float(y.max())) * 1.1]},
+        "title": {"text": title, "x": 0.0, "font": {"size": 13}}, "height": 300, "showlegend": False,
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+    })
 
 
 def step_attention_figure(rows: np.ndarray, text: str, tr: Translate = english) -> go.Figure:
@@ -351,14 +370,14 @@ def step_attention_figure(rows: np.ndarray, text: str, tr: Translate = english) 
     labels = position_labels(text[-rows.shape[1]:])
     layers = [_("layer {layer}", layer=i + 1) for i in range(rows.shape[0])]
     weight = _("weight")
-    fig = go.Figure(go.Heatmap(z=rows, x=labels, y=layers, coloraxis="coloraxis",
-                               hovertemplate=f"%{{y}} · %{{x}}<br>{weight} %{{z:.3f}}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=[_tick(c) for c in text[-rows.shape[1]:]],
-                     tickangle=0, title_text=_("key"))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=False),
-                      height=80 + 36 * rows.shape[0], margin=dict(l=10, r=10, t=10, b=10))
-    return fig
+    return _figure([{"type": "heatmap", "z": rows, "x": labels, "y": layers, "coloraxis": "coloraxis",
+                     "hovertemplate": f"%{{y}} · %{{x}}<br>{weight} %{{z:.3f}}<extra></extra>"}], {
+        "xaxis": {"tickmode": "array", "tickvals": labels, "ticktext": [_tick(c) for c in text[-rows.shape[1]:]],
+                  "tickangle": 0, "title": {"text": _("key")}},
+        "yaxis": {"autorange": "reversed"},
+        "coloraxis": {"colorscale": "Viridis", "cmin": 0.0, "cmax": 1.0, "showscale": False},
+        "height": 80 + 36 * rows.shape[0], "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+    })
 
 
 def positions_figure(pe: np.ndarray, tr: Translate = english) -> go.Figure:

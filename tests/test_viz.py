@@ -128,3 +128,32 @@ def test_steps_table_lists_choice_probability_and_top_five():
     assert table.loc[0, "#1"] == "度 0.90" and table.loc[0, "#3"] == "' ' 0.02" and table.loc[1, "#1"] == "习 0.60"
     chinese = viz.steps_table(steps, tr=lambda m, **p: {"p(chosen)": "p（抽中）"}.get(m, m))
     assert list(chinese["p（抽中）"]) == [0.9, 0.3]
+
+
+def test_every_figure_the_fast_views_build_is_valid_plotly():
+    """The views that redraw as a slider moves build their figures as plain dicts, unvalidated:
+    plotly's own validation (a misspelt property raises) must accept every one of them."""
+    import plotly.graph_objects as go
+    import torch
+
+    from minigpt import DEMO_SENTENCE, TASKS, load_pretrained, right_key_mask
+    from minigpt.explain import attention_row, beliefs, next_logits
+
+    checkpoint = load_pretrained("course-zh")
+    ids = checkpoint.tokenizer.encode(DEMO_SENTENCE)
+    maps = checkpoint.model.attention_maps(torch.tensor([ids])).numpy()
+    figures = [viz.attention_heatmap(maps[0, 1], DEMO_SENTENCE, "t", 2, 12),
+               viz.attention_heatmap(maps[0, 0][:13, :13], "dbahcf<fchabd",
+                                     expected=right_key_mask(TASKS["reverse"], "dbahcf", 13)),
+               viz.beliefs_figure(beliefs(next_logits(checkpoint.model, ids), 0.8, 5, 0.9), checkpoint.tokenizer.chars),
+               viz.step_attention_figure(maps[:, 0, -1, :], DEMO_SENTENCE)]
+    for scale in (None, False):
+        row = attention_row(checkpoint.model, ids, 1, 2, 10, scale_attention=scale)
+        figures += [viz.attention_row_figure(row, DEMO_SENTENCE), viz.keys_figure(row, DEMO_SENTENCE),
+                    viz.values_figure(row, DEMO_SENTENCE)]
+    for fig in figures:
+        validated = go.Figure(fig.to_plotly_json())  # raises ValueError on an invalid property or value
+        assert len(validated.data) == len(fig.data) >= 1
+    row_figure = figures[4]
+    assert [t.yaxis for t in row_figure.data] == ["y", "y2", "y3"]  # three rows of bars, one axis of keys
+    assert row_figure.layout.xaxis.matches == row_figure.layout.xaxis2.matches == "x3"

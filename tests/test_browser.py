@@ -294,9 +294,9 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
 
 TASK_WORDS = {
     "en": {"corpus": "Corpus", "train": "Train", "attention": "Attention", "preset": "Task · ~20 s", "start": "Start",
-           "steps": "Steps", "finished": "finished"},
+           "steps": "Steps", "finished": "finished", "of_600": "Step (of 600)"},
     "zh": {"corpus": "语料", "train": "训练", "attention": "注意力", "preset": "任务 · 约 20 秒", "start": "开始",
-           "steps": "步数", "finished": "已完成"},
+           "steps": "步数", "finished": "已完成", "of_600": "步数（共 600 步）"},
 }
 
 
@@ -332,8 +332,10 @@ def test_a_task_model_shows_its_right_keys_and_a_task_run_its_accuracy(browser, 
     steps = page.get_by_role("spinbutton", name=words["steps"], exact=True)
     steps.fill("600")  # the first evaluation at 100% comes at step 600 (bench.presets)
     steps.press("Enter")
+    page.wait_for_timeout(500)  # the rerun that takes the new value in must start before we wait for its end
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
     main_button(page, words["start"]).click()
+    page.get_by_text(words["of_600"]).wait_for(timeout=30_000)  # the run took the 600 steps
     page.get_by_test_id("stMetricValue").get_by_text(words["finished"], exact=True).wait_for(timeout=90_000)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
     accuracy = page.locator(".js-plotly-plot").nth(1)

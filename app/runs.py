@@ -140,16 +140,17 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> RunEntry:
     """
     tokenizer, model, train = run_configs(corpus, model, train)
     task = task_for_corpus(corpus.key)
-    if task is not None:  # a held-out line, and its question as the prompt: the sample is the model's answer
+    if task is not None:  # a held-out line, its question as the prompt: the sample is the model's answer
         probe = task.probe(corpus.text)
-        prompt = probe[: task.length + 1]
+        prompt, sample_chars = probe[: task.length + 1], task.length + 1
     else:
         probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
-        prompt = next(iter(demo_prompts(tokenizer)), "")
+        prompt, sample_chars = next(iter(demo_prompts(tokenizer)), ""), 80
 
     def build() -> TrainingRun:
         trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train, task=task)
-        return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, run_id=secrets.token_urlsafe(9))
+        return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
+                           run_id=secrets.token_urlsafe(9))
 
     ss = st.session_state
     entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN))

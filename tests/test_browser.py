@@ -328,8 +328,9 @@ def test_a_task_model_shows_its_right_keys_and_a_task_run_its_accuracy(browser, 
 
     go(page, words["train"], words["train"])
     main_button(page, words["preset"]).click()
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
     steps = page.get_by_role("spinbutton", name=words["steps"], exact=True)
+    page.wait_for_function("el => el.value === '1200'", arg=steps.element_handle(), timeout=30_000)  # the preset's
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
     steps.fill("600")  # the first evaluation at 100% comes at step 600 (bench.presets)
     steps.press("Enter")
     page.wait_for_timeout(500)  # the rerun that takes the new value in must start before we wait for its end

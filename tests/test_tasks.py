@@ -251,8 +251,11 @@ def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
     at.button(key="start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     wait_for_step(at, 40)
-    runs.registry().get(*own_run(at)).run.stop()  # returns once the thread, with step 40's evaluation, is done
+    entry = runs.registry().get(*own_run(at))
+    entry.run.stop()  # returns once the thread, with step 40's evaluation, is done
     at.run()
+    sample = entry.run.snapshot().evals[-1].sample  # one answer to a held-out question, not lines of noise
+    assert sample.startswith(entry.probe_text[:7]) and len(sample) == 14
     notes = [m.value for m in at.markdown if ("The copy task" if lang == "en" else "**复制任务**") in m.value]
     assert notes and ("held-out lines" if lang == "en" else "留出行") in notes[0]
     if lang == "zh":

@@ -6,6 +6,7 @@ named pages/, a cold deep link would skip an `st.navigation` router.
 """
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import streamlit as st
@@ -32,7 +33,7 @@ PAGES = (
     ("pages/7_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
 )
 
-_torch_configured = False
+_process_configured = False
 
 
 def setup_page(script: str) -> None:
@@ -40,7 +41,7 @@ def setup_page(script: str) -> None:
     title, icon = next((label, icon) for page, label, icon, _offer in PAGES if Path(page).name == Path(script).name)
     lang = choose_language()  # first: the tab's title is in the language too
     st.set_page_config(page_title=f"{_(title)} · MiniGPT Lab", page_icon=icon, layout="wide")
-    configure_torch()
+    configure_process()
     read_run_from_url()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now
     notice = st.session_state.pop(NOTICE, None)
@@ -60,10 +61,19 @@ def setup_page(script: str) -> None:
                        else _("**Run** `{run}` (watching)", run=entry.run_id))
 
 
-def configure_torch() -> None:
-    """One intra-op thread: under CPU contention (server, browser, trainers) more threads
-    made training ~100x slower, not faster."""
-    global _torch_configured
-    if not _torch_configured:
+def configure_process() -> None:
+    """Once per server process, at the first page.
+
+    One intra-op torch thread: under CPU contention (server, browser, trainers) more threads
+    made training ~100x slower, not faster.
+
+    gc.freeze(): Streamlit collects garbage after every script run (`runner.postScriptGC`), and a
+    full collection walked every object the libraries made at import (torch, plotly, pandas,
+    Streamlit: ~250,000), ~240 ms with the GIL held, after every widget move. Those live as long
+    as the process; frozen, the collection only walks what was made since. Frozen objects are
+    still freed when nothing refers to them."""
+    global _process_configured
+    if not _process_configured:
         torch.set_num_threads(1)
-        _torch_configured = True
+        gc.freeze()
+        _process_configured = True

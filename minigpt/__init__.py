@@ -50,6 +50,7 @@ from .viz import (
     positions_figure,
     similarity_figure,
     values_figure,
+    weight_figure,
     loss_figure,
     position_labels,
     right_key_figure,
@@ -62,7 +63,7 @@ from .viz import (
 
 __all__ = [
     "PATTERNS", "AttentionRow", "HeadStats", "attention_row", "head_stats", "head_table", "attention_row_figure",
-    "keys_figure", "values_figure", "Beliefs", "beliefs", "last_query_attention", "next_logits", "beliefs_figure",
+    "keys_figure", "values_figure", "weight_figure", "Beliefs", "beliefs", "last_query_attention", "next_logits", "beliefs_figure",
     "step_attention_figure", "embedding_pca", "logit_lens", "position_similarity", "embeddings_figure",
     "logit_lens_figure", "positions_figure", "similarity_figure",
     "DEFAULT_PRESET", "PRESETS", "Preset", "Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",

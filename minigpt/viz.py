@@ -6,6 +6,7 @@ grey cells with no hover, and label every axis with the position and character.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,6 +37,9 @@ def english(message: str, /, **params) -> str:
 Translate = Callable[..., str]
 
 
+Spec = tuple[list[dict], dict]  # a figure's traces and layout as plain dicts
+
+
 def _figure(data: list[dict], layout: dict) -> go.Figure:
     """A figure from plain trace and layout dicts, unvalidated: the views that redraw as a learner
     moves a slider are built this way, 10-20× faster than through graph_objects' setters and
@@ -43,6 +47,88 @@ def _figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": layout}, _validate=False)  # numpy arrays go out as typed arrays
 
 
+HEADING_PX = 40  # the height of a stacked part's heading
+COLORBAR_PX = 80  # the right margin of a stacked figure: a colour bar, its ticks and their numbers
+AXIS_PX = 50  # room under a stacked part for its bottom axis's ticks and title, which a lone figure's margin grows to
+_OWN = ("height", "margin", "title", "annotations", "shapes", "showlegend")  # what a part's layout keeps to itself
+
+
+def _stack(parts: Sequence[tuple[str, Spec]]) -> Spec:
+    """Figure specs one above the other in one spec, each under a heading, keeping its own axes,
+    height (px) and title: each part's axes are renumbered and its paper y mapped into its band.
+
+    The margins are fixed (wide enough for the longest y tick label, and for the colour bars) and
+    no axis grows them: a margin that grows makes plotly draw the figure a second time, and
+    Streamlit already draws a changed chart twice (once before it knows the width)."""
+    total = sum(HEADING_PX + layout["height"] + AXIS_PX for _, (_, layout) in parts)
+    ticks = [t for _, (_, part) in parts for k, axis in part.items() if k.startswith("yaxis")
+             for t in axis.get("ticktext", [])]
+    data, layout = [], {"height": total, "showlegend": False, "annotations": [], "shapes": [],
+                        "margin": {"l": 10 + max(map(_text_px, ticks), default=30), "r": COLORBAR_PX, "t": 0, "b": 0}}
+    top, count, edge = 0, {"x": 0, "y": 0}, 4 - layout["margin"]["l"]  # edge: xshift from the plot to the figure's left
+    for heading, (part_data, part) in parts:
+        margin = {"t": 0, "b": 0, **part.get("margin", {})}
+        band = (top + HEADING_PX + margin["t"], top + HEADING_PX + part["height"] - margin["b"])  # px from the top
+        paper = lambda y, band=band: 1 - (band[1] - y * (band[1] - band[0])) / total  # noqa: E731
+        rename = _renamer(part_data, part, count)
+        for trace in part_data:
+            trace = {**trace, "xaxis": rename(trace.get("xaxis", "x")), "yaxis": rename(trace.get("yaxis", "y"))}
+            if trace["type"] == "heatmap" and "coloraxis" not in trace:  # its colour bar beside its own band
+                trace["colorbar"] = {"y": paper(0.5), "len": (band[1] - band[0]) / total, "yanchor": "middle",
+                                     **trace.get("colorbar", {})}
+            data.append(trace)
+        for key, axis in part.items():
+            if key.startswith(("xaxis", "yaxis")):
+                axis = {**axis, **{ref: rename(axis[ref]) for ref in ("anchor", "matches", "overlaying") if ref in axis}}
+                if key[0] == "y":
+                    axis["domain"] = [paper(y) for y in axis.get("domain", [0.0, 1.0])]
+                layout[key[:5] + rename(key[0] + key[5:])[1:]] = {**axis, "automargin": False}
+            elif key not in _OWN:
+                layout.setdefault(key, axis)  # the rest (a colour axis, say), if no part set it first
+        for note in part.get("annotations", []):
+            note = {**note, "xref": rename(note.get("xref", "x")), "yref": rename(note.get("yref", "y"))}
+            if note["yref"] == "paper":
+                note["y"] = paper(note["y"])
+            if note["xref"] == "paper" and note["x"] == 0 and note.get("xanchor") == "left":
+                note["xshift"] = edge  # a title at the left: at the figure's edge, as a phone is narrow
+            layout["annotations"].append(note)
+        for shape in part.get("shapes", []):
+            shape = {**shape, "xref": rename(shape.get("xref", "x")), "yref": rename(shape.get("yref", "y"))}
+            if shape["yref"] == "paper":
+                shape["y0"], shape["y1"] = paper(shape["y0"]), paper(shape["y1"])
+            layout["shapes"].append(shape)
+        if part.get("title", {}).get("text"):  # in the part's top margin, as it would stand alone
+            layout["annotations"].append({"text": part["title"]["text"], "font": part["title"].get("font", {}),
+                                          "x": 0.0, "xref": "paper", "xanchor": "left", "xshift": edge,
+                                          "y": paper(1.0), "yref": "paper", "yanchor": "bottom", "yshift": 8,
+                                          "showarrow": False})
+        layout["annotations"].append({"text": f"<b>{heading}</b>", "font": {"size": 16}, "x": 0.0, "xref": "paper",
+                                      "xanchor": "left", "xshift": edge, "y": 1 - top / total, "yref": "paper",
+                                      "yanchor": "top", "showarrow": False})
+        top += HEADING_PX + part["height"] + AXIS_PX
+    return data, layout
+
+
+def _text_px(text: str, size: int = 12) -> int:
+    """About how wide plotly draws `text` (px): a Chinese or other full-width character is as wide
+    as the font size, others about 0.6 of it."""
+    return round(sum(size if unicodedata.east_asian_width(c) in "WF" else 0.6 * size for c in text)) + 8
+
+
+def _renamer(part_data: list[dict], part: dict, count: dict[str, int]) -> Callable[[str], str]:
+    """The part's axis names ("x2") → the stack's next free ones ("x5"); "paper" stays."""
+    used = {"x": set(), "y": set()}
+    for key in part:
+        if key.startswith(("xaxis", "yaxis")):
+            used[key[0]].add(key[5:])
+    for trace in part_data:
+        used["x"].add(trace.get("xaxis", "x")[1:]), used["y"].add(trace.get("yaxis", "y")[1:])
+    names = {}
+    for letter, suffixes in used.items():
+        for suffix in sorted(suffixes, key=lambda n: int(n or 1)):
+            count[letter] += 1
+            names[letter + suffix] = letter + ("" if count[letter] == 1 else str(count[letter]))
+    return lambda ref: names.get(ref, ref)
 
 
 def position_labels(text: str) -> list[str]:
@@ -160,15 +246,16 @@ def attention_heatmap(weights: np.ndarray, text: str, title: str = "", start: in
                      "marker": {"symbol": "square-open", "size": 16 if stop - start <= 16 else 11,
                                 "color": "#FF1744", "line": {"width": 2}}})
     font = {"size": 12 if stop - start <= 16 else 10}
+    # fixed margins, room for the ticks and the axis title, that no axis grows: see _stack
     axis = {"tickmode": "array", "tickvals": labels, "ticktext": ticks, "tickangle": 0, "tickfont": font,
-            "showgrid": False, "constrain": "domain"}
+            "showgrid": False, "constrain": "domain", "automargin": False}
     return _figure(data, {
         "xaxis": {**axis, "title": {"text": _("key")}, "side": "bottom"},
         "yaxis": {**axis, "title": {"text": _("query")}, "autorange": "reversed", "scaleanchor": "x"},
         "title": {"text": title, "x": 0.0, "font": {"size": 13}},
         "coloraxis": {"colorscale": "Viridis", "cmin": 0.0, "cmax": 1.0, "showscale": False},
         "plot_bgcolor": MASK_COLOR, "height": max(300, 100 + 22 * (stop - start)),
-        "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
+        "margin": {"l": 36 + max(_text_px(t, font["size"]) for t in ticks), "r": 10, "t": 36, "b": 56},
     })
 
 SCALING_METRICS = {
@@ -263,6 +350,10 @@ def steps_table(steps: Sequence[Step], tr: Translate = english) -> pd.DataFrame:
 def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
     """One query's scores, scores ÷ √d_k and softmax weights over every key, stacked bars; the
     keys the causal mask hides are grey, at 0, and their scaled score is marked −∞."""
+    return _figure(*_row_spec(row, text, tr))
+
+
+def _row_spec(row: AttentionRow, text: str, tr: Translate) -> Spec:
     _ = tr
     keys = position_labels(text[: len(row.weights)])
     color = np.where(row.allowed, "#1E88E5", MASK_COLOR).tolist()
@@ -291,29 +382,34 @@ def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) 
                      "xaxis": f"x{n}", "yaxis": f"y{n}", **extra})
         layout[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [top - height, top]}
         layout[f"xaxis{n}"] = {"anchor": f"y{n}", "domain": [0.0, 1.0], "matches": "x3", "showticklabels": False}
-        layout["annotations"].append({"text": titles[i], "x": 0.5, "y": top, "xref": "paper", "yref": "paper",
-                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False,
-                                      "font": {"size": 16}})
+        layout["annotations"].append({"text": titles[i], "x": 0.0, "y": top, "xref": "paper", "yref": "paper",
+                                      "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 14}})
     layout["yaxis3"]["range"] = [0, 1.05]
     layout["xaxis3"] = {"anchor": "y3", "domain": [0.0, 1.0], "tickmode": "array", "tickvals": keys,
                         "ticktext": [_tick(c) for c in text[: len(keys)]], "tickangle": 0, "title": {"text": key}}
-    return _figure(data, layout)
+    return data, layout
+
 
 def vectors_figure(rows: dict[str, np.ndarray], title: str, tr: Translate = english) -> go.Figure:
     """Vectors of d_k numbers as the rows of one heatmap (q, the keys, the values, the output),
     on one colour scale centred on 0."""
+    return _figure(*_vectors_spec(rows, title, tr))
+
+
+def _vectors_spec(rows: dict[str, np.ndarray], title: str, tr: Translate) -> Spec:
     _ = tr
     labels, z = list(rows), np.stack([np.asarray(v, dtype=float) for v in rows.values()])
     span = float(np.abs(z).max()) or 1.0
     component = _("component")
-    return _figure([{"type": "heatmap", "z": z, "y": labels, "x": list(range(1, z.shape[1] + 1)),
-                     "colorscale": "RdBu", "zmid": 0, "zmin": -span, "zmax": span,
-                     "hovertemplate": f"%{{y}}<br>{component} %{{x}}: %{{z:.3f}}<extra></extra>"}], {
+    return [{"type": "heatmap", "z": z, "y": labels, "x": list(range(1, z.shape[1] + 1)),
+             "colorscale": "RdBu", "zmid": 0, "zmin": -span, "zmax": span,
+             "hovertemplate": f"%{{y}}<br>{component} %{{x}}: %{{z:.3f}}<extra></extra>"}], {
         "yaxis": {"autorange": "reversed", "tickmode": "array", "tickvals": labels, "ticktext": labels},
         "xaxis": {"title": {"text": _("component (1 … d_k)")}},
         "title": {"text": title, "x": 0.0, "font": {"size": 13}}, "height": max(220, 60 + 20 * len(labels)),
         "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
-    })
+    }
 
 
 def _key_labels(row: AttentionRow, text: str, tr: Translate) -> list[str]:
@@ -324,20 +420,39 @@ def _key_labels(row: AttentionRow, text: str, tr: Translate) -> list[str]:
 
 def keys_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
     """The query vector q on top of every key vector k: the numbers whose dot products are the scores."""
+    return _figure(*_keys_spec(row, text, tr))
+
+
+def _keys_spec(row: AttentionRow, text: str, tr: Translate) -> Spec:
     _ = tr
     labels = _key_labels(row, text, tr)
     rows = {_("q of {query}", query=position_labels(text)[row.query]): row.q}
     rows.update({f"k {label}": k for label, k in zip(labels, row.k)})
-    return vectors_figure(rows, _("query q and keys k (d_k = {d_k} numbers each)", d_k=len(row.q)), tr)
+    return _vectors_spec(rows, _("query q and keys k (d_k = {d_k} numbers each)", d_k=len(row.q)), tr)
 
 
 def values_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
     """Every value vector v with its weight, and their weighted sum: what this head passes on."""
+    return _figure(*_values_spec(row, text, tr))
+
+
+def _values_spec(row: AttentionRow, text: str, tr: Translate) -> Spec:
     _ = tr
     labels = _key_labels(row, text, tr)
     rows = {f"v {label} · {w:.2f}": v for label, v, w in zip(labels, row.v, row.weights)}
     rows[_("output Σ weight·v")] = row.output
-    return vectors_figure(rows, _("values v (with their weights) and the output"), tr)
+    return _vectors_spec(rows, _("values v (with their weights) and the output"), tr)
+
+
+def weight_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
+    """How one attention weight is made, as one figure: the query and the keys, the scores
+    (÷ √d_k, masked, softmax), the values and the output, one above the other. One chart rather
+    than three because Streamlit draws a changed chart from scratch, and this view changes
+    whenever the learner moves the query, the head or the layer."""
+    _ = tr
+    return _figure(*_stack([(_("1. The query and the keys"), _keys_spec(row, text, tr)),
+                            (_("2. Scores, ÷ √d_k, the causal mask and softmax"), _row_spec(row, text, tr)),
+                            (_("3. The output: the weighted sum of the values"), _values_spec(row, text, tr))]))
 
 
 def beliefs_figure(belief: Beliefs, chars: Sequence[str], top: int = 20, tr: Translate = english) -> go.Figure:
@@ -356,10 +471,10 @@ def beliefs_figure(belief: Beliefs, chars: Sequence[str], top: int = 20, tr: Tra
                      "marker": {"color": ["#BDBDBD" if c else "#1E88E5" for c in cut]},
                      "text": [removed if c else "" for c in cut], "textposition": "none", "customdata": labels,
                      "hovertemplate": f"%{{customdata}}<br>{probability} %{{y:.3f}} %{{text}}<extra></extra>"}], {
-        "xaxis": {"tickmode": "array", "tickvals": positions, "ticktext": labels, "tickangle": 0},
-        "yaxis": {"title": {"text": probability}, "range": [0, max(1e-9, float(y.max())) * 1.1]},
+        "xaxis": {"tickmode": "array", "tickvals": positions, "ticktext": labels, "tickangle": 0, "automargin": False},
+        "yaxis": {"title": {"text": probability}, "range": [0, max(1e-9, float(y.max())) * 1.1], "automargin": False},
         "title": {"text": title, "x": 0.0, "font": {"size": 13}}, "height": 300, "showlegend": False,
-        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+        "margin": {"l": 64, "r": 10, "t": 40, "b": 30},  # fixed, that no axis grows: see _stack
     })
 
 
@@ -373,10 +488,11 @@ def step_attention_figure(rows: np.ndarray, text: str, tr: Translate = english) 
     return _figure([{"type": "heatmap", "z": rows, "x": labels, "y": layers, "coloraxis": "coloraxis",
                      "hovertemplate": f"%{{y}} · %{{x}}<br>{weight} %{{z:.3f}}<extra></extra>"}], {
         "xaxis": {"tickmode": "array", "tickvals": labels, "ticktext": [_tick(c) for c in text[-rows.shape[1]:]],
-                  "tickangle": 0, "title": {"text": _("key")}},
-        "yaxis": {"autorange": "reversed"},
+                  "tickangle": 0, "title": {"text": _("key")}, "automargin": False},
+        "yaxis": {"autorange": "reversed", "automargin": False},
         "coloraxis": {"colorscale": "Viridis", "cmin": 0.0, "cmax": 1.0, "showscale": False},
-        "height": 80 + 36 * rows.shape[0], "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+        "height": 80 + 36 * rows.shape[0],  # fixed margins, that no axis grows: see _stack
+        "margin": {"l": 16 + max(map(_text_px, layers)), "r": 10, "t": 10, "b": 56},
     })
 
 
@@ -387,7 +503,7 @@ def positions_figure(pe: np.ndarray, tr: Translate = english) -> go.Figure:
     position, dimension, value = _("position"), _("dimension"), _("value")
     fig = go.Figure(go.Heatmap(z=pe, colorscale="RdBu", zmid=0, zmin=-1, zmax=1,
                                hovertemplate=f"{position} %{{y}}, {dimension} %{{x}}<br>{value} %{{z:.3f}}<extra></extra>"))
-    fig.update_xaxes(title_text=_("dimension (0 … d_model − 1): fast waves on the left, slow on the right"))
+    fig.update_xaxes(title_text=_("dimension (0 … d_model − 1):<br>fast waves on the left, slow on the right"))
     fig.update_yaxes(title_text=position, autorange="reversed")
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=20, b=10))
     return fig

@@ -3,8 +3,7 @@ import streamlit as st
 
 from app import heatmaps, models, navigation, prompts
 from app.i18n import _
-from minigpt import (PATTERNS, attention_heatmap, attention_row, attention_row_figure, head_table, keys_figure,
-                     position_labels, values_figure)
+from minigpt import PATTERNS, attention_heatmap, attention_row, head_table, position_labels, weight_figure
 
 navigation.setup_page(__file__)
 
@@ -45,18 +44,14 @@ def one_weight() -> None:
     row = attention_row(lm.model, lm.tokenizer.encode(text), layer, head, query,
                         scale_attention=False if unscaled else None)
     top = int(row.weights.argmax())
-    st.subheader(_("1. The query and the keys"))
-    st.plotly_chart(keys_figure(row, text, tr=_), key="inside_keys", config={"displayModeBar": False})
-    st.subheader(_("2. Scores, ÷ √d_k, the causal mask and softmax"))
     st.latex(rf"\begin{{gathered}} q \cdot k_{{{top}}} = {row.scores[top]:.3f} \\ "  # one step a line: fits a phone
              rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f} \\ "
              rf"\mathrm{{softmax}} \rightarrow {row.weights[top]:.3f} \end{{gathered}}")
     st.caption(_("The key that gets the most weight, {key}: its score, the score divided by {divisor:.2f}, and its "
                  "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
                  key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
-    st.plotly_chart(attention_row_figure(row, text, tr=_), key="inside_row", config={"displayModeBar": False})
-    st.subheader(_("3. The output: the weighted sum of the values"))
-    st.plotly_chart(values_figure(row, text, tr=_), key="inside_values", config={"displayModeBar": False})
+    # one chart for the three steps: Streamlit draws a changed chart from scratch, ~0.1 s each in the browser
+    st.plotly_chart(weight_figure(row, text, tr=_), key="inside_weight", config={"displayModeBar": False})
     st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the "
                  "other heads' and goes through W_O.", query=labels[query]))
 

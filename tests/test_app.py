@@ -28,6 +28,16 @@ def test_every_page_renders_without_exception(path):
     assert len(at.title) == 1
 
 
+def test_the_server_freezes_what_its_libraries_made_at_import():
+    """Streamlit collects garbage after every script run (runner.postScriptGC). Walking the objects
+    torch, plotly, pandas and Streamlit made at import (~250,000) took ~240 ms with the GIL held,
+    after every widget move; the first page freezes them out of the collector's walk."""
+    import gc
+
+    home().run()
+    assert gc.get_freeze_count() > 100_000
+
+
 def test_the_english_corpus_brings_its_own_shipped_model_prompt_and_text():
     at = home()
     at.selectbox(key=choices.CORPUS).set_value("pydoc-en").run()

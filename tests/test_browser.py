@@ -173,6 +173,14 @@ PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("
          ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"),
          ("/Model", "Inside the model"), ("/Glossary", "Glossary")]
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
+# every tick label, title and annotation a chart draws, that runs past its chart's left or right edge:
+# the fast figures fix their margins from the labels' estimated width instead of letting plotly grow them
+CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
+  const box = plot.getBoundingClientRect();
+  return [...plot.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => [t, t.getBoundingClientRect()])
+    .filter(([t, r]) => r.width > 0 && (r.left < box.left - 1 || r.right > box.right + 1))
+    .map(([t, r]) => `${t.textContent} (${Math.round(r.left - box.left)}..${Math.round(r.right - box.left)} of ${Math.round(box.width)})`);
+})"""
 
 
 def _boxes(page, selector: str) -> list[dict]:
@@ -199,6 +207,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
+        assert not page.evaluate(CLIPPED), f"{path}: chart text cut off at its edge: {page.evaluate(CLIPPED)}"
         charts = _boxes(page, '[data-testid="stPlotlyChart"]')
         assert not any(_overlap(a, b) for i, a in enumerate(charts) for b in charts[i + 1:]), path
         if path == "/Attention":
@@ -266,6 +275,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
                                f">= {len(ZH_PAGES)}", timeout=30_000)
         links = page.locator("[data-testid=stSidebar] a[href]").all()
         assert len(links) == len(ZH_PAGES) and all("lang=zh" in link.get_attribute("href") for link in links)
+        assert not page.evaluate(CLIPPED), f"{path}: chart text cut off at its edge: {page.evaluate(CLIPPED)}"
         shown = page.evaluate(VISIBLE_TEXT)  # what the page itself shows, Streamlit's own words included
         assert not english_words(shown, GLOSSED), f"{path or '/'}: {english_words(shown, GLOSSED)}"
         _screenshot_whole(page, shots / f"zh_{(path or '/home').strip('/').lower()}.png", viewport)

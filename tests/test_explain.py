@@ -126,7 +126,7 @@ def test_the_inside_page_shows_the_row_of_the_heatmap_for_the_chosen_query(shipp
     at.select_slider(key=f"inside_query:{len(ids)}").set_value(6).run()
     assert not at.exception
     for scale in (None, False):
-        weights = plotly_array(plotly_spec(at, 1)["data"][2]["y"])  # the row figure's softmax bars
+        weights = plotly_array(plotly_spec(at, 0)["data"][3]["y"])  # the softmax bars, under q and k and 2 rows of bars
         want = model.attention_maps(torch.tensor([ids]), scale_attention=scale)[1, 2, 6].numpy()
         np.testing.assert_allclose(weights, want, atol=1e-6)
         assert np.all(weights[7:] == 0)  # the future keys, masked

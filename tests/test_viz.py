@@ -9,6 +9,8 @@ from minigpt import overfitting, scaling_experiment, viz
 from minigpt.sample import Step
 from minigpt.train import TrainEvent
 
+from helpers import plotly_array
+
 TEXT = "深度学习是人工智能"
 
 
@@ -150,10 +152,43 @@ def test_every_figure_the_fast_views_build_is_valid_plotly():
     for scale in (None, False):
         row = attention_row(checkpoint.model, ids, 1, 2, 10, scale_attention=scale)
         figures += [viz.attention_row_figure(row, DEMO_SENTENCE), viz.keys_figure(row, DEMO_SENTENCE),
-                    viz.values_figure(row, DEMO_SENTENCE)]
+                    viz.values_figure(row, DEMO_SENTENCE), viz.weight_figure(row, DEMO_SENTENCE)]
     for fig in figures:
         validated = go.Figure(fig.to_plotly_json())  # raises ValueError on an invalid property or value
         assert len(validated.data) == len(fig.data) >= 1
     row_figure = figures[4]
     assert [t.yaxis for t in row_figure.data] == ["y", "y2", "y3"]  # three rows of bars, one axis of keys
     assert row_figure.layout.xaxis.matches == row_figure.layout.xaxis2.matches == "x3"
+
+
+def test_the_weight_figure_stacks_keys_scores_and_values_in_bands_that_do_not_overlap():
+    import plotly.graph_objects as go
+
+    from minigpt import DEMO_SENTENCE, load_pretrained
+    from minigpt.explain import attention_row
+
+    checkpoint = load_pretrained("course-zh")
+    row = attention_row(checkpoint.model, checkpoint.tokenizer.encode(DEMO_SENTENCE), 1, 2, 10)
+    parts = [viz.keys_figure(row, DEMO_SENTENCE), viz.attention_row_figure(row, DEMO_SENTENCE),
+             viz.values_figure(row, DEMO_SENTENCE)]
+    spec = viz.weight_figure(row, DEMO_SENTENCE).to_plotly_json()
+    whole = go.Figure(spec)  # validated
+    alone = [trace for part in parts for trace in part.to_plotly_json()["data"]]
+    assert [t.type for t in whole.data] == ["heatmap", "bar", "bar", "bar", "heatmap"]
+    for mine, theirs in zip(spec["data"], alone):  # the same numbers as the figures standing alone
+        for field in ("x", "y", "z"):
+            if field in theirs:
+                assert np.array_equal(plotly_array(mine[field]), plotly_array(theirs[field])) \
+                    if field == "z" or field == "y" and theirs["type"] == "bar" else mine[field] == theirs[field]
+    assert len({t.yaxis for t in whole.data}) == 5 and len({t.xaxis for t in whole.data}) == 5
+    layout = whole.layout
+    domains = [layout[f"yaxis{t.yaxis[1:]}"].domain for t in whole.data]
+    assert all(0 <= low < high <= 1 for low, high in domains)
+    assert all(below[1] < above[0] for above, below in zip(domains, domains[1:]))  # top to bottom, apart
+    assert [layout[f"xaxis{t.xaxis[1:]}"].matches for t in whole.data[1:3]] == [whole.data[3].xaxis] * 2  # one key axis
+    for trace, (low, high) in zip([whole.data[0], whole.data[4]], [domains[0], domains[4]]):
+        assert trace.colorbar.y == pytest.approx((low + high) / 2) and trace.colorbar.len == pytest.approx(high - low)
+    assert layout.height == sum(p.layout.height for p in parts) + 3 * (viz.HEADING_PX + viz.AXIS_PX)
+    texts = [a.text for a in layout.annotations]
+    assert "<b>1. The query and the keys</b>" in texts and parts[0].layout.title.text in texts
+    assert all(a.text in texts for a in parts[1].layout.annotations)  # the three rows' own titles

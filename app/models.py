@@ -12,8 +12,8 @@ import numpy as np
 import streamlit as st
 import torch
 
-from minigpt import (BUILTIN_CORPORA, find_task, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, demo_prompts, load_pretrained,
-                     load_zip, probe_text)
+from minigpt import (BUILTIN_CORPORA, find_task, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, TrainConfig,
+                     demo_prompts, load_pretrained, load_zip, probe_text)
 
 from .advice import state_label
 from .choices import SHIPPED, TRAINED, UPLOADED, current_device, model_source
@@ -71,6 +71,7 @@ class LoadedModel:
     detail: str          # a phrase on where the model comes from, in the page's language
     sample_text: str     # the default text for the attention view and the first prompt
     block_size: int      # the context it was trained on: positions past it never trained
+    corpus_text: str = field(default="", repr=False)  # the corpus it learned, when known
 
     @property
     def device(self) -> str:
@@ -130,7 +131,7 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
     if not (isinstance(probe, str) and probe.strip() and not tokenizer.unknown_chars(probe)):
         probe = probe_text(tokenizer, text)
     return LoadedModel(checkpoint.model, tokenizer, source, corpus, status, steps, detail,
-                       probe[: checkpoint.block_size], checkpoint.block_size)
+                       probe[: checkpoint.block_size], checkpoint.block_size, text)
 
 
 def _pretrained_model() -> LoadedModel:
@@ -188,6 +189,18 @@ def first_prompt(model: LoadedModel) -> str:
     if not words:
         return model.sample_text[:4]
     return words[0][:8] + (" " if " " in model.tokenizer.stoi else "")
+
+
+def held_out(lm: LoadedModel) -> torch.Tensor | None:
+    """The validation tokens of the model's corpus, the part training never sees (a run's own
+    split; the last val_fraction of a shipped model's corpus), or None where the corpus is unknown."""
+    if lm.source == TRAINED:
+        entry, _owner = session_run()
+        return entry.run.trainer.val_data if entry is not None else None
+    tail = lm.corpus_text[len(lm.corpus_text) - int(len(lm.corpus_text) * TrainConfig.val_fraction):]
+    if len(tail) <= lm.block_size or lm.tokenizer.unknown_chars(tail):  # one token per character
+        return None
+    return torch.tensor(lm.tokenizer.encode(tail), dtype=torch.long)
 
 
 def attention_maps(model: MiniGPT, tokenizer: CharTokenizer, text: str, scaled: bool | None = None) -> np.ndarray:

@@ -30,6 +30,7 @@ PAGES = (
     ("pages/4_Scaling.py", N_("√d_k scaling"), "📐", N_("Why attention divides by √d_k")),
     ("pages/5_Inside.py", N_("Inside attention"), "🔬", N_("How one attention weight is made; what each head does")),
     ("pages/6_Model.py", N_("Inside the model"), "🧩", N_("Positions, embeddings, and the prediction layer by layer")),
+    ("pages/8_Experiments.py", N_("Experiments"), "🧪", N_("Take a part of the model out and measure what it did")),
     ("pages/7_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
 )
 

@@ -43,6 +43,15 @@ def causal_mask(t_query: int, t_key: int, device: torch.device | None = None) ->
     return k_pos <= q_pos  # (t_query, t_key)
 
 
+def allowed_keys(t_query: int, t_key: int, window: int | None, device: torch.device | None = None) -> torch.Tensor:
+    """The causal mask, and with a window only the last `window` keys of each query (itself included)."""
+    allowed = causal_mask(t_query, t_key, device)
+    if window is not None:
+        q_pos = torch.arange(t_key - t_query, t_key, device=device)[:, None]
+        allowed &= torch.arange(t_key, device=device)[None, :] > q_pos - window
+    return allowed  # (t_query, t_key)
+
+
 def eager_attention(
     Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, allowed: torch.Tensor | None, scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,6 +97,7 @@ class MultiHeadSelfAttention(nn.Module):
         # W_Q, W_K and W_V stacked into one matrix: one matmul instead of three.
         self.W_QKV = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.W_O = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.window: int | None = None  # a knock-out: each query sees only its last `window` keys
 
     def forward(
         self,
@@ -105,7 +115,13 @@ class MultiHeadSelfAttention(nn.Module):
         if cache is not None:
             past = cache.length
             K, V = cache.update(layer, K, V)  # (B, H, past + T, d_k)
-        if attn_implementation == "eager":
+        if self.window is not None:  # the knock-out's mask, in either path
+            allowed = allowed_keys(T, past + T, self.window, x.device)
+            if attn_implementation == "eager":
+                out, weights = eager_attention(Q, K, V, allowed, scale)
+            else:
+                weights, out = None, sdpa_attention(Q, K, V, attn_mask=allowed, scale=scale)
+        elif attn_implementation == "eager":
             allowed = causal_mask(T, past + T, x.device) if T > 1 else None
             out, weights = eager_attention(Q, K, V, allowed, scale)
         else:

@@ -8,11 +8,12 @@ in all. Plain threading, no Streamlit: the app keeps one registry per process.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .messages import LabError
@@ -159,6 +160,17 @@ class RunRegistry:
                 )
             self._reserved += 1
             return old
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """A training slot for work in the caller's own thread (the √d_k race trains its two models
+        there, one after the other each step): RunLimitError when the server is at its cap."""
+        self._reserve(None)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved -= 1
 
     def control(self, run_id: str, key: str | None, action: str) -> None:
         """pause, resume or stop, for the owner only; NotOwnerError for a run that is not there (any more)."""

@@ -496,6 +496,51 @@ def step_attention_figure(rows: np.ndarray, text: str, tr: Translate = english) 
     })
 
 
+def importance_figure(rise: np.ndarray, tr: Translate = english) -> go.Figure:
+    """How much the validation loss rises when each head alone is zeroed, as a layer × head grid
+    with the number in every cell (a head that helps is red; one whose loss falls, blue)."""
+    _ = tr
+    rise = np.asarray(rise, dtype=float)
+    span = float(np.abs(rise).max()) or 1.0
+    layers = [_("layer {layer}", layer=l + 1) for l in range(rise.shape[0])]
+    heads = [_("head {head}", head=h + 1) for h in range(rise.shape[1])]
+    change = _("val loss change")
+    return _figure([{"type": "heatmap", "z": rise, "x": heads, "y": layers, "colorscale": "RdBu", "reversescale": True,
+                     "zmid": 0, "zmin": -span, "zmax": span, "texttemplate": "%{z:+.3f}", "showscale": False,
+                     "hovertemplate": f"%{{y}} · %{{x}}<br>{change} %{{z:+.4f}}<extra></extra>"}], {
+        "yaxis": {"autorange": "reversed", "automargin": False}, "xaxis": {"side": "top", "automargin": False},
+        "height": 90 + 48 * rise.shape[0],  # fixed margins, that no axis grows: see _stack
+        "margin": {"l": 16 + max(map(_text_px, layers)), "r": 10, "t": 40, "b": 10},
+    })
+
+
+RACE_METRICS = {  # what a race chart plots: (title, y-axis title)
+    "loss": (N_("Loss on a fixed validation batch"), N_("loss (nats)")),
+    "entropy": (N_("Mean attention entropy (low = saturated)"), N_("entropy (nats)")),
+    "jacobian": (N_("How much of a change in the scores softmax lets through"), N_("‖∂softmax/∂scores‖")),
+}
+
+
+def race_figure(points: Sequence, metric: str, tr: Translate = english) -> go.Figure:
+    """One measurement of a √d_k race over its steps: with 1/√d_k in blue, without in red, one
+    line per layer (dashed after the first)."""
+    _ = tr
+    title, y_title = RACE_METRICS[metric]
+    steps = [p.step for p in points]
+    data = []
+    for side, name, color in (("scaled", _("with 1/√d_k"), "#1E88E5"), ("unscaled", _("without"), "#E53935")):
+        values = np.array([np.atleast_1d(getattr(getattr(p, side), metric)) for p in points])  # (points, layers)
+        for layer in range(values.shape[1]):
+            label = name if values.shape[1] == 1 else _("{name} · layer {layer}", name=name, layer=layer + 1)
+            data.append({"type": "scatter", "mode": "lines+markers", "x": steps, "y": values[:, layer], "name": label,
+                         "line": {"color": color, "dash": ["solid", "dash", "dot", "dashdot"][layer % 4]}})
+    return _figure(data, {
+        "title": {"text": _(title), "x": 0.0, "font": {"size": 13}}, "height": 300,
+        "xaxis": {"title": {"text": _("step")}}, "yaxis": {"title": {"text": _(y_title)}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.3}, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+    })
+
+
 def positions_figure(pe: np.ndarray, tr: Translate = english) -> go.Figure:
     """The sinusoidal position encodings: one row per position, one column per dimension."""
     _ = tr

@@ -91,17 +91,22 @@ def hand_softmax(scores: torch.Tensor) -> torch.Tensor:
     return e / e.sum(-1, keepdim=True)
 
 
-def hand_forward(model, ids: list[int], scale: bool | None = None) -> dict:
+def hand_forward(model, ids: list[int], scale: bool | None = None, zero_heads=(), positions: bool = True,
+                 window: int | None = None, head_weight: torch.Tensor | None = None) -> dict:
     """Logits (T, vocab), and per layer the attention weights (H, T, T), Q, K, V (H, T, d_k) and the
-    attention output (T, d_model) before W_O, in float64. scale=None follows the model's config."""
+    attention output (T, d_model) before W_O, in float64. scale=None follows the model's config.
+
+    The knock-outs, written out: zero_heads, (layer, head) pairs whose outputs are dropped;
+    positions=False, no positional encoding; window, each query sees its last `window` keys;
+    head_weight (vocab, d_model), an LM head of its own instead of the embedding."""
     w = {k: v.detach().double().cpu() for k, v in model.state_dict().items()}
     cfg = model.config
     d, H = cfg.d_model, cfg.num_heads
     d_k = d // H
     divide = cfg.scale_attention if scale is None else scale
     T = len(ids)
-    x = w["token_embed.weight"][ids] * math.sqrt(d) + hand_positions(T, d)  # (T, d)
-    allowed = torch.tensor([[k <= q for k in range(T)] for q in range(T)])
+    x = w["token_embed.weight"][ids] * math.sqrt(d) + (hand_positions(T, d) if positions else 0)  # (T, d)
+    allowed = torch.tensor([[k <= q and (window is None or q - k < window) for k in range(T)] for q in range(T)])
     layers = []
     for layer in range(cfg.num_layers):
         p = f"blocks.{layer}."
@@ -114,6 +119,8 @@ def hand_forward(model, ids: list[int], scale: bool | None = None) -> dict:
         scores = scores.masked_fill(~allowed, float("-inf"))
         weights = hand_softmax(scores)
         heads = weights @ V  # (H, T, d_k)
+        for zeroed in [h for l, h in zero_heads if l == layer]:
+            heads[zeroed] = 0
         concat = heads.transpose(0, 1).reshape(T, d)
         x = x + concat @ w[p + "self_attn.W_O.weight"].T
         h = hand_layer_norm(x, w[p + "norm2.weight"], w[p + "norm2.bias"])
@@ -121,7 +128,8 @@ def hand_forward(model, ids: list[int], scale: bool | None = None) -> dict:
         x = x + hidden @ w[p + "ffn.linear2.weight"].T + w[p + "ffn.linear2.bias"]
         layers.append({"weights": weights, "Q": Q, "K": K, "V": V, "output": concat})
     x = hand_layer_norm(x, w["final_norm.weight"], w["final_norm.bias"])
-    logits = x @ w["token_embed.weight"].T  # the head is the embedding, transposed (weight tying)
+    head = w["token_embed.weight"] if head_weight is None else head_weight.double().cpu()
+    logits = x @ head.T  # the head is the embedding, transposed (weight tying)
     return {"logits": logits, "layers": layers}
 
 
@@ -254,7 +262,7 @@ class RunsCode:
 # ---------------------------------------------------------------- pages (AppTest)
 
 PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py", "pages/5_Inside.py",
-         "pages/6_Model.py", "pages/7_Glossary.py"]
+         "pages/6_Model.py", "pages/7_Glossary.py", "pages/8_Experiments.py"]
 
 
 def home(lang: str | None = None) -> AppTest:

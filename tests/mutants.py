@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["test_maths.py", "test_explain.py", "test_tasks.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+ORDER = ["test_maths.py", "test_knockout.py", "test_explain.py", "test_tasks.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
          "test_first_hour.py",
          "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
          "test_cli.py", "test_bad_inputs.py"]
@@ -176,6 +176,16 @@ MUTANTS = {
         "if j % self.line_length < self.length)", "if 0 < j % self.line_length < self.length)")]),
     "time-lapse outlines nothing (task)": ("pages/3_Attention.py", [(
         'key="timelapse", expected=probe_line.mask if probe_line else None)', 'key="timelapse")')]),
+    # knock-outs: each of these reports what a different part did
+    "a zeroed head zeroes W_O's rows, not its columns (knock-out)": ("minigpt/knockout.py", [(
+        "W_O.weight[:, head * d_k : (head + 1) * d_k] = 0", "W_O.weight[head * d_k : (head + 1) * d_k, :] = 0")]),
+    "the window lets one key too many through (knock-out)": ("minigpt/model.py", [(
+        "[None, :] > q_pos - window", "[None, :] >= q_pos - window")]),
+    "the shuffled head stays tied (knock-out)": ("minigpt/knockout.py", [(
+        "twin.lm_head.weight = torch.nn.Parameter(embedding[order.to(embedding.device)].clone())  # untied",
+        "twin.token_embed.weight.data = embedding[order.to(embedding.device)].clone()")]),
+    "knock-outs change the shared model (knock-out)": ("minigpt/knockout.py", [(
+        "twin = copy.deepcopy(model).eval()  # deepcopy", "twin = model.eval()  # deepcopy")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),

@@ -171,7 +171,7 @@ def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
 SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 720}}
 PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
          ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"),
-         ("/Model", "Inside the model"), ("/Glossary", "Glossary")]
+         ("/Model", "Inside the model"), ("/Experiments", "Experiments"), ("/Glossary", "Glossary")]
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
 # every tick label, title and annotation a chart draws, that runs past its chart's left or right edge:
 # the fast figures fix their margins from the labels' estimated width instead of letting plotly grow them
@@ -203,7 +203,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
     for path, heading in PAGES:
         page.goto(server.url + path, wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside", "/Model"):
+        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
@@ -254,7 +254,7 @@ VISIBLE_TEXT = """() => {
 }"""
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
             ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"),
-            ("/Model", "模型内部"), ("/Glossary", "术语表")]
+            ("/Model", "模型内部"), ("/Experiments", "实验"), ("/Glossary", "术语表")]
 
 
 def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
@@ -267,7 +267,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     for path, heading in ZH_PAGES:
         page.goto(f"{server.url}{path}?lang=zh", wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside", "/Model"):
+        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)
         assert page.title().startswith(heading if path else "首页"), page.title()
@@ -357,4 +357,40 @@ def test_a_task_model_shows_its_right_keys_and_a_task_run_its_accuracy(browser, 
                            " p.data.length >= 2 && p.data[0].mode === 'lines+markers' && p.data[0].x.length >= 7)",
                            timeout=30_000)  # the right-key score over the run's evaluations
     _screenshot_whole(page, shots / f"{lang}_task_timelapse.png", viewport)
+    context.close()
+
+
+EXPERIMENT_WORDS = {
+    "en": {"heading": "Experiments", "heads": "Zero these heads (layer · head)", "knocked": "Val loss, knocked out",
+           "measure": "Measure every head", "race": "Race", "verdict": "After 200 steps without the scaling"},
+    "zh": {"heading": "实验", "heads": "把这些头置零（层 · 头）", "knocked": "验证损失：消融之后",
+           "measure": "测量每个头", "race": "开始比赛", "verdict": "不缩放训练 200 步后"},
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(browser, server, shots, lang):
+    """Zero a head: the knocked-out loss moves off the whole model's; measure every head: the
+    layer × head grid; race scaled against unscaled: three live charts and the verdict in numbers.
+    Screenshot {lang}_experiments.png."""
+    words, viewport = EXPERIMENT_WORDS[lang], SCREENS["projector"]
+    context = browser.new_context(viewport=viewport, locale="en-US")
+    page = context.new_page()
+    page.goto(f"{server.url}/Experiments?lang={lang}", wait_until="domcontentloaded")
+    wait_rendered(page, words["heading"])
+    knocked = page.get_by_test_id("stMetric").filter(has_text=words["knocked"])
+    before = knocked.get_by_test_id("stMetricValue").inner_text()
+    page.get_by_test_id("stMultiSelect").first.click()
+    page.get_by_role("option", name="1 · 1", exact=True).click()
+    page.keyboard.press("Escape")
+    page.wait_for_function("([el, old]) => el.innerText !== old",
+                           arg=[knocked.get_by_test_id("stMetricValue").element_handle(), before], timeout=30_000)
+    assert knocked.get_by_test_id("stMetricDelta").is_visible()
+    main_button(page, words["measure"]).click()
+    page.wait_for_selector('.js-plotly-plot text:text-matches("^[+−-]0\\\\.\\\\d{3}$")', timeout=60_000)
+    main_button(page, words["race"]).click()
+    page.get_by_text(words["verdict"]).wait_for(timeout=120_000)
+    assert page.locator(".js-plotly-plot").count() >= 6  # 2 layers' attention, the grid, the race's three
+    assert not page.evaluate(CLIPPED), page.evaluate(CLIPPED)
+    _screenshot_whole(page, shots / f"{lang}_experiments.png", viewport)
     context.close()

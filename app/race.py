@@ -1,0 +1,85 @@
+"""The √d_k race on the Experiments page: two fresh models, one with and one without 1/√d_k,
+the same seed, data and batches, trained step for step in this session's thread while one of
+the server's training slots is held, and drawn as they go."""
+from __future__ import annotations
+
+import streamlit as st
+
+from minigpt import CharTokenizer, CorpusError, GPTConfig, RunLimitError, TrainConfig, race_figure, scaling_race
+
+from .choices import current_device
+from .corpora import current_corpus
+from .i18n import _, error_text
+from .runs import registry
+
+D_KS = (16, 32, 64, 128)
+STEPS = (100, 200, 400)
+POINTS = 10              # measurements per race
+SHOWN = "race_shown"     # session_state: the last race's points
+CHARTS = ("loss", "entropy", "jacobian")
+
+
+def race_section() -> None:
+    st.subheader(_("√d_k on a real model: the race"))
+    st.markdown(_(
+        "The √d_k page shows what the scaling does to random vectors. Here it is on a model that learns: two "
+        "copies of one model, the same starting weights, text and batches, one dividing the scores by √d_k and "
+        "one not, trained side by side on your corpus. Without the division the rows of softmax saturate, and "
+        "a saturated softmax passes almost no change in the scores back to W_Q and W_K."))
+    d_k_col, layers_col, steps_col = st.columns(3)
+    d_k = d_k_col.select_slider(_("d_k (one head, so d_model = d_k)"), D_KS, value=64, key="race_d_k",
+                                help=_("The larger d_k, the larger q·k grows without the division."))
+    layers = layers_col.select_slider(_("Layers"), (1, 2), value=1, key="race_layers")
+    steps = steps_col.select_slider(_("Steps"), STEPS, value=200, key="race_steps")
+    if st.button(_("Race"), key="race", type="primary"):
+        run_race(d_k, layers, steps)  # drawn as it goes
+    elif st.session_state.get(SHOWN):
+        points = st.session_state[SHOWN]
+        draw(points, [st.empty() for _chart in CHARTS])
+        st.markdown(verdict(points))
+
+
+def run_race(d_k: int, layers: int, steps: int) -> None:
+    corpus = current_corpus()
+    tokenizer = CharTokenizer.from_text(corpus.text)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=d_k, num_heads=1, num_layers=layers, d_ff=4 * d_k,
+                       max_len=32, dropout=0.0)
+    train = TrainConfig(batch_size=16, block_size=32, max_steps=steps, warmup_steps=10, eval_interval=steps,
+                        device=current_device())
+    places, points = [st.empty() for _chart in CHARTS], []
+    try:
+        with registry().slot(), st.spinner(_("Training both models, step for step…")):
+            for point in scaling_race(config, train, tokenizer, corpus.text, every=steps // POINTS):
+                points.append(point)
+                draw(points, places)
+    except (RunLimitError, CorpusError) as err:
+        st.warning(error_text(err))
+        return
+    st.session_state[SHOWN] = points
+    st.markdown(verdict(points))
+
+
+def draw(points: list, places: list) -> None:
+    for place, metric in zip(places, CHARTS):
+        place.plotly_chart(race_figure(points, metric, tr=_), key=f"race_{metric}:{len(points)}",
+                           config={"displayModeBar": False})
+
+
+def verdict(points: list) -> str:
+    """What happened, in numbers: the layer where scaling mattered most, at the last step."""
+    last = points[-1]
+    scaled, unscaled = last.scaled, last.unscaled
+    layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmax())
+    ratio = float(scaled.jacobian[layer] / max(unscaled.jacobian[layer], 1e-12))
+    numbers = dict(steps=last.step, layer=layer + 1, max_u=float(unscaled.max_weight[layer]),
+                   max_s=float(scaled.max_weight[layer]), h_u=float(unscaled.entropy[layer]),
+                   h_s=float(scaled.entropy[layer]), loss_u=unscaled.loss, loss_s=scaled.loss)
+    if ratio >= 1:
+        return _("After {steps} steps without the scaling, layer {layer}'s rows had a mean max weight of {max_u:.2f} "
+                 "(with it: {max_s:.2f}) and an entropy of {h_u:.2f} nats ({h_s:.2f}); its softmax passed {ratio:.1f}× "
+                 "less of a change in the scores back. The loss on the validation batch: {loss_u:.3f} without, "
+                 "{loss_s:.3f} with.", ratio=ratio, **numbers)
+    return _("After {steps} steps without the scaling, layer {layer}'s rows had a mean max weight of {max_u:.2f} "
+             "(with it: {max_s:.2f}) and an entropy of {h_u:.2f} nats ({h_s:.2f}); its softmax still passed "
+             "{ratio:.1f}× more of a change in the scores back: at this size the scores have not grown large. The "
+             "loss on the validation batch: {loss_u:.3f} without, {loss_s:.3f} with.", ratio=1 / ratio, **numbers)

@@ -514,6 +514,27 @@ def importance_figure(rise: np.ndarray, tr: Translate = english) -> go.Figure:
     })
 
 
+COLORS = ("#1E88E5", "#E53935", "#43A047", "#FB8C00", "#8E24AA", "#00ACC1", "#6D4C41", "#546E7A")
+
+
+def compare_figure(records: Sequence, tr: Translate = english) -> go.Figure:
+    """Runs side by side: each run's validation loss (solid, at its evaluations) and training loss
+    (dotted), one colour per run."""
+    _ = tr
+    data = []
+    for i, record in enumerate(records):
+        color = COLORS[i % len(COLORS)]
+        data.append({"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
+                     "name": _("{run} · val loss", run=record.name), "line": {"color": color}})
+        data.append({"type": "scatter", "mode": "lines", "x": list(record.steps), "y": list(record.train_loss),
+                     "name": _("{run} · train loss", run=record.name), "line": {"color": color, "dash": "dot",
+                                                                                  "width": 1}})
+    return _figure(data, {
+        "height": 380, "xaxis": {"title": {"text": _("step")}}, "yaxis": {"title": {"text": _("loss (nats)")}},
+        "legend": {"orientation": "h", "y": -0.25}, "margin": {"l": 10, "r": 10, "t": 20, "b": 10},
+    })
+
+
 RACE_METRICS = {  # what a race chart plots: (title, y-axis title)
     "loss": (N_("Loss on a fixed validation batch"), N_("loss (nats)")),
     "entropy": (N_("Mean attention entropy (low = saturated)"), N_("entropy (nats)")),

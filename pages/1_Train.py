@@ -1,11 +1,11 @@
 """Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
 import streamlit as st
 
-from app import advice, choices, corpora, navigation, runs, train_form
+from app import advice, choices, compare, corpora, navigation, runs, train_form
 from app.i18n import _, error_text, number
 from app.text import format_duration, md
 from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
-                     uniform_loss)
+                     history_table, uniform_loss)
 
 navigation.setup_page(__file__)
 
@@ -182,6 +182,11 @@ live_panel()
 st.download_button(_("Download checkpoint (.zip)"), data=lambda: runs.run_checkpoint_zip(entry),
                    file_name=f"minigpt-{entry.run_id}.zip", mime="application/zip", on_click="ignore",
                    key="download", help=_("The current weights; upload the zip on Home to use them again."))
+st.download_button(_("Download the history (.csv)"), data=lambda: history_table(entry.run.snapshot().history).to_csv(
+                   index=False), file_name=f"minigpt-{entry.run_id}-history.csv", mime="text/csv", on_click="ignore",
+                   key="download_history", help=_("Every logged step: train loss, validation loss, learning rate, "
+                                                  "tokens/s and time, one row each."))
+compare.keep_button(entry, entry.corpus)
 st.markdown(_("**Share a read-only view** of this run (copy it with the icon on the right):"))
 st.code(runs.readonly_link(entry), language=None)
 if owner:

@@ -1,7 +1,7 @@
 """Experiments: take a part of the loaded model out, and measure what it did."""
 import streamlit as st
 
-from app import heatmaps, models, navigation, prompts, race
+from app import compare, heatmaps, models, navigation, prompts, race
 from app.i18n import _, error_text, number
 from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, generate, head_importance, importance_figure,
                      knocked_out, mean_loss, validation_windows)
@@ -92,3 +92,4 @@ if shown is not None and shown[0] == identity:
                  layer=layer + 1, head=head + 1, rise=float(rise.max())))
 
 race.race_section()
+compare.compare_section()

@@ -1,0 +1,128 @@
+"""Runs kept for comparison: the Train page's Keep button, and the Experiments page's comparison
+of the kept runs (curves, the settings that differ, the results), a read-only link that shows
+the same comparison elsewhere, and "duplicate and change one thing" back on Train."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import streamlit as st
+
+from minigpt import N_, RunEntry, RunRecord, RunShelf, compare_figure, differing_settings, results_table
+
+from . import train_form
+from .i18n import _, language
+from .text import md
+
+KEPT = "kept_runs"          # session_state: the ids this session kept, oldest first
+NOTICE = "kept_runs_notice"  # session_state: a kept run let go to make room, said once
+MAX_KEPT = 6                # per session; the server keeps at most RunShelf.max_records in all
+PARAM = "compare"           # ?compare=id,id: the runs of a shared comparison
+ID = re.compile(r"^[A-Za-z0-9_-]{12}$")
+SETTING_LABELS = {  # a setting's row in the table: the Train form's label where it has one
+    "corpus": N_("Corpus"), "d_model": N_("d_model (width)"), "num_heads": N_("num_heads (heads)"),
+    "num_layers": N_("num_layers (layers)"), "d_ff": N_("d_ff (feed-forward width)"),
+    "max_len": N_("max_len (positions)"), "dropout": N_("dropout (rate)"),
+    "scale_attention": N_("Divide attention scores by √d_k"), "max_steps": N_("Steps"), "batch_size": N_("Batch size"),
+    "block_size": N_("block_size (characters per window)"), "lr": N_("Learning rate"),
+    "min_lr": N_("Lowest learning rate"), "warmup_steps": N_("Warmup steps"),
+    "eval_interval": N_("Evaluate every … steps"), "seed": N_("Seed"),
+    "early_stop_patience": N_("Evaluations without improvement before stopping early (0: never)"),
+    "weight_decay": N_("Weight decay"), "betas": N_("AdamW betas"), "schedule": N_("Learning-rate schedule"),
+    "eval_iters": N_("Batches per evaluation"), "grad_clip": N_("Gradient clipping (0: none)"),
+    "val_fraction": N_("Validation share of the corpus"), "grad_accum": N_("Micro-batches per step"),
+}
+
+
+@st.cache_resource(show_spinner=False)
+def shelf() -> RunShelf:
+    """Every session's kept runs, one shelf per server process."""
+    return RunShelf()
+
+
+def keep_button(entry: RunEntry, corpus: str) -> None:
+    """On Train: keep this run's curve and settings, under a name, for the Experiments page."""
+    kept = st.session_state.setdefault(KEPT, [])
+    name_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
+    name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=len(kept) + 1), key="keep_name",
+                               max_chars=40)
+    if button_col.button(_("Keep for comparison"), key="keep_run",
+                         help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs.")):
+        model, train = entry.run.trainer.model_config, entry.run.trainer.cfg
+        record = RunRecord.of_run(name.strip() or _("run {n}", n=len(kept) + 1), corpus, model, train,
+                                  entry.run.snapshot())
+        kept.append(shelf().put(record))
+        if len(kept) > MAX_KEPT:
+            st.session_state[NOTICE] = _("The oldest kept run was let go to make room: a session keeps {n}.",
+                                         n=MAX_KEPT)
+            del kept[0]
+        st.toast(_("Kept “{name}”: compare it on Experiments.", name=md(record.name)))
+
+
+def shared_ids() -> list[str]:
+    """The ids a ?compare= link names (at most eight; anything else in it is ignored)."""
+    raw = st.query_params.get(PARAM, "")
+    return [i for i in raw.split(",") if ID.match(i)][:8]
+
+
+def compare_section() -> None:
+    st.subheader(_("Compare runs"))
+    notice = st.session_state.pop(NOTICE, None)
+    if notice:
+        st.info(notice)
+    own, shared = st.session_state.get(KEPT, []), shared_ids()
+    ids = list(dict.fromkeys(shared + own))
+    records = shelf().get(ids)
+    if len(records) < len(ids) and shared:
+        st.warning(_("Some runs of this comparison are no longer on this server (it keeps a limited number)."))
+    if not records:
+        st.info(_("Keep a run on the Train page (Keep for comparison) and it appears here. Then duplicate it, change "
+                  "one thing, train and keep that too: the two curves and the one setting that differs, side by side."))
+        return
+    by_id = {r.record_id: r for r in records}
+    chosen = st.multiselect(_("Runs to compare"), list(by_id), default=list(by_id)[-4:],
+                            format_func=lambda i: by_id[i].name, key="compare_chosen")
+    picked = [by_id[i] for i in chosen]
+    if not picked:
+        return
+    st.plotly_chart(compare_figure(picked, tr=_), key="compare_curves", config={"displayModeBar": False})
+    settings_table(picked)
+    st.dataframe(results_table(picked), hide_index=True, key="compare_results", column_config={
+        "run": st.column_config.TextColumn(_("run")), "steps": st.column_config.NumberColumn(_("steps")),
+        "train_loss": st.column_config.NumberColumn(_("last train loss"), format="%.3f"),
+        "val_loss": st.column_config.NumberColumn(_("last val loss"), format="%.3f"),
+        "best_val": st.column_config.NumberColumn(_("best val loss"), format="%.3f"),
+        "seconds": st.column_config.NumberColumn(_("time (s)"), format="%.1f"),
+        "tokens_per_sec": st.column_config.NumberColumn(_("tokens/s"), format="%.0f"),
+    })
+    base = (st.context.url or "").split("?")[0]
+    st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else):"))
+    st.code(f"{base}?{PARAM}={','.join(chosen)}&lang={language()}", language=None)
+    duplicate(picked)
+
+
+def settings_table(records: list[RunRecord]) -> None:
+    """The settings that differ, each cell that differs from the first run's highlighted."""
+    table = differing_settings(records)
+    if table.empty:
+        st.caption(_("Every setting is the same in these runs: any difference comes from chance alone."))
+        return
+    st.markdown(_("**The settings that differ** (highlighted where a run differs from the first):"))
+    shown = table.map(lambda v: "✓" if v is True else "✗" if v is False else f"{v:g}" if isinstance(v, float) else str(v))
+    shown.index = [_(SETTING_LABELS.get(name, name)) for name in shown.index]
+
+    def highlight(row: pd.Series) -> list[str]:
+        return [""] + ["background-color: #FFF3C4" if value != row.iloc[0] else "" for value in row.iloc[1:]]
+    st.dataframe(shown.style.apply(highlight, axis=1), key="compare_settings")
+
+
+def duplicate(records: list[RunRecord]) -> None:
+    """Fill the Train form with one run's settings and go there: change one thing and start."""
+    by_id = {r.record_id: r for r in records}
+    pick_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
+    source = pick_col.selectbox(_("Start from the settings of"), list(by_id), format_func=lambda i: by_id[i].name,
+                                key="duplicate_source")
+    if button_col.button(_("Duplicate and change one thing"), key="duplicate_run"):
+        record = by_id[source]
+        train_form.fill(record.model, record.train)
+        st.switch_page("pages/1_Train.py")

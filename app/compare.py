@@ -17,7 +17,8 @@ from .text import md
 KEPT = "kept_runs"          # session_state: the ids this session kept, oldest first
 NOTICE = "kept_runs_notice"  # session_state: a kept run let go to make room, said once
 MAX_KEPT = 6                # per session; the server keeps at most RunShelf.max_records in all
-PARAM = "compare"           # ?compare=id,id: the runs of a shared comparison
+PARAM = "compare"           # ?compare=id,id: the kept runs, so that a refresh or a shared link brings them back
+URL_READ = "compare_url_read"  # session_state: ?compare= was read on this session's first page
 ID = re.compile(r"^[A-Za-z0-9_-]{12}$")
 SETTING_LABELS = {  # a setting's row in the table: the Train form's label where it has one
     "corpus": N_("Corpus"), "d_model": N_("d_model (width)"), "num_heads": N_("num_heads (heads)"),
@@ -59,22 +60,31 @@ def keep_button(entry: RunEntry, corpus: str) -> None:
         st.toast(_("Kept “{name}”: compare it on Experiments.", name=md(record.name)))
 
 
-def shared_ids() -> list[str]:
-    """The ids a ?compare= link names (at most eight; anything else in it is ignored)."""
-    raw = st.query_params.get(PARAM, "")
-    return [i for i in raw.split(",") if ID.match(i)][:8]
+def read_and_sync_url() -> None:
+    """Every page: on a session's first page run adopt ?compare=id,id (a refresh, or a link someone
+    shared: the records are read-only either way), then keep the session's kept runs in the address."""
+    ss = st.session_state
+    if URL_READ not in ss:
+        ss[URL_READ] = True
+        linked = [i for i in st.query_params.get(PARAM, "").split(",") if ID.match(i)][:MAX_KEPT]
+        found = [r.record_id for r in shelf().get(linked)]
+        if len(found) < len(linked):
+            ss[NOTICE] = _("Some runs of this comparison are no longer on this server (it keeps a limited number).")
+        if found:
+            ss[KEPT] = list(dict.fromkeys(ss.get(KEPT, []) + found))[-MAX_KEPT:]
+    kept = ",".join(ss.get(KEPT, []))
+    if kept and st.query_params.get(PARAM) != kept:
+        st.query_params[PARAM] = kept
+    elif not kept and PARAM in st.query_params:
+        del st.query_params[PARAM]
 
 
 def compare_section() -> None:
     st.subheader(_("Compare runs"))
     notice = st.session_state.pop(NOTICE, None)
     if notice:
-        st.info(notice)
-    own, shared = st.session_state.get(KEPT, []), shared_ids()
-    ids = list(dict.fromkeys(shared + own))
-    records = shelf().get(ids)
-    if len(records) < len(ids) and shared:
-        st.warning(_("Some runs of this comparison are no longer on this server (it keeps a limited number)."))
+        st.warning(notice)
+    records = shelf().get(st.session_state.get(KEPT, []))
     if not records:
         st.info(_("Keep a run on the Train page (Keep for comparison) and it appears here. Then duplicate it, change "
                   "one thing, train and keep that too: the two curves and the one setting that differs, side by side."))
@@ -96,7 +106,8 @@ def compare_section() -> None:
         "tokens_per_sec": st.column_config.NumberColumn(_("tokens/s"), format="%.0f"),
     })
     base = (st.context.url or "").split("?")[0]
-    st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else):"))
+    st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else; the "
+                  "address bar keeps them too, so a refresh brings them back):"))
     st.code(f"{base}?{PARAM}={','.join(chosen)}&lang={language()}", language=None)
     duplicate(picked)
 

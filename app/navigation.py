@@ -14,6 +14,7 @@ import torch
 
 from minigpt import N_
 
+from . import compare
 from .choices import current_device, model_source, model_source_label
 from .corpora import current_corpus
 from .i18n import _, choose_language, language_switch, streamlit_chrome
@@ -44,6 +45,7 @@ def setup_page(script: str) -> None:
     st.set_page_config(page_title=f"{_(title)} · MiniGPT Lab", page_icon=icon, layout="wide")
     configure_process()
     read_run_from_url()
+    compare.read_and_sync_url()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now
     notice = st.session_state.pop(NOTICE, None)
     if notice:

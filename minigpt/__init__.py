@@ -38,7 +38,7 @@ from .tasks import (TASK_CORPORA, TASKS, Task, TaskScore, find_task, right_key_c
                     right_key_scores, task_for_corpus)
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainEvent, TrainingDiverged, build_model, lr_at
-from .comparison import RunRecord, RunShelf, differing_settings, history_table, results_table
+from .comparison import RunRecord, RunShelf, attention_npz, differing_settings, history_table, results_table
 from .race import RacePoint, scaling_race, softmax_signal
 from .knockout import Knockout, KnockoutError, head_importance, knocked_out, mean_loss, validation_windows
 from .viz import (
@@ -72,7 +72,7 @@ __all__ = [
     "keys_figure", "values_figure", "weight_figure", "Beliefs", "beliefs", "last_query_attention", "next_logits", "beliefs_figure",
     "step_attention_figure", "embedding_pca", "logit_lens", "position_similarity", "embeddings_figure",
     "logit_lens_figure", "positions_figure", "similarity_figure", "importance_figure", "race_figure", "compare_figure",
-    "RunRecord", "RunShelf", "differing_settings", "history_table", "results_table",
+    "RunRecord", "RunShelf", "attention_npz", "differing_settings", "history_table", "results_table",
     "scaling_race", "softmax_signal", "RacePoint",
     "Knockout", "KnockoutError", "head_importance", "knocked_out", "mean_loss", "validation_windows",
     "DEFAULT_PRESET", "PRESETS", "Preset", "Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",

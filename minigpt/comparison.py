@@ -8,11 +8,13 @@ the runs it kept or was sent a link to.
 """
 from __future__ import annotations
 
+import io
 import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields
 
+import numpy as np
 import pandas as pd
 
 from .config import GPTConfig, TrainConfig
@@ -102,3 +104,12 @@ def history_table(history) -> pd.DataFrame:
                           "task_accuracy": e.task_accuracy, "task_solved": e.task_solved} for e in history],
                         columns=["step", "train_loss", "val_loss", "lr", "tokens_per_sec", "elapsed_s", "task_accuracy",
                                  "task_solved"])
+
+
+def attention_npz(attention: np.ndarray, text: str, scaled: bool) -> bytes:
+    """Attention weights (layers, heads, T, T) as a compressed .npz, with the text they are of
+    (`chars`, one string per position) and whether the scores were divided by √d_k."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, attention=np.asarray(attention, dtype=np.float32), chars=np.array(list(text)),
+                        scaled=np.array(scaled))
+    return buffer.getvalue()

@@ -7,7 +7,7 @@ import streamlit as st
 from app import heatmaps, models, navigation, prompts, runs
 from app.i18n import _
 from app.text import md
-from minigpt import N_, attention_panels, right_key_figure, top_key_changes
+from minigpt import N_, attention_npz, attention_panels, right_key_figure, top_key_changes
 
 navigation.setup_page(__file__)
 
@@ -49,6 +49,11 @@ if text:
                          expected=line.mask if line else None)
     if line is not None:
         heatmaps.right_key_note(line, line.scores(attention))
+    st.download_button(_("Download these attention weights (.npz)"), key="download_attention", on_click="ignore",
+                       data=lambda: attention_npz(attention, text, scaled=not unscaled and config.scale_attention),
+                       file_name="attention.npz", mime="application/octet-stream",
+                       help=_("Every layer and head, shaped (layers, heads, T, T), with the text's characters: "
+                              "numpy.load reads it."))
     if unscaled and config.scale_attention:
         scaled = models.attention_maps(lm.model, lm.tokenizer, text)
         moved = _("; ").join(_("layer {layer}: {moved} of {rows}", layer=i + 1, moved=n, rows=rows)

@@ -3,11 +3,14 @@ the comparison on the Experiments page, its read-only link in another session, a
 change one thing" back on Train."""
 from __future__ import annotations
 
+import time
+
 import pandas as pd
+import torch
 import pytest
 
-from app import compare
-from helpers import assert_chinese, home, page, plotly_spec, start_tiny_run, wait_for_step
+from app import compare, runs
+from helpers import assert_chinese, home, own_run, page, plotly_spec, start_tiny_run
 from minigpt import GPTConfig, RunRecord, RunShelf, TrainConfig, differing_settings, history_table, results_table
 from minigpt.train import TrainEvent
 
@@ -52,7 +55,12 @@ def test_the_history_table_has_a_row_per_logged_event():
 # ------------------------------------------------------------------ on the pages
 
 def kept_run(at, steps: int, name: str):
-    wait_for_step(at, steps)
+    """Wait for the run's end (its last event logged), then keep it under `name`."""
+    entry = runs.registry().get(own_run(at)[0])
+    deadline = time.monotonic() + 60
+    while entry.run.state != "finished" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert entry.run.snapshot().history[-1].step == steps
     at.run()
     at.text_input(key="keep_name").set_value(name).run()
     at.button(key="keep_run").click().run()
@@ -84,17 +92,14 @@ def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_
     ids = link.split("compare=")[1].split("&")[0]
     other = home()  # another session: nothing of this one's, until it opens the link
     assert not page(other, "pages/8_Experiments.py").dataframe
-    shared = home()
-    shared.query_params["compare"] = ids
-    shared = page(shared, "pages/8_Experiments.py")
+    shared = page(home(compare=ids), "pages/8_Experiments.py")
     assert list(shared.dataframe[1].value["run"]) == ["slow", "fast"]
-    assert compare.KEPT not in shared.session_state  # read-only: it keeps nothing of its own
+    assert shared.query_params["compare"] in (ids, [ids])  # kept in its address: a refresh brings them back
+    assert at.query_params["compare"] in (ids, [ids])
 
 
 def test_a_link_to_runs_the_server_let_go_says_so():
-    at = home()
-    at.query_params["compare"] = "AAAAAAAAAAAA,bad id!"
-    at = page(at, "pages/8_Experiments.py")
+    at = page(home(compare="AAAAAAAAAAAA,bad id!"), "pages/8_Experiments.py")
     assert not at.exception and any("no longer on this server" in w.value for w in at.warning)
 
 
@@ -102,3 +107,19 @@ def test_the_comparison_in_chinese():
     at = kept_run(start_tiny_run("zh", max_steps=30), 30, "第一")
     at = page(at, "pages/8_Experiments.py")
     assert_chinese(at, "Experiments, comparing a kept run")
+
+
+def test_attention_weights_download_as_an_npz_numpy_reads_back():
+    import io
+
+    import numpy as np
+
+    from minigpt import DEMO_SENTENCE, attention_npz, load_pretrained
+
+    checkpoint = load_pretrained("course-zh")
+    maps = checkpoint.model.attention_maps(torch.tensor([checkpoint.tokenizer.encode(DEMO_SENTENCE)])).numpy()
+    archive = np.load(io.BytesIO(attention_npz(maps, DEMO_SENTENCE, scaled=True)))
+    np.testing.assert_array_equal(archive["attention"], maps)
+    assert "".join(archive["chars"]) == DEMO_SENTENCE and bool(archive["scaled"])
+    assert archive["attention"].shape == (checkpoint.model.config.num_layers, checkpoint.model.config.num_heads,
+                                          len(DEMO_SENTENCE), len(DEMO_SENTENCE))

@@ -133,8 +133,9 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
     return tokenizer, model, train
 
 
-def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> RunEntry:
-    """Start this session's run (replacing its previous one) and make it the loaded model.
+def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool = False) -> RunEntry:
+    """Start this session's run (replacing its previous one) and make it the loaded model;
+    paused=True leaves it at step 0, to be stepped through.
 
     Raises ConfigError or CorpusError for settings that can't train, RunLimitError at the cap.
     """
@@ -153,7 +154,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> RunEntry:
                            run_id=secrets.token_urlsafe(9))
 
     ss = st.session_state
-    entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN))
+    entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN), paused=paused)
     ss[OWN_RUN] = (entry.run_id, entry.key)
     ss.pop(WATCHED_RUN, None)
     ss[MODEL_SOURCE] = TRAINED

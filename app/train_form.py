@@ -3,13 +3,13 @@ configs the form describes. Values live in session_state under the widgets' keys
 the widgets are drawn, so that a preset, the defaults or a reattached run can fill them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 import streamlit as st
 
-from minigpt import DEFAULT_PRESET, N_, PRESETS, GPTConfig, TrainConfig
+from minigpt import DEFAULT_PRESET, N_, PRESETS, ConfigError, GPTConfig, TrainConfig
 
-from .i18n import _, n_
+from .i18n import _, error_text, n_
 
 FORM_FILLED = "train_form_filled"   # session_state: the form has its first values in this session
 EARLY_STOP, PATIENCE = "early_stop", 3
@@ -98,9 +98,56 @@ def apply_preset(name: str) -> None:
 
 def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
     """On a session's first visit: the run's own settings when a run is attached (a reload must
-    not show other settings than the run has), else the default preset."""
-    if not st.session_state.get(FORM_FILLED):
-        fill(*(run_configs or (PRESETS[DEFAULT_PRESET].model, PRESETS[DEFAULT_PRESET].train)))
+    not show other settings than the run has), else a ?train= link's, else the default preset."""
+    if st.session_state.get(FORM_FILLED):
+        return
+    if run_configs is None and PARAM in st.query_params:
+        try:
+            run_configs = from_param(st.query_params[PARAM])
+        except ConfigError as err:
+            st.warning(_("The settings in this link cannot train ({error}): the form shows the default preset.",
+                         error=error_text(err)))
+        else:
+            st.info(_("The form holds the settings of the link you opened: press **Start** to train them."))
+    fill(*(run_configs or (PRESETS[DEFAULT_PRESET].model, PRESETS[DEFAULT_PRESET].train)))
+
+
+PARAM = "train"  # ?train=d_model:64,num_heads:4,…: a link that fills the form ("train this")
+
+
+def to_param(model: GPTConfig, train: TrainConfig) -> str:
+    """The form's settings as one query parameter."""
+    def text(value) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(int(value))
+    values = [f"{f.key}:{text(getattr(model if f.config is GPTConfig else train, f.name))}" for f in FIELDS]
+    return ",".join(values + [f"{EARLY_STOP}:{int(train.early_stop_patience > 0)}"])
+
+
+def from_param(value: str) -> tuple[GPTConfig, TrainConfig]:
+    """The configs a ?train= value describes, over the default preset; ConfigError for anything
+    that is not a setting of the form with a number it can take."""
+    preset = PRESETS[DEFAULT_PRESET]
+    model, train = asdict(preset.model), asdict(preset.train)
+    by_key = {f.key: f for f in FIELDS}
+    for item in value.split(",")[: len(FIELDS) + 1]:
+        key, _sep, raw = item.partition(":")
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ConfigError("{value!r} is not a number.", value=raw[:20]) from None
+        if key == EARLY_STOP:
+            train["early_stop_patience"] = PATIENCE if number else 0
+            continue
+        if key not in by_key:
+            raise ConfigError("{key!r} is not a setting of the form.", key=key[:20])
+        f = by_key[key]
+        target = model if f.config is GPTConfig else train
+        kind = type(target[f.name])
+        target[f.name] = bool(number) if kind is bool else int(number) if kind is int else number
+    train["min_lr"] = train["lr"] * TrainConfig.min_lr / TrainConfig.lr
+    model_cfg = GPTConfig(**model)
+    checked = replace(model_cfg, vocab_size=1).validate()  # the corpus sets the vocabulary when a run starts
+    return model_cfg, TrainConfig(**train).validate(checked)
 
 
 def configs() -> tuple[GPTConfig, TrainConfig]:

@@ -111,9 +111,10 @@ class RunRegistry:
             return self._active_locked()
 
     def start(self, build: Callable[[], TrainingRun], *, corpus: str, probe: str,
-              replace: tuple[str, str] | None = None) -> RunEntry:
-        """Build and start a run. It replaces the caller's own previous run (`replace`: its id and
-        key), which frees that run's slot; if building fails, the previous run goes on untouched."""
+              replace: tuple[str, str] | None = None, paused: bool = False) -> RunEntry:
+        """Build and start a run (paused at step 0 if asked). It replaces the caller's own previous
+        run (`replace`: its id and key), which frees that run's slot; if building fails, the
+        previous run goes on untouched."""
         old = self._reserve(replace)
         try:
             run = build()
@@ -132,7 +133,7 @@ class RunRegistry:
                 while len(self._successors) > MAX_SUCCESSORS:
                     self._successors.pop(next(iter(self._successors)))
             self._entries[entry.run_id] = entry
-            run.start()
+            run.start(paused=paused)
             dropped = self._trim_locked()
         for stale in dropped:
             stale.release()
@@ -187,6 +188,8 @@ class RunRegistry:
                 entry.run.resume()
         elif action == "stop":
             entry.run.stop()
+        elif action.startswith("steps:"):  # "steps:10": train exactly ten more steps, then pause
+            entry.run.run_steps(int(action.split(":", 1)[1]))
         else:
             raise ValueError(f"unknown action {action!r}")
 

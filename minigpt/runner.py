@@ -91,18 +91,24 @@ class TrainingRun:
         self._run, self._stop = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
         self._state, self._error = "idle", None
+        self._pause_at: int | None = None  # run_steps' target step
         self._history: list[TrainEvent] = []
         self._evals: list[EvalRecord] = []
         _register(self)
 
     # -- control -----------------------------------------------------------------
-    def start(self) -> None:
-        """Start, or resume after pause(). A finished or failed run stays as it is."""
+    def start(self, paused: bool = False) -> None:
+        """Start, or resume after pause(). A finished or failed run stays as it is. paused=True
+        starts the thread at step 0 and waits there (reset: then step through it)."""
         with self._lock:
             if self._state in ("finished", "error", "closed") or self._state == "running":
                 return
-            self._run.set()
-            self._state = "running"
+            if paused:
+                self._run.clear()
+                self._state = "paused"
+            else:
+                self._run.set()
+                self._state = "running"
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
@@ -112,10 +118,21 @@ class TrainingRun:
             self._thread = thread
             thread.start()
 
-    resume = start
+    def resume(self) -> None:
+        self.start()
+
+    def run_steps(self, n: int) -> None:
+        """Train exactly n more steps (fewer if max_steps comes first), then pause: step through
+        training and watch, like TensorFlow Playground's step button."""
+        with self._lock:
+            if self._state in ("finished", "error", "closed", "running"):
+                return
+            self._pause_at = min(self.trainer.step + n, self.trainer.cfg.max_steps)
+        self.start()
 
     def pause(self) -> None:
         with self._lock:
+            self._pause_at = None
             if self._state == "running":
                 self._run.clear()
                 self._state = "paused"
@@ -229,6 +246,15 @@ class TrainingRun:
 
     def is_running(self) -> bool:
         return self._run.is_set() and not self._stop.is_set()
+
+    def pause_if_due(self, step: int) -> bool:
+        """Called by the trainer with the lock held, after each step: pause at run_steps' target."""
+        if self._pause_at is None or step < self._pause_at:
+            return False
+        self._pause_at = None
+        self._run.clear()
+        self._state = "paused"
+        return True
 
     @torch.no_grad()
     def _probe(self) -> tuple[str, np.ndarray | None]:

@@ -45,6 +45,7 @@ class Gate(Protocol):
 
     def wait_until_running(self) -> bool: ...  # blocks while paused; False once stopped
     def is_running(self) -> bool: ...
+    def pause_if_due(self, step: int) -> bool: ...  # under the lock, after a step: pause now (N steps asked)?
 
 
 class TrainingDiverged(LabError, RuntimeError):
@@ -282,11 +283,12 @@ class Trainer:
                 if gate is not None and not gate.is_running():
                     continue  # paused or stopped during forward/backward: drop this step
                 lr = self.apply_update()
+                paused = gate is not None and gate.pause_if_due(self.step)
             loss_sum += loss
             n += 1
             busy += time.perf_counter() - t0
             evaluating = self.is_eval_step()
-            if n == self.log_interval or evaluating or self.step == self.cfg.max_steps:
+            if n == self.log_interval or evaluating or paused or self.step == self.cfg.max_steps:
                 if self.dist.world_size > 1:
                     all_reduce_mean(loss_sum)  # the loss of the global batch
                 event = TrainEvent(

@@ -2,12 +2,13 @@
 import streamlit as st
 
 from app import advice, choices, compare, corpora, navigation, runs, train_form
-from app.i18n import _, error_text, number
+from app.i18n import _, error_text, language, number
 from app.text import format_duration, md
 from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
                      history_table, uniform_loss)
 
 navigation.setup_page(__file__)
+STEP_SIZES = (1, 10, 100)  # the Step button's choices
 
 st.title(_("Train"))
 st.markdown(_(
@@ -55,6 +56,10 @@ with st.expander(_("Hyperparameters"), expanded=entry is None):
                     help=h(train_form.EARLY_STOP), **keep)
 
 model_cfg, train_cfg = train_form.configs()
+with st.expander(_("A link to these settings, to send a class")):
+    st.caption(_("Whoever opens it gets this form filled with these settings (their own run, not yours)."))
+    st.code(f"{(st.context.url or '').split('?')[0]}?{train_form.PARAM}={train_form.to_param(model_cfg, train_cfg)}"
+            f"&lang={language()}", language=None, wrap_lines=True)
 try:
     _tokenizer, sized, _train = runs.run_configs(corpus, model_cfg, train_cfg)
 except (ConfigError, CorpusError) as err:
@@ -84,18 +89,26 @@ pause = buttons[1].button(_("Pause"), key="pause", disabled=not (owner and state
 resume = buttons[2].button(_("Resume"), key="resume", disabled=not (owner and state == "paused"))
 stop = buttons[3].button(_("Stop"), key="stop", disabled=not (owner and state in ("running", "paused")),
                          help=_("End the run; its model stays loaded for Generate, Attention and the download."))
+step_cols = st.columns([1.4, 1.2, 4], vertical_alignment="bottom")
+steps_at_a_time = step_cols[1].segmented_control(_("Steps at a time"), STEP_SIZES, default=10, key="step_size",
+                                                 label_visibility="collapsed") or 1
+step = step_cols[0].button(_("Step ×{n}", n=steps_at_a_time), key="step", disabled=not (owner and state == "paused"),
+                           help=_("Train exactly this many steps, then pause, and watch what they changed. Pause a "
+                                  "run first, or press Reset."))
+reset = step_cols[2].button(_("Reset"), key="reset", disabled=not settings_ok or slots_full,
+                            help=_("A new run with these settings, paused at step 0: step through it from the start."))
 if slots_full:
     st.info(_("All {slots} training slots on this server are in use. Start comes back when one finishes; meanwhile "
               "Generate and Attention work with the loaded model.", slots=registry.max_runs))
 
-if start:
+if start or reset:
     try:
-        runs.start_run(corpus, model_cfg, train_cfg)
+        runs.start_run(corpus, model_cfg, train_cfg, paused=reset)
     except (ConfigError, CorpusError, RunLimitError) as err:
         st.error(md(error_text(err)))
     else:
         st.rerun()
-for action, clicked in (("pause", pause), ("resume", resume), ("stop", stop)):
+for action, clicked in (("pause", pause), ("resume", resume), ("stop", stop), (f"steps:{steps_at_a_time}", step)):
     if clicked:
         try:
             runs.control_run(action)

@@ -15,6 +15,7 @@ from app import choices, corpora, runs, uploads
 from app.text import markdown_stream, md
 from helpers import (DEMO_SCALING, PAGES, ROOT, hand_forward, home, own_run, page, plotly_array, plotly_spec, start_tiny_run, step_of,
                      tiny_settings, unescaped, wait_for_step)
+import minigpt
 from minigpt import (DEFAULT_CORPUS, DEMO_SENTENCE, CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig,
                      Trainer, TrainingRun, build_model, load_pretrained)
 from minigpt.runner import THREAD_NAME
@@ -538,3 +539,35 @@ def test_train_page_chart_shows_the_runs_own_history():
     evals = [e for e in history if e.val_loss is not None]
     np.testing.assert_allclose(plotly_array(traces["val loss"]["y"]), [e.val_loss for e in evals])
     np.testing.assert_allclose(plotly_array(traces["learning rate"]["y"]), [e.lr for e in history])
+
+
+def test_reset_waits_at_step_0_and_step_trains_exactly_the_chosen_number_of_steps():
+    at = tiny_settings(page(home(), "pages/1_Train.py"), max_steps=500)
+    at.button(key="reset").click().run()
+    assert not at.exception and at.metric[0].value == "paused" and step_of(at) == 0
+    entry = runs.registry().get(own_run(at)[0])
+    for size, total in ((10, 10), (1, 11)):
+        at.segmented_control(key="step_size").set_value(size).run()
+        at.button(key="step").click().run()
+        deadline = time.monotonic() + 20
+        while not (entry.run.state == "paused" and entry.run.trainer.step == total) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        at.run()
+        assert at.metric[0].value == "paused" and step_of(at) == total
+    assert at.button(key="step").label == "Step ×1"
+
+
+def test_a_settings_link_fills_another_sessions_form_and_a_bad_one_says_why():
+    at = tiny_settings(page(home(), "pages/1_Train.py"), max_steps=321)
+    at.select_slider(key="lr").set_value(1e-2).run()
+    link = at.code[0].value
+    assert "?train=" in link and "max_steps:321" in link and "lr:0.01" in link
+    value = link.split("?train=")[1].split("&")[0]
+    other = page(home(train=value), "pages/1_Train.py")
+    assert not other.exception and any("settings of the link" in i.value for i in other.info)
+    assert other.number_input(key="max_steps").value == 321 and other.select_slider(key="lr").value == 1e-2
+    assert other.select_slider(key="d_model").value == 16 and other.slider(key="num_layers").value == 1
+    assert runs.OWN_RUN not in other.session_state  # filled, not started
+    bad = page(home(train="num_heads:3"), "pages/1_Train.py")
+    assert any("cannot train" in w.value and "divisible" in w.value for w in bad.warning)
+    assert bad.select_slider(key="num_heads").value == minigpt.PRESETS[minigpt.DEFAULT_PRESET].model.num_heads

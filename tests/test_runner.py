@@ -176,3 +176,40 @@ def test_two_runs_training_at_once_each_give_exactly_the_curve_they_give_alone()
         list(stream(noisy, tok, "the", max_new_tokens=5, seed=None))
     for seed, run in together.items():
         assert _record(run) == alone[seed], f"seed {seed} trained differently beside another run"
+
+
+def test_a_run_started_paused_waits_at_step_0_and_steps_exactly_as_asked():
+    """Reset, then Step: the run waits at step 0; each run_steps(n) trains n steps, no more, logs
+    an event where it stops (even between log intervals) and pauses; max_steps caps the last."""
+    run = _run(max_steps=12)
+    try:
+        run.start(paused=True)
+        time.sleep(0.3)
+        assert run.state == "paused" and run.trainer.step == 0
+        for target in (3, 4, 11):  # 3 from 0, 1 more, then 7 more: each between the log interval's 5s
+            run.run_steps(target - run.trainer.step)
+            _wait_for(lambda: run.state == "paused" and run.trainer.step == target)
+            time.sleep(0.2)
+            assert run.trainer.step == target and run.snapshot().history[-1].step == target
+        run.run_steps(100)
+        _wait_for(lambda: run.state == "finished")
+        assert run.trainer.step == 12
+        run.run_steps(1)  # a finished run stays finished
+        assert run.state == "finished"
+    finally:
+        run.stop()
+
+
+def test_pause_forgets_a_step_target():
+    run = _run(max_steps=100_000)
+    try:
+        run.start(paused=True)
+        run.run_steps(50_000)
+        _wait_for(lambda: run.trainer.step > 0)
+        run.pause()
+        step = run.trainer.step
+        run.resume()  # plain resume: no target left, it trains on past it
+        _wait_for(lambda: run.trainer.step > step + 5)
+        assert run.state == "running"
+    finally:
+        run.stop()

@@ -130,7 +130,7 @@ def settings_table(records: list[RunRecord]) -> None:
 def duplicate(records: list[RunRecord]) -> None:
     """Fill the Train form with one run's settings and go there: change one thing and start."""
     by_id = {r.record_id: r for r in records}
-    pick_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
+    pick_col, button_col = st.columns([2, 1.2], vertical_alignment="bottom")
     source = pick_col.selectbox(_("Start from the settings of"), list(by_id), format_func=lambda i: by_id[i].name,
                                 key="duplicate_source")
     if button_col.button(_("Duplicate and change one thing"), key="duplicate_run"):

@@ -394,3 +394,51 @@ def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(brows
     assert not page.evaluate(CLIPPED), page.evaluate(CLIPPED)
     _screenshot_whole(page, shots / f"{lang}_experiments.png", viewport)
     context.close()
+
+
+def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_elsewhere(browser, server, shots):
+    """Train the Tiny preset twice, the second with a larger learning rate, keep both under names,
+    and compare: both runs' curves on one chart, the learning rate the one setting highlighted;
+    the comparison's link opens the same runs in a fresh browser. Screenshot en_compare.png."""
+    viewport = SCREENS["projector"]
+    context = browser.new_context(viewport=viewport, locale="en-US")
+    page = context.new_page()
+    page.goto(f"{server.url}/Train?lang=en", wait_until="domcontentloaded")
+    wait_rendered(page, "Train")
+    idle = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+    for name, lr_key in (("first", None), ("faster", "End")):
+        main_button(page, "Tiny · seconds").click()
+        page.wait_for_selector(idle)
+        if lr_key:  # the learning rate's slider to its largest value, in the folded Hyperparameters
+            page.get_by_test_id("stExpander").filter(has_text="Hyperparameters").locator("summary").click()
+            page.locator('[data-testid="stSlider"]', has_text="Learning rate").get_by_role("slider").press(lr_key)
+            page.wait_for_selector(idle)
+        before = page.url
+        main_button(page, "Start" if name == "first" else "Start a new run").click()
+        page.wait_for_function("(old) => location.href.includes('run=') && location.href !== old", arg=before,
+                               timeout=30_000)  # the new run's id in the address
+        step = page.get_by_test_id("stMetric").filter(has_text="Step (of 300)").get_by_test_id("stMetricValue")
+        step.filter(has_text=re.compile(r"^300$")).wait_for(timeout=60_000)  # all of the Tiny preset's steps
+        page.get_by_test_id("stMetricValue").filter(has_text="finished").wait_for(timeout=30_000)
+        box = page.get_by_role("textbox", name="Name for the comparison")
+        box.fill(name)
+        box.press("Enter")
+        page.wait_for_selector(idle)
+        main_button(page, "Keep for comparison").click()
+        page.wait_for_selector(idle)
+    page.get_by_test_id("stSidebar").get_by_role("link", name="Experiments").click()
+    wait_rendered(page, "Experiments")
+    legend = page.locator(".js-plotly-plot .legendtext")
+    legend.filter(has_text="faster · val loss").wait_for(timeout=30_000)
+    assert legend.filter(has_text="first · val loss").count() == 1
+    page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
+    link = page.get_by_test_id("stCode").filter(has_text="compare=").inner_text().strip()
+    _screenshot_whole(page, shots / "en_compare.png", viewport)
+    context.close()
+
+    elsewhere = browser.new_context(viewport=viewport, locale="en-US")
+    other = elsewhere.new_page()
+    other.goto(link, wait_until="domcontentloaded")
+    wait_rendered(other, "Experiments")
+    other.locator(".js-plotly-plot .legendtext").filter(has_text="faster · val loss").wait_for(timeout=30_000)
+    elsewhere.close()

@@ -8,6 +8,7 @@ import streamlit as st
 from minigpt import (SamplingError, Step, beliefs, beliefs_figure, check_sampling, generate, last_query_attention,
                      next_logits, step_attention_figure)
 
+from .charts import config as chart_config
 from .i18n import _, number
 from .models import LoadedModel
 from .text import md
@@ -30,7 +31,7 @@ def next_character(lm: LoadedModel, prompt: str, temperature: float, top_k: int,
         return  # the generate button says why
     k = top_k if 0 < top_k < lm.tokenizer.vocab_size else None
     belief = beliefs(next_logits(lm.model, lm.tokenizer.encode(prompt), lm.block_size), temperature, k, top_p)
-    st.plotly_chart(beliefs_figure(belief, lm.tokenizer.chars, tr=_), key="beliefs", config={"displayModeBar": False})
+    st.plotly_chart(beliefs_figure(belief, lm.tokenizer.chars, tr=_), key="beliefs", config=chart_config())
     st.caption(_("After “{prompt}”, at temperature {temperature:g}: the entropy is {entropy:.2f} nats, as unsure "
                  "as a fair choice among {choices:.1f} characters; top-k and top-p cut off {cut} of them.",
                  prompt=md(prompt[-20:]), temperature=temperature, entropy=belief.entropy,
@@ -85,4 +86,4 @@ def generation_by_probability(lm: LoadedModel, prompt: str, steps: list[Step]) -
     rows = last_query_attention(lm.model, lm.tokenizer.encode(window), lm.block_size)
     st.caption(_("Where the last character before it looked, in each layer (mean of the heads), when the model chose "
                  "it:"))
-    st.plotly_chart(step_attention_figure(rows, window, tr=_), key="step_attention", config={"displayModeBar": False})
+    st.plotly_chart(step_attention_figure(rows, window, tr=_), key="step_attention", config=chart_config())

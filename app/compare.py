@@ -11,6 +11,7 @@ import streamlit as st
 from minigpt import N_, RunEntry, RunRecord, RunShelf, compare_figure, differing_settings, results_table
 
 from . import train_form
+from .charts import config as chart_config
 from .i18n import _, language
 from .text import md
 
@@ -95,7 +96,7 @@ def compare_section() -> None:
     picked = [by_id[i] for i in chosen]
     if not picked:
         return
-    st.plotly_chart(compare_figure(picked, tr=_), key="compare_curves", config={"displayModeBar": False})
+    st.plotly_chart(compare_figure(picked, tr=_), key="compare_curves", config=chart_config())
     settings_table(picked)
     st.dataframe(results_table(picked), hide_index=True, key="compare_results", column_config={
         "run": st.column_config.TextColumn(_("run")), "steps": st.column_config.NumberColumn(_("steps")),

@@ -11,6 +11,7 @@ import streamlit as st
 from minigpt import PAGE, Task, attention_heatmap, find_task, right_key_chance, right_key_mask, right_key_scores
 
 from .advice import task_label
+from .charts import config as chart_config
 from .i18n import _
 
 PER_ROW = 2  # two panels side by side stay readable on a 1280 px projector; a phone stacks them
@@ -40,7 +41,7 @@ def draw_panels(panels: list[tuple[str, np.ndarray]], text: str, span: tuple[int
         row = panels[row_start : row_start + PER_ROW]
         for i, (col, (title, weights)) in enumerate(zip(st.columns(PER_ROW), row)):
             col.plotly_chart(attention_heatmap(weights, text, title, *span, tr=_, expected=expected),
-                             key=f"{key}:{row_start + i}", config={"displayModeBar": False})
+                             key=f"{key}:{row_start + i}", config=chart_config())
 
 
 @dataclass(frozen=True)

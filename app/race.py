@@ -7,6 +7,7 @@ import streamlit as st
 
 from minigpt import CharTokenizer, CorpusError, GPTConfig, RunLimitError, TrainConfig, race_figure, scaling_race
 
+from .charts import config as chart_config
 from .choices import current_device
 from .corpora import current_corpus
 from .i18n import _, error_text
@@ -62,7 +63,7 @@ def run_race(d_k: int, layers: int, steps: int) -> None:
 def draw(points: list, places: list) -> None:
     for place, metric in zip(places, CHARTS):
         place.plotly_chart(race_figure(points, metric, tr=_), key=f"race_{metric}:{len(points)}",
-                           config={"displayModeBar": False})
+                           config=chart_config())
 
 
 def verdict(points: list) -> str:

@@ -1,7 +1,7 @@
 """Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
 import streamlit as st
 
-from app import advice, choices, compare, corpora, navigation, runs, train_form
+from app import advice, charts, choices, compare, corpora, navigation, runs, train_form
 from app.i18n import _, error_text, language, number
 from app.text import format_duration, md
 from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
@@ -165,7 +165,7 @@ def live_panel() -> None:
     task = trainer.task
     floor = task.loss_floor(trainer.cfg.block_size) if task is not None else None
     st.plotly_chart(loss_figure(snap.history, uniform=uniform, overfit=over, floor=floor, tr=_), key="loss_chart",
-                    config={"displaylogo": False})
+                    config=charts.config())
     scored = [e for e in snap.history if e.task_accuracy is not None]
     if task is not None and scored:
         last = scored[-1]
@@ -176,7 +176,7 @@ def live_panel() -> None:
                       lines=trainer.task_lines, step=last.step, chars=last.task_accuracy, whole=last.task_solved,
                       chance=1 / len(task.alphabet)))
         st.plotly_chart(task_figure(snap.history, 1 / len(task.alphabet), tr=_), key="task_chart",
-                        config={"displaylogo": False})
+                        config=charts.config())
     if over is not None:
         st.warning(advice.overfitting_warning(over, trainer.corpus_chars, trainer.cfg.early_stop_patience > 0))
     if last_val is not None and last_val > uniform and snap.step > 0:

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import heatmaps, models, navigation, prompts, runs
+from app import charts, heatmaps, models, navigation, prompts, runs
 from app.i18n import _
 from app.text import md
 from minigpt import N_, attention_npz, attention_panels, right_key_figure, top_key_changes
@@ -87,7 +87,7 @@ else:
         scores = np.stack([probe_line.scores(r.attention) for r in evals])
         st.markdown(_("How much weight the best head of each layer puts on the right keys, at each evaluation:"))
         st.plotly_chart(right_key_figure(steps, scores, probe_line.chance, chosen=record.step, tr=_),
-                        key="right_key_chart", config={"displayModeBar": False})
+                        key="right_key_chart", config=charts.config())
     span = heatmaps.pick_page(len(probe), key=f"timelapse_page:{len(probe)}")
     panels = attention_panels(record.attention, view=view, layer=min(layer, record.attention.shape[0] - 1), tr=_)
     heatmaps.draw_panels(panels, probe, span, key="timelapse", expected=probe_line.mask if probe_line else None)

@@ -1,7 +1,7 @@
 """√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
 import streamlit as st
 
-from app import navigation
+from app import charts, navigation
 from app.i18n import _
 from minigpt import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
 
@@ -36,9 +36,9 @@ table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samp
 
 entropy_col, max_col = st.columns(2)  # side by side on a wide screen, one under the other on a phone
 entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="scaling_entropy",
-                         config={"displayModeBar": False})
+                         config=charts.config())
 max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="scaling_max_weight",
-                     config={"displayModeBar": False})
+                     config=charts.config())
 demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
                                                                                      DEMO_SEED, 1)
 if demo_settings:
@@ -77,4 +77,4 @@ Its gradient, $p\,(1-p)$ for each weight, is then almost zero everywhere, so the
 stops learning.
 """))
 with plot_col:
-    st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config={"displayModeBar": False})
+    st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())

@@ -1,7 +1,7 @@
 """Inside attention: how one attention weight is made, step by step, and what each head does."""
 import streamlit as st
 
-from app import heatmaps, models, navigation, prompts
+from app import charts, heatmaps, models, navigation, prompts
 from app.i18n import _
 from minigpt import PATTERNS, attention_heatmap, attention_row, head_table, position_labels, weight_figure
 
@@ -51,7 +51,7 @@ def one_weight() -> None:
                  "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
                  key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
     # one chart for the three steps: Streamlit draws a changed chart from scratch, ~0.1 s each in the browser
-    st.plotly_chart(weight_figure(row, text, tr=_), key="inside_weight", config={"displayModeBar": False})
+    st.plotly_chart(weight_figure(row, text, tr=_), key="inside_weight", config=charts.config())
     st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the "
                  "other heads' and goes through W_O.", query=labels[query]))
 
@@ -83,4 +83,4 @@ span = heatmaps.pick_page(len(text), key=f"inside_page:{len(text)}")
 l, h = cells[chosen]
 title = _("layer {layer} · head {head}", layer=l + 1, head=h + 1)
 st.plotly_chart(attention_heatmap(attention[l, h], text, title, *span, tr=_), key="inside_heatmap",
-                config={"displayModeBar": False})
+                config=charts.config())

@@ -2,7 +2,7 @@
 the prediction read out after every layer (the logit lens)."""
 import streamlit as st
 
-from app import models, navigation, prompts
+from app import charts, models, navigation, prompts
 from app.i18n import _
 from minigpt import (embedding_pca, embeddings_figure, logit_lens, logit_lens_figure, position_similarity,
                      positions_figure, similarity_figure)
@@ -22,10 +22,10 @@ st.subheader(_("Positional encoding"))
 pe = lm.model.pos_encoding[: lm.block_size].cpu().numpy()
 pe_col, sim_col = st.columns(2)
 with pe_col:
-    st.plotly_chart(positions_figure(pe, tr=_), key="model_pe", config={"displayModeBar": False})
+    st.plotly_chart(positions_figure(pe, tr=_), key="model_pe", config=charts.config())
 with sim_col:
     st.plotly_chart(similarity_figure(position_similarity(pe), tr=_), key="model_pe_similarity",
-                    config={"displayModeBar": False})
+                    config=charts.config())
 st.caption(_("Left: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos(…), for the {block} positions "
              "the model was trained on. Right: how alike two positions' vectors are. Each entry depends only on the "
              "distance between the positions, and nearby positions look alike, so the model can tell near from "
@@ -34,7 +34,7 @@ st.caption(_("Left: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1
 st.subheader(_("Embeddings and the tied head"))
 coords, share = embedding_pca(lm.model.token_embed.weight.detach().cpu().numpy())
 st.plotly_chart(embeddings_figure(coords, lm.tokenizer.chars, share, tr=_), key="model_embeddings",
-                config={"displayModeBar": False})
+                config=charts.config())
 st.caption(_("Every one of the {vocab} characters' embedding vectors (d_model = {d_model} numbers) drawn on the two "
              "directions along which they differ most (principal components). With weight tying the same table E "
              "works both ways: a character's row of E is its vector on the way in, and on the way out the logits "
@@ -47,7 +47,7 @@ text = prompts.readable(text, lm, text_key)
 if text:
     lens = logit_lens(lm.model, lm.tokenizer.encode(text))
     st.plotly_chart(logit_lens_figure(lens, text, lm.tokenizer.chars, tr=_), key="model_lens",
-                    config={"displayModeBar": False})
+                    config=charts.config())
     st.caption(_("Each cell is the likeliest next character after that position, read out of the residual stream "
                  "after the embedding and after each layer through the final LayerNorm and the tied head; its colour "
                  "is that character's probability. The last row is the model's own prediction."))

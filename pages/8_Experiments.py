@@ -1,7 +1,7 @@
 """Experiments: take a part of the loaded model out, and measure what it did."""
 import streamlit as st
 
-from app import compare, heatmaps, models, navigation, prompts, race
+from app import charts, compare, heatmaps, models, navigation, prompts, race
 from app.i18n import _, error_text, number
 from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, generate, head_importance, importance_figure,
                      knocked_out, mean_loss, validation_windows)
@@ -86,7 +86,7 @@ if windows is not None and st.button(_("Measure every head"), key="measure_heads
 shown = st.session_state.get(IMPORTANCE)
 if shown is not None and shown[0] == identity:
     rise = shown[1]
-    st.plotly_chart(importance_figure(rise, tr=_), key="head_importance", config={"displayModeBar": False})
+    st.plotly_chart(importance_figure(rise, tr=_), key="head_importance", config=charts.config())
     layer, head = divmod(int(rise.argmax()), rise.shape[1])
     st.caption(_("Zeroing layer {layer}'s head {head} costs the most: the loss rises by {rise:.3f} nats.",
                  layer=layer + 1, head=head + 1, rise=float(rise.max())))

@@ -391,6 +391,11 @@ def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(brows
     main_button(page, words["race"]).click()
     page.get_by_text(words["verdict"]).wait_for(timeout=120_000)
     assert page.locator(".js-plotly-plot").count() >= 6  # 2 layers' attention, the grid, the race's three
+    grid = page.locator(".js-plotly-plot").nth(2)
+    grid.hover()  # Plotly's save-as-PNG button, its tooltip in the page's language
+    save = grid.locator(".modebar-btn").first
+    save.wait_for(timeout=10_000)
+    assert save.get_attribute("data-title") == {"en": "Download plot as a PNG", "zh": "把图下载为 PNG 图片"}[lang]
     assert not page.evaluate(CLIPPED), page.evaluate(CLIPPED)
     _screenshot_whole(page, shots / f"{lang}_experiments.png", viewport)
     context.close()
@@ -432,6 +437,9 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
     legend.filter(has_text="faster · val loss").wait_for(timeout=30_000)
     assert legend.filter(has_text="first · val loss").count() == 1
     page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
+    chart = page.locator(".js-plotly-plot").filter(has=page.locator(".legendtext", has_text="faster · val loss"))
+    chart.hover()  # Plotly's own toolbar: save the chart as a PNG, in the browser
+    chart.locator('.modebar-btn[data-title="Download plot as a PNG"]').wait_for(timeout=10_000)
     link = page.get_by_test_id("stCode").filter(has_text="compare=").inner_text().strip()
     _screenshot_whole(page, shots / "en_compare.png", viewport)
     context.close()

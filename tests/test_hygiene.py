@@ -255,3 +255,19 @@ def test_sigterm_while_training_exits_cleanly_within_seconds(server):
     assert code == 0, log[-2000:]
     assert seconds < 5, f"{seconds:.1f} s to exit"
     assert "terminate called" not in log and "Traceback" not in log, log[-2000:]
+
+
+def test_every_chart_offers_plotlys_png_download():
+    """Every st.plotly_chart in the app passes the shared config (app/charts.py), whose toolbar has
+    Plotly's own save-as-PNG button, its tooltip in the page's language: a chart added without it
+    could not be exported."""
+    import ast
+
+    missing = []
+    for path in [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "plotly_chart":
+                config = next((ast.unparse(k.value) for k in node.keywords if k.arg == "config"), None)
+                if config not in ("charts.config()", "chart_config()"):
+                    missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, missing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -120,3 +121,42 @@ def test_a_race_at_the_servers_cap_says_so_and_trains_nothing(monkeypatch):
 
 def test_the_race_in_chinese():
     assert_chinese(race_page("zh"), "Experiments, after a race")
+
+
+@pytest.mark.parametrize("max_runs, finished", [(1, 1), (2, 2)])
+def test_two_sessions_racing_at_once_stay_within_the_servers_cap(max_runs, finished):
+    """Two races started at the same moment from two threads (two sessions): at a cap of 1 one
+    trains and the other is refused with the cap's message; at 2 both train. A race leaves no run
+    in the registry for anyone to see."""
+    import threading
+
+    registry = RunRegistry(max_runs=max_runs)
+    model, tok = tiny_lm()
+    config = replace(model.config, num_heads=1)
+    train = TrainConfig(batch_size=4, block_size=8, max_steps=30, warmup_steps=2, eval_interval=1000, device="cpu")
+    text = "the cat sat on the mat. the dog sat on the log. " * 8
+    both = threading.Barrier(2)
+    results: list[object] = []
+
+    def session() -> None:
+        both.wait()
+        try:
+            with registry.slot():
+                both_started.wait(timeout=5)  # hold the slot until the other has tried
+                results.append(list(scaling_race(config, train, tok, text, every=10))[-1].step)
+        except RunLimitError as err:
+            results.append(err)
+            both_started.set()
+
+    both_started = threading.Event()
+    if max_runs > 1:
+        both_started.set()
+    threads = [threading.Thread(target=session) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(map(str, results)).count("30") == finished
+    refused = [r for r in results if isinstance(r, RunLimitError)]
+    assert len(refused) == 2 - finished and all("limit" in str(r) for r in refused)
+    assert registry.active_count() == 0

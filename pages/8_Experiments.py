@@ -45,22 +45,28 @@ except KnockoutError as err:
     st.error(error_text(err))
     st.stop()
 
+if knockout.empty:
+    st.info(_("Nothing is knocked out yet: choose heads, the positions, a shorter window or the shuffled head above, "
+              "and the loss, the sample and the attention of the knocked-out copy appear beside the whole model's."))
 held_out = models.held_out(lm)
 windows = validation_windows(held_out, lm.block_size) if held_out is not None else None
 if windows is None:
     st.info(_("This model's corpus is not known here, so there is no validation text to measure its loss on; "
               "the samples and the attention below still show what the knock-out changed."))
 else:
-    base, after = mean_loss(lm.model, windows), mean_loss(twin, windows)
+    base = mean_loss(lm.model, windows)
     whole_col, knocked_col = st.columns(2)
     whole_col.metric(_("Val loss, whole model"), number(base, ".3f"))
-    knocked_col.metric(_("Val loss, knocked out"), number(after, ".3f"), delta=f"{after - base:+.3f}",
-                       delta_color="inverse")
+    if not knockout.empty:
+        after = mean_loss(twin, windows)
+        knocked_col.metric(_("Val loss, knocked out"), number(after, ".3f"), delta=f"{after - base:+.3f}",
+                           delta_color="inverse")
 
 prompt = models.first_prompt(lm)
 st.markdown(_("**The same prompt and seed** (temperature {temperature:g}), before and after:",
               temperature=SAMPLE_TEMPERATURE))
-for col, model, label in zip(st.columns(2), (lm.model, twin), (_("Whole model"), _("Knocked out"))):
+shown = [(lm.model, _("Whole model"))] + ([] if knockout.empty else [(twin, _("Knocked out"))])
+for col, (model, label) in zip(st.columns(2), shown):
     col.caption(label)
     try:
         col.code(generate(model, lm.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS, temperature=SAMPLE_TEMPERATURE,

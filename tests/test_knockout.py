@@ -170,7 +170,7 @@ def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sess
     at = page(home(), "pages/8_Experiments.py")
     assert not at.exception
     base = float(at.metric[0].value)
-    assert at.metric[1].value == at.metric[0].value  # nothing knocked out yet
+    assert len(at.metric) == 1 and len(at.code) == 1 and any("Nothing is knocked out" in i.value for i in at.info)
     layer_one = [(0, h) for h in range(model.config.num_heads)]
     at.multiselect[0].set_value(layer_one).run()
     at.checkbox(key="knockout_positions").check().run()
@@ -190,7 +190,7 @@ def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sess
     attention = page(at, "pages/3_Attention.py")
     assert not attention.exception
     other = page(home(), "pages/8_Experiments.py")
-    assert other.metric[0].value == other.metric[1].value == f"{base:.3f}"
+    assert len(other.metric) == 1 and other.metric[0].value == f"{base:.3f}"  # nothing knocked out there
 
 
 def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_head():

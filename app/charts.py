@@ -1,7 +1,15 @@
 """How every chart is drawn: Plotly's own toolbar, on hover, with one button that saves the chart
 as a PNG in the browser (no server-side renderer: that would be a heavy dependency), its tooltip
-in the page's language through a Plotly locale of our own."""
+in the page's language through a Plotly locale of our own; and, under the charts of an experiment,
+a button that saves them as an HTML page that stays interactive."""
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from minigpt import figures_html
 
 from .i18n import _, language
 
@@ -19,3 +27,14 @@ def config() -> dict:
         "locale": lang,
         "locales": {lang: {"dictionary": {SAVE: _("Download plot as a PNG")}}},
     }
+
+
+def html_button(figures: Sequence[go.Figure], name: str, key: str) -> None:
+    """Save these charts as one HTML page (plotly.js inside, so it opens offline), built only when
+    the button is clicked."""
+    title = f"MiniGPT Lab · {name}"
+    st.download_button(_("Save as HTML"), data=lambda: figures_html(figures, title), file_name=f"minigpt-{key}.html",
+                       mime="text/html", on_click="ignore", key=f"html_{key}", type="tertiary",
+                       icon=":material/download:",
+                       help=_("One page with these charts that opens in any browser, offline, and stays "
+                              "interactive: hover, zoom, and the PNG button."))

@@ -1,22 +1,28 @@
-"""Runs kept for comparison: the Train page's Keep button, and the Experiments page's comparison
-of the kept runs (curves, the settings that differ, the results), a read-only link that shows
-the same comparison elsewhere, and "duplicate and change one thing" back on Train."""
+"""Runs kept for comparison: the Train page's Keep button (and the run Start replaces, kept on its
+own), and the Experiments page's comparison of the kept runs and the session's current run, live
+while it trains (curves, the settings that differ, the results), a read-only link that shows the
+same comparison elsewhere, and "duplicate and change one thing" back on Train."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from minigpt import N_, RunEntry, RunRecord, RunShelf, compare_figure, differing_settings, results_table
 
-from . import train_form
+from . import runs, train_form
 from .charts import config as chart_config
+from .charts import html_button
 from .i18n import _, language
 from .text import md
 
 KEPT = "kept_runs"          # session_state: the ids this session kept, oldest first
 NOTICE = "kept_runs_notice"  # session_state: a kept run let go to make room, said once
+MINE = "kept_runs_mine"      # session_state: {record id: (run id, step)} for the runs this session kept itself
+COUNT = "kept_runs_count"    # session_state: how many this session kept, for the default names
+LIVE = "live"                # the id, in the choice of runs, of the session's current run, compared as it trains
 MAX_KEPT = 6                # per session; the server keeps at most RunShelf.max_records in all
 PARAM = "compare"           # ?compare=id,id: the kept runs, so that a refresh or a shared link brings them back
 URL_READ = "compare_url_read"  # session_state: ?compare= was read on this session's first page
@@ -42,23 +48,55 @@ def shelf() -> RunShelf:
     return RunShelf()
 
 
-def keep_button(entry: RunEntry, corpus: str) -> None:
+def keep(entry: RunEntry, name: str = "") -> RunRecord:
+    """Put the run as it is now on the shelf, as one of this session's kept runs (the oldest let go
+    past MAX_KEPT, with a notice)."""
+    ss = st.session_state
+    kept = ss.setdefault(KEPT, [])
+    ss[COUNT] = ss.get(COUNT, 0) + 1
+    model, train = runs.run_settings(entry)
+    snap = entry.run.snapshot()
+    record = RunRecord.of_run(name or _("run {n}", n=ss[COUNT]), entry.corpus, model, train, snap)
+    kept.append(shelf().put(record))
+    ss.setdefault(MINE, {})[record.record_id] = (entry.run_id, snap.step)
+    if len(kept) > MAX_KEPT:
+        ss[NOTICE] = _("The oldest kept run was let go to make room: a session keeps {n}.", n=MAX_KEPT)
+        del kept[0]
+    return record
+
+
+def keep_before_replacing(entry: RunEntry | None) -> None:
+    """Train's Start and Reset replace the session's run: keep it first, unless it never trained a
+    step or was kept as it is now."""
+    if entry is None:
+        return
+    step = entry.run.snapshot().step
+    if step > 0 and (entry.run_id, step) not in st.session_state.get(MINE, {}).values():
+        keep(entry)
+
+
+def keep_button(entry: RunEntry) -> None:
     """On Train: keep this run's curve and settings, under a name, for the Experiments page."""
-    kept = st.session_state.setdefault(KEPT, [])
     name_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
-    name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=len(kept) + 1), key="keep_name",
-                               max_chars=40)
+    name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=st.session_state.get(COUNT, 0) + 1),
+                               key="keep_name", max_chars=40)
     if button_col.button(_("Keep for comparison"), key="keep_run",
-                         help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs.")):
-        model, train = entry.run.trainer.model_config, entry.run.trainer.cfg
-        record = RunRecord.of_run(name.strip() or _("run {n}", n=len(kept) + 1), corpus, model, train,
-                                  entry.run.snapshot())
-        kept.append(shelf().put(record))
-        if len(kept) > MAX_KEPT:
-            st.session_state[NOTICE] = _("The oldest kept run was let go to make room: a session keeps {n}.",
-                                         n=MAX_KEPT)
-            del kept[0]
+                         help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs. "
+                                "A run that Start replaces is kept on its own.")):
+        record = keep(entry, name.strip())
         st.toast(_("Kept “{name}”: compare it on Experiments.", name=md(record.name)))
+
+
+def live_record(entry: RunEntry | None) -> RunRecord | None:
+    """The session's current run as a record, as it is now; None before its first logged step."""
+    if entry is None:
+        return None
+    snap = entry.run.snapshot()
+    if not snap.history:
+        return None
+    model, train = runs.run_settings(entry)
+    name = _("this run (training)") if snap.state == "running" else _("this run")
+    return replace(RunRecord.of_run(name, entry.corpus, model, train, snap), record_id=LIVE)
 
 
 def read_and_sync_url() -> None:
@@ -86,31 +124,68 @@ def compare_section() -> None:
     if notice:
         st.warning(notice)
     records = shelf().get(st.session_state.get(KEPT, []))
+    entry, _owner = runs.session_run()
+    live = live_record(entry)
+    if not records and live is None:
+        st.info(_("Train a run on the Train page and it appears here, live. Start another one, with one thing "
+                  "changed, and the first is kept: the two curves and the one setting that differs, side by side."))
+        return
+    by_id = {r.record_id: r for r in records} | ({LIVE: live} if live is not None else {})
+    kept_as_is = live is not None and (entry.run_id, live.final_step) in st.session_state.get(MINE, {}).values()
+    default = [i for i in by_id if i != LIVE][-4:] + ([LIVE] if live is not None and not kept_as_is else [])
+    chosen = st.multiselect(_("Runs to compare"), list(by_id), default=default,
+                            format_func=lambda i: by_id[i].name, key="compare_chosen",
+                            help=_("“This run” is the one on the Train page, as it is now; the others were kept."))
+    if not chosen:
+        return
+    training = LIVE in chosen and entry.run.state == "running"
+
+    @st.fragment(run_every=2.0 if training else None)
+    def side_by_side() -> None:
+        current, _owner = runs.session_run()
+        now = live_record(current) if LIVE in chosen else None
+        picked = [now if i == LIVE else by_id[i] for i in chosen if i != LIVE or now is not None]
+        figure = compare_figure(picked, tr=_)
+        st.plotly_chart(figure, key="compare_curves", config=chart_config())
+        html_button([figure], _("Compare runs"), "compare")
+        settings_table(picked)
+        st.dataframe(results_table(picked), hide_index=True, key="compare_results", column_config={
+            "run": st.column_config.TextColumn(_("run")), "steps": st.column_config.NumberColumn(_("steps")),
+            "train_loss": st.column_config.NumberColumn(_("last train loss"), format="%.3f"),
+            "val_loss": st.column_config.NumberColumn(_("last val loss"), format="%.3f"),
+            "best_val": st.column_config.NumberColumn(_("best val loss"), format="%.3f"),
+            "seconds": st.column_config.NumberColumn(_("time (s)"), format="%.1f"),
+            "tokens_per_sec": st.column_config.NumberColumn(_("tokens/s"), format="%.0f"),
+        })
+        if training and (now is None or now.name != live.name):
+            st.rerun()  # the run finished or was replaced: a full rerun stops the polling
+
+    side_by_side()
+    shared = [i for i in chosen if i != LIVE]
+    if shared:
+        base = (st.context.url or "").split("?")[0]
+        st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else; the "
+                      "address bar keeps them too, so a refresh brings them back):"))
+        st.code(f"{base}?{PARAM}={','.join(shared)}&lang={language()}", language=None)
+    if LIVE in chosen:
+        st.caption(_("The link leaves out “this run”, which changes as it trains: keep it on the Train page to "
+                     "share it as it is."))
+    rename([r for r in records if r.record_id in st.session_state.get(MINE, {})])
+    duplicate([by_id[i] for i in chosen])
+
+
+def rename(records: list[RunRecord]) -> None:
+    """Name a run this session kept (a run kept from someone's link is theirs to name)."""
     if not records:
-        st.info(_("Keep a run on the Train page (Keep for comparison) and it appears here. Then duplicate it, change "
-                  "one thing, train and keep that too: the two curves and the one setting that differs, side by side."))
         return
     by_id = {r.record_id: r for r in records}
-    chosen = st.multiselect(_("Runs to compare"), list(by_id), default=list(by_id)[-4:],
-                            format_func=lambda i: by_id[i].name, key="compare_chosen")
-    picked = [by_id[i] for i in chosen]
-    if not picked:
-        return
-    st.plotly_chart(compare_figure(picked, tr=_), key="compare_curves", config=chart_config())
-    settings_table(picked)
-    st.dataframe(results_table(picked), hide_index=True, key="compare_results", column_config={
-        "run": st.column_config.TextColumn(_("run")), "steps": st.column_config.NumberColumn(_("steps")),
-        "train_loss": st.column_config.NumberColumn(_("last train loss"), format="%.3f"),
-        "val_loss": st.column_config.NumberColumn(_("last val loss"), format="%.3f"),
-        "best_val": st.column_config.NumberColumn(_("best val loss"), format="%.3f"),
-        "seconds": st.column_config.NumberColumn(_("time (s)"), format="%.1f"),
-        "tokens_per_sec": st.column_config.NumberColumn(_("tokens/s"), format="%.0f"),
-    })
-    base = (st.context.url or "").split("?")[0]
-    st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else; the "
-                  "address bar keeps them too, so a refresh brings them back):"))
-    st.code(f"{base}?{PARAM}={','.join(chosen)}&lang={language()}", language=None)
-    duplicate(picked)
+    with st.expander(_("Rename a kept run")):
+        pick_col, name_col, button_col = st.columns([1.5, 2, 1], vertical_alignment="bottom")
+        source = pick_col.selectbox(_("Run"), list(by_id), format_func=lambda i: by_id[i].name, key="rename_source")
+        name = name_col.text_input(_("New name"), max_chars=40, key="rename_name")
+        if button_col.button(_("Rename"), key="rename_run", disabled=not name.strip()):
+            shelf().rename(source, name.strip())
+            st.rerun()
 
 
 def settings_table(records: list[RunRecord]) -> None:

@@ -25,6 +25,7 @@ HOME = "streamlit_app.py"
 # (script, label, icon, what it offers): the sidebar and Home's links, in this order
 PAGES = (
     (HOME, N_("Home"), "🏠", N_("The loaded model; corpus, model and device")),
+    ("pages/9_Lesson.py", N_("Lesson"), "🎓", N_("A guided path through your own model, in 15 steps")),
     ("pages/1_Train.py", N_("Train"), "🏋️", N_("Train a model and watch it learn")),
     ("pages/2_Generate.py", N_("Generate"), "✍️", N_("Write text, one character at a time")),
     ("pages/3_Attention.py", N_("Attention"), "🔍", N_("See where each character looks")),

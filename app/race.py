@@ -8,6 +8,7 @@ import streamlit as st
 from minigpt import CharTokenizer, CorpusError, GPTConfig, RunLimitError, TrainConfig, race_figure, scaling_race
 
 from .charts import config as chart_config
+from .charts import html_button
 from .choices import current_device
 from .corpora import current_corpus
 from .i18n import _, error_text
@@ -36,8 +37,9 @@ def race_section() -> None:
         run_race(d_k, layers, steps)  # drawn as it goes
     elif st.session_state.get(SHOWN):
         points = st.session_state[SHOWN]
-        draw(points, [st.empty() for _chart in CHARTS])
+        figures = draw(points, [st.empty() for _chart in CHARTS])
         st.markdown(verdict(points))
+        html_button(figures, _("√d_k on a real model: the race"), "race")
 
 
 def run_race(d_k: int, layers: int, steps: int) -> None:
@@ -58,12 +60,15 @@ def run_race(d_k: int, layers: int, steps: int) -> None:
         return
     st.session_state[SHOWN] = points
     st.markdown(verdict(points))
+    html_button([race_figure(points, metric, tr=_) for metric in CHARTS], _("√d_k on a real model: the race"), "race")
 
 
-def draw(points: list, places: list) -> None:
-    for place, metric in zip(places, CHARTS):
-        place.plotly_chart(race_figure(points, metric, tr=_), key=f"race_{metric}:{len(points)}",
-                           config=chart_config())
+def draw(points: list, places: list) -> list:
+    """The three charts in their places; returns their figures."""
+    figures = [race_figure(points, metric, tr=_) for metric in CHARTS]
+    for place, metric, figure in zip(places, CHARTS, figures):
+        place.plotly_chart(figure, key=f"race_{metric}:{len(points)}", config=chart_config())
+    return figures
 
 
 def verdict(points: list) -> str:

@@ -22,8 +22,9 @@ from .data import (
     load_corpus,
     probe_text,
 )
-from .explain import (PATTERNS, AttentionRow, Beliefs, HeadStats, attention_row, beliefs, embedding_pca, head_stats,
-                      head_table, last_query_attention, logit_lens, next_logits, position_similarity)
+from .explain import (PATTERNS, AttentionRow, Beliefs, HeadStats, attention_row, beliefs, character_table,
+                      embedding_pca, head_stats, head_table, last_query_attention, logit_lens, next_logits,
+                      position_similarity, surprisal)
 from .diagnosis import (Overfitting, UnseenCharacters, overfitting, top_key_changes, uniform_loss,
                         unseen_validation_chars)
 from .device import DeviceError, available_devices, resolve_device
@@ -48,6 +49,8 @@ from .viz import (
     attention_row_figure,
     beliefs_figure,
     embeddings_figure,
+    figures_html,
+    lr_figure,
     importance_figure,
     compare_figure,
     race_figure,
@@ -71,7 +74,7 @@ __all__ = [
     "PATTERNS", "AttentionRow", "HeadStats", "attention_row", "head_stats", "head_table", "attention_row_figure",
     "keys_figure", "values_figure", "weight_figure", "Beliefs", "beliefs", "last_query_attention", "next_logits", "beliefs_figure",
     "step_attention_figure", "embedding_pca", "logit_lens", "position_similarity", "embeddings_figure",
-    "logit_lens_figure", "positions_figure", "similarity_figure", "importance_figure", "race_figure", "compare_figure",
+    "logit_lens_figure", "positions_figure", "similarity_figure", "importance_figure", "figures_html", "lr_figure", "character_table", "surprisal", "race_figure", "compare_figure",
     "RunRecord", "RunShelf", "attention_npz", "differing_settings", "history_table", "results_table",
     "scaling_race", "softmax_signal", "RacePoint",
     "Knockout", "KnockoutError", "head_importance", "knocked_out", "mean_loss", "validation_windows",

@@ -12,7 +12,7 @@ import io
 import secrets
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -69,6 +69,12 @@ class RunShelf:
             while len(self._records) > self.max_records:
                 self._records.popitem(last=False)
         return record.record_id
+
+    def rename(self, record_id: str, name: str) -> None:
+        """Give a kept record a new name; nothing if the shelf has let it go."""
+        with self._lock:
+            if record_id in self._records:
+                self._records[record_id] = replace(self._records[record_id], name=name)
 
     def get(self, record_ids: list[str]) -> list[RunRecord]:
         """The records of these ids that are still kept, in the order asked."""

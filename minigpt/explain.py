@@ -10,7 +10,9 @@
   them, and the attention rows behind them, off the model;
 - the other parts: how alike the position encodings are (`position_similarity`), the
   embedding table on its principal axes (`embedding_pca`), and the prediction read out after
-  every layer (`logit_lens`).
+  every layer (`logit_lens`);
+- for the lesson: each character's id and embedding length (`character_table`), and the loss
+  of each next character in a text (`surprisal`).
 """
 from __future__ import annotations
 
@@ -198,3 +200,25 @@ def logit_lens(model: MiniGPT, ids: list[int]) -> np.ndarray:
     probs = [torch.softmax(model.lm_head(model.final_norm(x))[0], dim=-1) for x in stream]
     model.train(was_training)
     return torch.stack(probs).double().cpu().numpy()
+
+
+@torch.no_grad()
+def character_table(model: MiniGPT, ids: list[int], chars: list[str]) -> pd.DataFrame:
+    """The way in, character by character: its id, the length of its embedding row, and that
+    length after the ×√d_model scale (what is added to the position's encoding)."""
+    rows = model.token_embed.weight[torch.tensor(ids, dtype=torch.long)].double().cpu()
+    length = torch.linalg.vector_norm(rows, dim=-1).numpy()
+    return pd.DataFrame({"char": chars, "id": ids, "length": length,
+                         "scaled": length * model.config.d_model ** 0.5})
+
+
+@torch.no_grad()
+def surprisal(model: MiniGPT, ids: list[int]) -> np.ndarray:
+    """(T - 1,): −ln p of each next character given the ones before it, in nats: its share of
+    the cross-entropy loss (their mean is the loss on this text)."""
+    was_training = model.training
+    model.eval()
+    logits, _ = model(torch.tensor([ids], device=next(model.parameters()).device))
+    model.train(was_training)
+    log_p = torch.log_softmax(logits[0, :-1].double(), dim=-1)
+    return (-log_p[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]).cpu().numpy()

@@ -6,6 +6,7 @@ grey cells with no hover, and label every axis with the position and character.
 """
 from __future__ import annotations
 
+import html
 import unicodedata
 from collections.abc import Callable, Sequence
 
@@ -18,7 +19,8 @@ from .diagnosis import Overfitting
 from .explain import AttentionRow, Beliefs
 from .messages import N_
 from .sample import Step
-from .train import TrainEvent
+from .config import TrainConfig
+from .train import TrainEvent, lr_at
 
 MAX_POINTS = 2000
 MASK_COLOR = "#d9d9d9"
@@ -180,6 +182,23 @@ def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
                      range=[0, 1.05 * max_lr if max_lr > 0 else 1], nticks=4)
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=20, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return fig
+
+
+def lr_figure(cfg: TrainConfig, tr: Translate = english) -> go.Figure:
+    """The learning rate a run's settings give at every step: the warmup's straight climb, then
+    the cosine down to min_lr (or flat), with the turn marked."""
+    _ = tr
+    steps = np.arange(cfg.max_steps)
+    fig = go.Figure(go.Scatter(x=steps, y=[lr_at(int(s), cfg) for s in steps], mode="lines", name=_("learning rate"),
+                               line=dict(color="#1E88E5"), hovertemplate=_("step") + " %{x}: %{y:.2e}<extra></extra>"))
+    if 0 < cfg.warmup_steps < cfg.max_steps:
+        fig.add_vline(x=cfg.warmup_steps, line=dict(color="#757575", dash="dash", width=1),
+                      annotation_text=_("warmup ends (step {step})", step=cfg.warmup_steps),
+                      annotation_position="top right")
+    fig.update_xaxes(title_text=_("step"))
+    fig.update_yaxes(title_text=_("learning rate"), tickformat=".1e", rangemode="tozero")
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), showlegend=False)
     return fig
 
 
@@ -621,3 +640,12 @@ def logit_lens_figure(probs: np.ndarray, text: str, chars: Sequence[str], tr: Tr
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=120 + 40 * len(rows), margin=dict(l=10, r=10, t=10, b=10))
     return fig
+
+
+def figures_html(figures: Sequence[go.Figure], title: str) -> str:
+    """Figures as one standalone HTML page that opens offline: plotly.js is inside, once (about
+    4.8 MB), and each figure stays interactive (hover, zoom, Plotly's PNG button)."""
+    config = {"displaylogo": False}
+    parts = [figure.to_html(full_html=False, include_plotlyjs=i == 0, config=config) for i, figure in enumerate(figures)]
+    return ("<!DOCTYPE html>\n<html>\n<head><meta charset=\"utf-8\"><title>" + html.escape(title) +
+            "</title></head>\n<body>\n" + "\n".join(parts) + "\n</body>\n</html>\n")

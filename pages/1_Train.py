@@ -1,7 +1,7 @@
 """Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
 import streamlit as st
 
-from app import advice, charts, choices, compare, corpora, navigation, runs, train_form
+from app import advice, charts, choices, compare, corpora, lesson, navigation, runs, train_form
 from app.i18n import _, error_text, language, number
 from app.text import format_duration, md
 from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
@@ -11,6 +11,7 @@ navigation.setup_page(__file__)
 STEP_SIZES = (1, 10, 100)  # the Step button's choices
 
 st.title(_("Train"))
+lesson.link(11, 12)
 st.markdown(_(
     "Train your own MiniGPT on the chosen corpus. Training runs in a background thread on the server, so it goes "
     "on while you visit other pages; the chart shows the training loss (blue), the validation loss on held-out "
@@ -103,6 +104,7 @@ if slots_full:
 
 if start or reset:
     try:
+        compare.keep_before_replacing(entry if owner else None)
         runs.start_run(corpus, model_cfg, train_cfg, paused=reset)
     except (ConfigError, CorpusError, RunLimitError) as err:
         st.error(md(error_text(err)))
@@ -164,8 +166,10 @@ def live_panel() -> None:
     over = overfitting([(r.step, r.train_loss, r.val_loss) for r in snap.evals])
     task = trainer.task
     floor = task.loss_floor(trainer.cfg.block_size) if task is not None else None
-    st.plotly_chart(loss_figure(snap.history, uniform=uniform, overfit=over, floor=floor, tr=_), key="loss_chart",
-                    config=charts.config())
+    figure = loss_figure(snap.history, uniform=uniform, overfit=over, floor=floor, tr=_)
+    st.plotly_chart(figure, key="loss_chart", config=charts.config())
+    if snap.state != "running":
+        charts.html_button([figure], _("Loss"), "loss")
     scored = [e for e in snap.history if e.task_accuracy is not None]
     if task is not None and scored:
         last = scored[-1]
@@ -199,7 +203,7 @@ st.download_button(_("Download the history (.csv)"), data=lambda: history_table(
                    index=False), file_name=f"minigpt-{entry.run_id}-history.csv", mime="text/csv", on_click="ignore",
                    key="download_history", help=_("Every logged step: train loss, validation loss, learning rate, "
                                                   "tokens/s and time, one row each."))
-compare.keep_button(entry, entry.corpus)
+compare.keep_button(entry)
 st.markdown(_("**Share a read-only view** of this run (copy it with the icon on the right):"))
 st.code(runs.readonly_link(entry), language=None)
 if owner:

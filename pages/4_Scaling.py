@@ -1,13 +1,14 @@
 """√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
 import streamlit as st
 
-from app import charts, navigation
+from app import charts, lesson, navigation
 from app.i18n import _
 from minigpt import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
 
 navigation.setup_page(__file__)
 
 st.title(_("√d_k scaling"))
+lesson.link(5)
 st.markdown(_(
     "Scaled dot-product attention computes softmax(QKᵀ / √d_k). This experiment draws random queries and keys, as "
     "an untrained head would produce, and compares the softmax with and without the division: without it, bigger "

@@ -1,13 +1,14 @@
 """Inside attention: how one attention weight is made, step by step, and what each head does."""
 import streamlit as st
 
-from app import charts, heatmaps, models, navigation, prompts
+from app import charts, heatmaps, lesson, models, navigation, prompts, weights
 from app.i18n import _
-from minigpt import PATTERNS, attention_heatmap, attention_row, head_table, position_labels, weight_figure
+from minigpt import PATTERNS, attention_heatmap, head_table
 
 navigation.setup_page(__file__)
 
 st.title(_("Inside attention"))
+lesson.link(4)
 st.markdown(_(
     "The heatmaps show the result of attention; this page shows how it comes about, with your model's own numbers. "
     "Pick a layer, a head and a query character: its query vector q meets every key vector k in a dot product, the "
@@ -28,35 +29,14 @@ if len(text) < 2:
 unscaled = st.checkbox(_("Without 1/√d_k scaling"), key="inside_unscaled", persist_state="session",
                        help=_("Recompute the same model without dividing the scores: watch this row's softmax "
                               "saturate, as on the √d_k page."))
-labels = position_labels(text)
 
 
 @st.fragment  # picking a layer, a head or a query redraws only this part, not the head table below
-def one_weight() -> None:
-    layer_col, head_col = st.columns(2)
-    # numbers, not "layer 2": a selectbox keeps showing its chosen option's old words after a language switch
-    layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
-                                key=f"inside_layer:{config.num_layers}", persist_state="session")
-    head = head_col.selectbox(_("Head"), range(config.num_heads), format_func=lambda h: str(h + 1),
-                              key=f"inside_head:{config.num_heads}", persist_state="session")
-    query = st.select_slider(_("Query character"), range(len(text)), value=len(text) - 1,
-                             format_func=labels.__getitem__, key=f"inside_query:{len(text)}")
-    row = attention_row(lm.model, lm.tokenizer.encode(text), layer, head, query,
-                        scale_attention=False if unscaled else None)
-    top = int(row.weights.argmax())
-    st.latex(rf"\begin{{gathered}} q \cdot k_{{{top}}} = {row.scores[top]:.3f} \\ "  # one step a line: fits a phone
-             rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f} \\ "
-             rf"\mathrm{{softmax}} \rightarrow {row.weights[top]:.3f} \end{{gathered}}")
-    st.caption(_("The key that gets the most weight, {key}: its score, the score divided by {divisor:.2f}, and its "
-                 "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
-                 key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
-    # one chart for the three steps: Streamlit draws a changed chart from scratch, ~0.1 s each in the browser
-    st.plotly_chart(weight_figure(row, text, tr=_), key="inside_weight", config=charts.config())
-    st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the "
-                 "other heads' and goes through W_O.", query=labels[query]))
+def one_weight_part() -> None:
+    weights.one_weight(lm, text, unscaled)
 
 
-one_weight()
+one_weight_part()
 
 st.subheader(_("What each head does"))
 st.markdown(_("Averaged over the queries after the first: the entropy of a row (in nats; low = sharp), its largest "

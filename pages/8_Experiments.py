@@ -1,17 +1,19 @@
 """Experiments: take a part of the loaded model out, and measure what it did."""
 import streamlit as st
 
-from app import charts, compare, heatmaps, models, navigation, prompts, race
+from app import charts, compare, heatmaps, lesson, models, navigation, prompts, race
 from app.i18n import _, error_text, number
 from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, generate, head_importance, importance_figure,
                      knocked_out, mean_loss, validation_windows)
 
 SAMPLE_SEED, SAMPLE_TOKENS, SAMPLE_TEMPERATURE = 0, 120, 0.8
 IMPORTANCE = "head_importance_shown"  # session_state: the last importance grid, with the model it is of
+WHOLE = "whole_model_measured"  # session_state: the whole model's loss and sample, with the model they are of
 
 navigation.setup_page(__file__)
 
 st.title(_("Experiments"))
+lesson.link(7)
 st.markdown(_(
     "What does a part of the model do? Take it out and look. A knock-out works on a copy: the model the other "
     "pages use, and other learners' sessions, stay as they are. The loss is measured on the same validation "
@@ -48,31 +50,48 @@ except KnockoutError as err:
 if knockout.empty:
     st.info(_("Nothing is knocked out yet: choose heads, the positions, a shorter window or the shuffled head above, "
               "and the loss, the sample and the attention of the knocked-out copy appear beside the whole model's."))
+identity = (lm.vocab_id, lm.detail, lm.steps)
+prompt = models.first_prompt(lm)
+
+
+def measure(model, windows) -> tuple[float | None, str | SamplingError]:
+    """A model's loss on the windows (None without them) and its sample from the prompt and seed."""
+    loss = mean_loss(model, windows) if windows is not None else None
+    try:
+        sample = generate(model, lm.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS, temperature=SAMPLE_TEMPERATURE,
+                          seed=SAMPLE_SEED, block_size=lm.block_size)
+    except SamplingError as err:  # a model whose training diverged
+        sample = err
+    return loss, sample
+
+
 held_out = models.held_out(lm)
 windows = validation_windows(held_out, lm.block_size) if held_out is not None else None
 if windows is None:
     st.info(_("This model's corpus is not known here, so there is no validation text to measure its loss on; "
               "the samples and the attention below still show what the knock-out changed."))
-else:
-    base = mean_loss(lm.model, windows)
+whole = st.session_state.get(WHOLE)
+if whole is None or whole[0] != (identity, prompt):  # the same on every rerun: measured once per model
+    whole = st.session_state[WHOLE] = ((identity, prompt), measure(lm.model, windows))
+knocked = None if knockout.empty else measure(twin, windows)
+if windows is not None:
+    base = whole[1][0]
     whole_col, knocked_col = st.columns(2)
     whole_col.metric(_("Val loss, whole model"), number(base, ".3f"))
-    if not knockout.empty:
-        after = mean_loss(twin, windows)
+    if knocked is not None:
+        after = knocked[0]
         knocked_col.metric(_("Val loss, knocked out"), number(after, ".3f"), delta=f"{after - base:+.3f}",
                            delta_color="inverse")
 
-prompt = models.first_prompt(lm)
 st.markdown(_("**The same prompt and seed** (temperature {temperature:g}), before and after:",
               temperature=SAMPLE_TEMPERATURE))
-shown = [(lm.model, _("Whole model"))] + ([] if knockout.empty else [(twin, _("Knocked out"))])
-for col, (model, label) in zip(st.columns(2), shown):
+shown = [(whole[1][1], _("Whole model"))] + ([] if knocked is None else [(knocked[1], _("Knocked out"))])
+for col, (sample, label) in zip(st.columns(2), shown):
     col.caption(label)
-    try:
-        col.code(generate(model, lm.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS, temperature=SAMPLE_TEMPERATURE,
-                          seed=SAMPLE_SEED, block_size=lm.block_size), language=None, wrap_lines=True)
-    except SamplingError as err:  # a model whose training diverged
-        col.warning(error_text(err))
+    if isinstance(sample, SamplingError):
+        col.warning(error_text(sample))
+    else:
+        col.code(sample, language=None, wrap_lines=True)
 
 st.markdown(_("**Where the knocked-out model looks** (each layer's mean over its heads):"))
 text, text_key = prompts.attention_text(lm)
@@ -85,14 +104,15 @@ if text:
 st.subheader(_("The importance of every head"))
 st.markdown(_("Zero each head alone, in turn, and measure how much the validation loss rises: the heads the model "
               "leans on stand out."))
-identity = (lm.vocab_id, lm.detail, lm.steps)
 if windows is not None and st.button(_("Measure every head"), key="measure_heads"):
     with st.spinner(_("Zeroing each of the {count} heads in turn…", count=len(cells))):
         st.session_state[IMPORTANCE] = (identity, head_importance(lm.model, windows))
 shown = st.session_state.get(IMPORTANCE)
 if shown is not None and shown[0] == identity:
     rise = shown[1]
-    st.plotly_chart(importance_figure(rise, tr=_), key="head_importance", config=charts.config())
+    figure = importance_figure(rise, tr=_)
+    st.plotly_chart(figure, key="head_importance", config=charts.config())
+    charts.html_button([figure], _("The importance of every head"), "importance")
     layer, head = divmod(int(rise.argmax()), rise.shape[1])
     st.caption(_("Zeroing layer {layer}'s head {head} costs the most: the loss rises by {rise:.3f} nats.",
                  layer=layer + 1, head=head + 1, rise=float(rise.max())))

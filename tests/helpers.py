@@ -262,7 +262,7 @@ class RunsCode:
 # ---------------------------------------------------------------- pages (AppTest)
 
 PAGES = ["pages/1_Train.py", "pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py", "pages/5_Inside.py",
-         "pages/6_Model.py", "pages/7_Glossary.py", "pages/8_Experiments.py"]
+         "pages/6_Model.py", "pages/7_Glossary.py", "pages/8_Experiments.py", "pages/9_Lesson.py"]
 
 
 def home(lang: str | None = None, **params: str) -> AppTest:
@@ -391,7 +391,7 @@ def main_button(page, name: str, exact: bool = True):
 SYMBOLS = ("MiniGPT Lab", "MiniGPT", "d_model", "d_k", "d_ff", "num_heads", "num_layers", "max_len", "block_size",
            "batch_size", "seq_len", "vocab_size", "softmax", "top-k", "top-p", "Top-k", "Top-p", "AdamW", "GELU",
            "Pre-LN", "KV", "GPT", "ln", "exp", "std", "Var", "lr", "cpu", "cuda", "mps", "UTF-8", "UTF-16",
-           "GB18030", "GBK", ".txt", ".zip", ".csv", ".npz", "numpy.load", "course-zh", "demo-zh", "pydoc-en", "task-reverse", "task-copy", "task-sort", "minGPT", "QKᵀ", "Transformer", "Python", "MB", "JSON", "logits", "W_O", "e^H", "PE", "pos", "sin", "cos", "logit", "LayerNorm", "English")  # English: the language switch names itself
+           "GB18030", "GBK", "HTML", "PNG", ".txt", ".zip", ".csv", ".npz", "numpy.load", "course-zh", "demo-zh", "pydoc-en", "task-reverse", "task-copy", "task-sort", "minGPT", "QKᵀ", "Transformer", "Python", "MB", "JSON", "logits", "W_O", "e^H", "PE", "pos", "sin", "cos", "logit", "LayerNorm", "English")  # English: the language switch names itself
 _TEXT_FIELDS = {"label", "body", "help", "options", "placeholder", "text", "delta", "caption"}
 _FIGURE_KEYS = {"text", "name", "hovertemplate", "title"}
 

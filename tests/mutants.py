@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["test_maths.py", "test_knockout.py", "test_explain.py", "test_tasks.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
+ORDER = ["test_maths.py", "test_knockout.py", "test_lesson.py", "test_explain.py", "test_tasks.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
          "test_first_hour.py",
          "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
          "test_cli.py", "test_bad_inputs.py"]
@@ -186,6 +186,17 @@ MUTANTS = {
         "twin.token_embed.weight.data = embedding[order.to(embedding.device)].clone()")]),
     "knock-outs change the shared model (knock-out)": ("minigpt/knockout.py", [(
         "twin = copy.deepcopy(model).eval()  # deepcopy", "twin = model.eval()  # deepcopy")]),
+    # the lesson: each of these teaches a wrong number, or lets a wrong answer or a wrong step through
+    "the loss table reads the character at the same position, not the next (lesson)": ("minigpt/explain.py", [(
+        "torch.tensor(ids[1:])]).cpu()", "torch.tensor(ids[:-1])]).cpu()")]),
+    "the embedding length left unscaled (lesson)": ("minigpt/explain.py", [(
+        '"scaled": length * model.config.d_model ** 0.5}', '"scaled": length * model.config.d_model}')]),
+    "the learning-rate chart one step late (lesson)": ("minigpt/viz.py", [(
+        "y=[lr_at(int(s), cfg) for s in steps]", "y=[lr_at(max(int(s) - 1, 0), cfg) for s in steps]")]),
+    "any answer is right (lesson)": ("app/lesson.py", [(
+        "if options.index(answer) == step.answer:", "if answer in options:")]),
+    "Next skips a step (lesson)": ("app/lesson.py", [(
+        "on_click=go, args=(n + 1,),", "on_click=go, args=(n + 2,),")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),

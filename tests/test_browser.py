@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app import glossary
+from app import glossary, i18n
+from app.lesson_text import STEPS
 from helpers import ARGS, CHROMIUM, english_words, launch_server, main_button, wait_healthy, wait_rendered
 from minigpt import DEFAULT_CORPUS, load_pretrained, load_zip
 
@@ -171,7 +172,8 @@ def test_hovering_a_heatmap_cell_names_query_key_and_weight(browser, server):
 SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 720}}
 PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
          ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"),
-         ("/Model", "Inside the model"), ("/Experiments", "Experiments"), ("/Glossary", "Glossary")]
+         ("/Model", "Inside the model"), ("/Experiments", "Experiments"), ("/Glossary", "Glossary"),
+         ("/Lesson", "Lesson")]
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
 # every tick label, title and annotation a chart draws, that runs past its chart's left or right edge:
 # the fast figures fix their margins from the labels' estimated width instead of letting plotly grow them
@@ -203,7 +205,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
     for path, heading in PAGES:
         page.goto(server.url + path, wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments"):
+        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments", "/Lesson"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
@@ -238,14 +240,15 @@ def _screenshot_whole(page, path, viewport: dict) -> None:
 
 
 GLOSSED = {english.lower() for english, _meaning in glossary.TERMS}
-# the main area's text a reader sees: not icon ligatures, a formula's hidden MathML, code (learner text),
+# the main area's text a reader sees: not icon ligatures, formulas (notation, the same in every language: the
+# lesson's test checks their words), code (learner text),
 # nor words drawn at font-size 0 (the uploader's English, painted over in the page's language)
 VISIBLE_TEXT = """() => {
   const walker = document.createTreeWalker(document.querySelector('[data-testid=stMain]'), NodeFilter.SHOW_TEXT);
   const shown = [];
   while (walker.nextNode()) {
     const el = walker.currentNode.parentElement;
-    if (!el || el.closest('[data-testid=stIconMaterial], .katex-mathml, [data-testid=stCode]')) continue;
+    if (!el || el.closest('[data-testid=stIconMaterial], .katex, [data-testid=stCode]')) continue;
     const style = getComputedStyle(el);
     if (style.fontSize === '0px' || style.display === 'none' || style.visibility === 'hidden') continue;
     shown.push(walker.currentNode.textContent);
@@ -254,7 +257,7 @@ VISIBLE_TEXT = """() => {
 }"""
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
             ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"),
-            ("/Model", "模型内部"), ("/Experiments", "实验"), ("/Glossary", "术语表")]
+            ("/Model", "模型内部"), ("/Experiments", "实验"), ("/Glossary", "术语表"), ("/Lesson", "课程")]
 
 
 def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
@@ -267,7 +270,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     for path, heading in ZH_PAGES:
         page.goto(f"{server.url}{path}?lang=zh", wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments"):
+        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments", "/Lesson"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)
         assert page.title().startswith(heading if path else "首页"), page.title()
@@ -401,10 +404,12 @@ def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(brows
     context.close()
 
 
-def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_elsewhere(browser, server, shots):
+def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_elsewhere(browser, server, shots,
+                                                                                        tmp_path):
     """Train the Tiny preset twice, the second with a larger learning rate, keep both under names,
     and compare: both runs' curves on one chart, the learning rate the one setting highlighted;
-    the comparison's link opens the same runs in a fresh browser. Screenshot en_compare.png."""
+    the chart saved as HTML opens with the network cut off; the comparison's link opens the same
+    runs in a fresh browser. Screenshot en_compare.png."""
     viewport = SCREENS["projector"]
     context = browser.new_context(viewport=viewport, locale="en-US")
     page = context.new_page()
@@ -422,6 +427,9 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
         main_button(page, "Start" if name == "first" else "Start a new run").click()
         page.wait_for_function("(old) => location.href.includes('run=') && location.href !== old", arg=before,
                                timeout=30_000)  # the new run's id in the address
+        run_id = re.search(r"run=([^&]+)", page.url).group(1)
+        page.get_by_test_id("stMainBlockContainer").get_by_test_id("stMarkdown").filter(
+            has_text=f"Run {run_id}").first.wait_for(timeout=30_000)  # its panel, drawn after the old run's
         step = page.get_by_test_id("stMetric").filter(has_text="Step (of 300)").get_by_test_id("stMetricValue")
         step.filter(has_text=re.compile(r"^300$")).wait_for(timeout=60_000)  # all of the Tiny preset's steps
         page.get_by_test_id("stMetricValue").filter(has_text="finished").wait_for(timeout=30_000)
@@ -436,13 +444,25 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
     legend = page.locator(".js-plotly-plot .legendtext")
     legend.filter(has_text="faster · val loss").wait_for(timeout=30_000)
     assert legend.filter(has_text="first · val loss").count() == 1
+    assert legend.filter(has_text="this run").count() == 0  # kept as it is: not shown twice
     page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
     chart = page.locator(".js-plotly-plot").filter(has=page.locator(".legendtext", has_text="faster · val loss"))
     chart.hover()  # Plotly's own toolbar: save the chart as a PNG, in the browser
     chart.locator('.modebar-btn[data-title="Download plot as a PNG"]').wait_for(timeout=10_000)
     link = page.get_by_test_id("stCode").filter(has_text="compare=").inner_text().strip()
     _screenshot_whole(page, shots / "en_compare.png", viewport)
+    with page.expect_download(timeout=60_000) as download:
+        main_button(page, "Save as HTML", exact=False).click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
     context.close()
+
+    offline = browser.new_context(viewport=viewport, offline=True)  # the saved page needs no network
+    opened = offline.new_page()
+    opened.goto(saved.as_uri(), wait_until="load")
+    opened.locator(".js-plotly-plot .legendtext").filter(has_text="faster · val loss").wait_for(timeout=30_000)
+    assert opened.locator(".js-plotly-plot .legendtext").filter(has_text="first · val loss").count() == 1
+    offline.close()
 
     elsewhere = browser.new_context(viewport=viewport, locale="en-US")
     other = elsewhere.new_page()
@@ -450,3 +470,31 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
     wait_rendered(other, "Experiments")
     other.locator(".js-plotly-plot .legendtext").filter(has_text="faster · val loss").wait_for(timeout=30_000)
     elsewhere.close()
+
+
+def test_the_lesson_in_chinese_from_a_teachers_link_with_next_through_every_step(browser, server, shots):
+    """?lesson=1&lang=zh, then Next through all the steps: each step's heading in Chinese, its live
+    view drawn, no English word and no chart text cut off; a screenshot of each (zh_lesson_01.png to
+    zh_lesson_15.png)."""
+    chinese = i18n.catalog("zh")
+    viewport = SCREENS["projector"]
+    context = browser.new_context(viewport=viewport, locale="en-US")
+    page = context.new_page()
+    page.goto(f"{server.url}/Lesson?lesson=1&lang=zh", wait_until="domcontentloaded")
+    wait_rendered(page, "课程")
+    for n, step in enumerate(STEPS, start=1):
+        page.get_by_role("heading", name=f"{n}. {chinese.gettext(step.title)}", level=2).wait_for(timeout=30_000)
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=30_000)
+        assert f"lesson={n}" in page.url and "lang=zh" in page.url
+        if step.view not in ("embed", "head", "loss", "fit", "kv", "pages", "train"):  # the views with charts
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            time.sleep(0.5)
+        shown = page.evaluate(VISIBLE_TEXT)
+        assert not english_words(shown, GLOSSED), f"step {n}: {english_words(shown, GLOSSED)}"
+        assert not page.evaluate(CLIPPED), f"step {n}: chart text cut off at its edge: {page.evaluate(CLIPPED)}"
+        _screenshot_whole(page, shots / f"zh_lesson_{n:02d}.png", viewport)
+        if n < len(STEPS):
+            main_button(page, "下一步 →").first.click()
+            page.wait_for_function("(n) => location.href.includes(`lesson=${n}`)", arg=n + 1, timeout=30_000)
+    assert main_button(page, "下一步 →").first.is_disabled()
+    context.close()

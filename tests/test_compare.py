@@ -3,6 +3,7 @@ the comparison on the Experiments page, its read-only link in another session, a
 change one thing" back on Train."""
 from __future__ import annotations
 
+import re
 import time
 
 import pandas as pd
@@ -54,14 +55,19 @@ def test_the_history_table_has_a_row_per_logged_event():
 
 # ------------------------------------------------------------------ on the pages
 
-def kept_run(at, steps: int, name: str):
-    """Wait for the run's end (its last event logged), then keep it under `name`."""
+def finished(at, steps: int):
+    """Wait for the run's end (its last event logged)."""
     entry = runs.registry().get(own_run(at)[0])
     deadline = time.monotonic() + 60
     while entry.run.state != "finished" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert entry.run.snapshot().history[-1].step == steps
-    at.run()
+    return at.run()
+
+
+def kept_run(at, steps: int, name: str):
+    """Wait for the run's end, then keep it under `name`."""
+    at = finished(at, steps)
     at.text_input(key="keep_name").set_value(name).run()
     at.button(key="keep_run").click().run()
     assert not at.exception
@@ -98,6 +104,39 @@ def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_
     assert at.query_params["compare"] in (ids, [ids])
 
 
+def test_the_run_start_replaces_is_kept_and_the_current_one_is_compared_as_it_is_now():
+    at = finished(start_tiny_run(max_steps=30), 30)
+    at.select_slider(key="lr").set_value(3e-2).run()
+    at.button(key="start").click().run()  # replaces the first run: it is kept on its own, as "run 1"
+    at = page(at, "pages/8_Experiments.py")
+    assert not at.exception
+    live = plotly_spec(at, len(at.get("plotly_chart")) - 1)
+    first_names = [t["name"] for t in live["data"]]
+    assert first_names[:2] == ["run 1 · val loss", "run 1 · train loss"]
+    assert first_names[2].startswith("this run"), first_names  # the current run, "training" while it trains
+    at = page(finished(page(at, "pages/1_Train.py"), 30), "pages/8_Experiments.py")
+    settings, results = (d.value for d in at.dataframe)
+    assert list(results["run"]) == ["run 1", "this run"] and list(results["steps"]) == [30, 30]  # as it is now
+    assert list(settings.loc["Learning rate"]) == ["0.003", "0.03"]
+    assert "compare=" in at.code[-1].value and at.code[-1].value.count(",") == 0  # the link: run 1 only
+
+    at.text_input(key="rename_name").set_value("slow").run()
+    at.button(key="rename_run").click().run()
+    assert list(at.dataframe[1].value["run"]) == ["slow", "this run"]
+    shared = page(home(compare=at.query_params["compare"][0] if isinstance(at.query_params["compare"], list)
+                       else at.query_params["compare"]), "pages/8_Experiments.py")
+    assert list(shared.dataframe[0].value["run"]) == ["slow"]  # renamed for the link too (one run: no settings table)
+    assert "rename_source" not in [s.key for s in shared.selectbox]  # a run from a link is its owner's to name
+
+    at = page(at, "pages/1_Train.py")
+    at.text_input(key="keep_name").set_value("fast").run()
+    at.button(key="keep_run").click().run()
+    at.button(key="start").click().run()  # kept as it is already: not kept a second time
+    at = page(at, "pages/8_Experiments.py")
+    options = at.multiselect(key="compare_chosen").options  # as the learner reads them
+    assert options[:2] == ["slow", "fast"] and len(options) <= 3
+
+
 def test_a_link_to_runs_the_server_let_go_says_so():
     at = page(home(compare="AAAAAAAAAAAA,bad id!"), "pages/8_Experiments.py")
     assert not at.exception and any("no longer on this server" in w.value for w in at.warning)
@@ -123,3 +162,16 @@ def test_attention_weights_download_as_an_npz_numpy_reads_back():
     assert "".join(archive["chars"]) == DEMO_SENTENCE and bool(archive["scaled"])
     assert archive["attention"].shape == (checkpoint.model.config.num_layers, checkpoint.model.config.num_heads,
                                           len(DEMO_SENTENCE), len(DEMO_SENTENCE))
+
+
+def test_charts_save_as_one_html_page_that_needs_no_network():
+    from minigpt import compare_figure, figures_html
+
+    figures = [compare_figure([record("慢"), record("fast", lr=1e-2)]), compare_figure([record("only")])]
+    page_html = figures_html(figures, "MiniGPT Lab · 对比 <runs>")
+    assert page_html.count("Plotly.newPlot(") == 2  # both charts, each drawn
+    assert page_html.count("plotly.js v") == 1      # the library inside, once
+    assert not re.search(r"<script[^>]+src=", page_html)  # nothing fetched when the file is opened
+    assert '<meta charset="utf-8">' in page_html and "<title>MiniGPT Lab · 对比 &lt;runs&gt;</title>" in page_html
+    assert '"name":"\\u6162 \\u00b7 val loss"' in page_html  # the run's name, as JSON writes it
+    assert len(page_html) > 3_000_000  # plotly.js is about 4.8 MB

@@ -15,6 +15,7 @@ from babel.messages.frontend import parse_keywords
 from babel.messages.pofile import read_po
 
 from app import choices, glossary, i18n, runs, uploads
+from app.lesson_text import STEPS
 from helpers import (GLOSSED, PAGES, ROOT, assert_chinese, english_words, home, own_run, page, shown_texts, start_tiny_run,
                      tiny_settings, wait_for_step)
 from minigpt import load_pretrained
@@ -72,6 +73,23 @@ def test_every_message_in_the_code_has_a_translation_with_the_same_fields(lang):
             elif fields(text) - wanted - counts or wanted - counts - fields(text):
                 problems.append(f"{where}: {text!r} does not keep the fields of {singular!r} exactly")
     assert not problems, "\n".join(problems)
+
+
+CJK_PUNCTUATION = "：？。，；！）」”、"
+
+
+def test_chinese_bold_closes_where_markdown_sees_it():
+    """Markdown closes ** only where it is right-flanking: "**试试：**改" shows its asterisks, since
+    the closing ** has punctuation before it and a character after. Close the bold before the colon."""
+    problems = []
+    for entry in catalog_of("zh"):
+        for text in ([entry.string] if isinstance(entry.string, str) else list(entry.string or ())):
+            marks = [m.start() for m in re.finditer(r"\*\*", text)]
+            for k in marks[1::2]:  # every second ** closes
+                before, after = text[k - 1], text[k + 2: k + 3]
+                if before in CJK_PUNCTUATION and after and not after.isspace() and after not in CJK_PUNCTUATION:
+                    problems.append(text[max(0, k - 20): k + 10])
+    assert not problems, problems
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -207,14 +225,20 @@ EVERYDAY = {"attention", "parameters"}  # 注意力 and 参数 name pages and me
 
 
 def test_each_term_is_introduced_with_its_english_name_on_every_page():
-    """On its first use on a page, a course term is followed by the English in brackets."""
+    """On its first use on a page (a step of the lesson counts as a page), a course term is followed
+    by the English in brackets."""
     terms = [(glossary.term(english, "zh"), english) for english, _meaning in glossary.TERMS if english not in EVERYDAY]
     terms = [(zh, en) for zh, en in terms if len(zh) >= 2  # one-character words (键, 值, 熵) occur inside others
              and zh.lower() != en.lower()]                # a symbol kept as it is (logits) needs no gloss
     at = home("zh")
     problems = []
-    for path in [None, *PAGES]:
-        at = page(at, path) if path else at
+    lesson_steps = [("pages/9_Lesson.py", n) for n in range(2, len(STEPS) + 1)]  # each step reads like a page
+    for path, step in [(None, None), *[(p, None) for p in PAGES], *lesson_steps]:
+        if step is not None:
+            at.button(key="lesson_next:top").click().run()
+            path = f"{path}, step {step}"
+        else:
+            at = page(at, path) if path else at
         prose = [t for t in shown_texts_in_order(at)]
         for zh, en in terms:
             longer = [z for z, _ in terms if zh in z and z != zh]
@@ -289,7 +313,7 @@ def test_the_browser_language_is_the_default(monkeypatch):
     monkeypatch.setattr(context, "locale", property(lambda self: "zh-CN"))
     at = home()
     assert at.session_state[i18n.LANG] == "zh" and at.title[0].value == "MiniGPT Lab"
-    assert any("第一次来" in i.value for i in at.info)
+    assert any("第一次来" in link.proto.label for link in at.get("page_link"))  # "new here? start the lesson"
     monkeypatch.setattr(context, "locale", property(lambda self: "fr-FR"))
     assert home().session_state[i18n.LANG] == "en"  # no French catalog: the source language
 

@@ -1,0 +1,372 @@
+"""The guided lesson: fifteen steps through the loaded model, each with its words, a formula, a
+live view made of the app's own views and figures, a "try this" and a check question. The step
+is in the address (?lesson=5), so that a teacher can send a class to one; the tool pages link to
+their step with `link`."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from minigpt import (DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS, ConfigError, CorpusError, RunLimitError,
+                     SamplingError, attention_panels, character_table, generate, logit_lens, logit_lens_figure,
+                     loss_figure, lr_figure, next_logits, position_labels, position_similarity, positions_figure, scaling_experiment,
+                     scaling_figure, similarity_figure, surprisal, uniform_loss)
+
+from . import beliefs, compare, heatmaps, models, prompts, runs, weights
+from .charts import config as chart_config
+from .corpora import builtin_corpus, current_corpus
+from .i18n import _, error_text, language, number
+from .lesson_text import STEPS, Step
+from .models import LoadedModel
+from .text import md
+
+PAGE = "pages/9_Lesson.py"
+PARAM = "lesson"               # ?lesson=N, from 1
+LIST = "lesson_list"           # session_state: the step list's choice
+KV_SHOWN = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
+KV_CHARS = 200
+PRESET = "tiny"                # what the lesson trains: a model that learns in seconds
+OVERFIT_CORPUS = "demo-zh"     # the reference demo's 448 characters
+
+
+def step_number() -> int:
+    """The step in the address, from 1; a step that does not exist says so and opens the nearest."""
+    raw = st.query_params.get(PARAM, "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= len(STEPS):
+        shown = min(max(n, 1), len(STEPS))
+        st.warning(_("The lesson has steps 1 to {last}: showing step {n}.", last=len(STEPS), n=shown))
+        n = shown
+        st.query_params[PARAM] = str(n)
+    return n
+
+
+def go(n: int) -> None:
+    st.query_params[PARAM] = str(n)
+
+
+def link(*numbers: int) -> None:
+    """On a tool page: the lesson's steps about it, side by side."""
+    for col, n in zip(st.columns(len(numbers)), numbers):
+        col.page_link(PAGE, label=_("Lesson, step {n}: {title}", n=n, title=_(STEPS[n - 1].title)), icon="🎓",
+                     query_params={PARAM: str(n), "lang": language()})
+
+
+def steps_bar(n: int, where: str) -> None:
+    """Back, the step list and Next; drawn at the top and the bottom of the step."""
+    back_col, list_col, next_col = st.columns([1, 4, 1], vertical_alignment="bottom")
+    back_col.button(_("← Back"), key=f"lesson_back:{where}", disabled=n == 1, on_click=go, args=(n - 1,),
+                    width="stretch")
+    next_col.button(_("Next →"), key=f"lesson_next:{where}", disabled=n == len(STEPS), on_click=go, args=(n + 1,),
+                    type="primary", width="stretch")
+    if where == "top":  # the options are the words themselves: a format_func's words would stay in the old language
+        labels = [_("{n} of {total}: {title}", n=i + 1, total=len(STEPS), title=_(step.title))
+                  for i, step in enumerate(STEPS)]
+        st.session_state[LIST] = labels[n - 1]
+        list_col.selectbox(_("Step"), labels, key=LIST, label_visibility="collapsed",
+                           on_change=lambda: go(labels.index(st.session_state[LIST]) + 1))
+    else:
+        list_col.progress(n / len(STEPS), text=_("Step {n} of {total}", n=n, total=len(STEPS)))
+
+
+def numbers(lm: LoadedModel) -> dict[str, int]:
+    """The loaded model's numbers that the words quote."""
+    config = lm.model.config
+    return dict(vocab=lm.tokenizer.vocab_size, block=lm.block_size, d_model=config.d_model, d_k=config.d_k,
+                heads=config.num_heads, layers=config.num_layers)
+
+
+def show(n: int, lm: LoadedModel) -> None:
+    step = STEPS[n - 1]
+    params = numbers(lm)
+    st.header(f"{n}. {_(step.title)}")
+    for paragraph in step.body:
+        st.markdown(_(paragraph, **params))
+    if step.formula:
+        st.latex(step.formula)
+    st.info(_("**Try this:** {action}", action=_(step.try_this, **params)), icon="👉")
+    VIEWS[step.view](lm)
+    question(n, step, params)
+    if step.page is not None:
+        label = next(_(label) for page, label, _icon, _offer in _pages() if page == step.page)
+        st.page_link(step.page, label=_("Go further on the {page} page", page=label), icon="➡️",
+                     query_params={"lang": language()})
+
+
+def question(n: int, step: Step, params: dict) -> None:
+    st.subheader(_("Check yourself"))
+    options = [_(option, **params) for option in step.options]  # the words as options: see steps_bar
+    answer = st.radio(_(step.question, **params), options, index=None, key=f"lesson_answer:{n}")
+    if answer is None:
+        return
+    explanation = _(step.explanation, **params)
+    if options.index(answer) == step.answer:
+        st.success(_("Right. {why}", why=explanation))
+    else:
+        st.error(_("Not quite: try again. {why}", why=explanation))
+
+
+def _pages():
+    from .navigation import PAGES  # navigation draws every page's sidebar: imported when a step needs it
+    return PAGES
+
+
+# ----------------------------------------------------------------- the live views, one per step
+
+def _text(lm: LoadedModel, least: int = 1) -> str | None:
+    """The learner's text, the one Attention and Inside attention show (or None, the page said why)."""
+    text, key = prompts.attention_text(lm)
+    text = prompts.readable(text, lm, key)
+    if text and len(text) < least:
+        st.info(_("Type at least {n} characters.", n=least))
+        return None
+    return text
+
+
+def _prompt(lm: LoadedModel) -> str | None:
+    """The lesson's prompt (its own: a widget key shared with Generate's form would lose its text)."""
+    key = f"lesson_prompt:{lm.vocab_id}"
+    st.session_state.setdefault(key, models.first_prompt(lm))
+    prompt = st.text_input(_("Prompt"), key=key)
+    if not prompt:
+        st.info(_("Type a prompt."))
+        return None
+    return prompt if prompts.known_or_explain(prompt, lm.tokenizer, key) else None
+
+
+def next_view(lm: LoadedModel) -> None:
+    prompt = _prompt(lm)
+    if prompt:
+        beliefs.next_character(lm, prompt, 1.0, 0, 1.0)
+
+
+def embed_view(lm: LoadedModel) -> None:
+    text = _text(lm)
+    if not text:
+        return
+    table = character_table(lm.model, lm.tokenizer.encode(text), list(text))
+    table.insert(0, "position", position_labels(text))
+    st.dataframe(table.drop(columns="char"), hide_index=True, key="lesson_characters", column_config={
+        "position": st.column_config.TextColumn(_("character")), "id": st.column_config.NumberColumn(_("id")),
+        "length": st.column_config.NumberColumn(_("length of its embedding row"), format="%.3f"),
+        "scaled": st.column_config.NumberColumn(_("length × √d_model"), format="%.3f"),
+    })
+    d_model = lm.model.config.d_model
+    st.caption(_("√d_model = √{d_model} = {root:.2f}. The position's encoding added next is √(d_model / 2) = {pe:.2f} "
+                 "long.", d_model=d_model, root=d_model ** 0.5, pe=(d_model / 2) ** 0.5))
+
+
+def positions_view(lm: LoadedModel) -> None:
+    pe = lm.model.pos_encoding[: lm.block_size].cpu().numpy()
+    pe_col, sim_col = st.columns(2)
+    pe_col.plotly_chart(positions_figure(pe, tr=_), key="lesson_pe", config=chart_config())
+    sim_col.plotly_chart(similarity_figure(position_similarity(pe), tr=_), key="lesson_pe_similarity",
+                         config=chart_config())
+
+
+def qkv_view(lm: LoadedModel) -> None:
+    text = _text(lm, least=2)
+    if text:
+        weights.one_weight(lm, text, False, prefix="lesson")
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _random_scaling():
+    return scaling_experiment(DEMO_D_KS, seq_len=DEMO_SEQ_LEN, seed=DEMO_SEED)
+
+
+def scaling_view(lm: LoadedModel) -> None:
+    text = _text(lm, least=2)
+    if text:
+        unscaled = st.checkbox(_("Without 1/√d_k scaling"), key="lesson_unscaled")
+        weights.one_weight(lm, text, unscaled, prefix="lesson")
+    st.markdown(_("**Random queries and keys** (the demo's experiment: d_k 4 to 256, 16 keys per query):"))
+    table = _random_scaling()
+    entropy_col, max_col = st.columns(2)
+    entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="lesson_scaling_entropy",
+                             config=chart_config())
+    max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="lesson_scaling_max", config=chart_config())
+
+
+def mask_view(lm: LoadedModel) -> None:
+    text = _text(lm)
+    if not text:
+        return
+    attention = models.attention_maps(lm.model, lm.tokenizer, text)
+    span = heatmaps.pick_page(len(text), key=f"lesson_mask_page:{len(text)}")
+    heatmaps.draw_panels([(_("layer {layer} · head {head}", layer=1, head=1), attention[0, 0])], text, span,
+                         key="lesson_mask")
+    sums = attention[0, 0].sum(axis=-1)
+    above = float(np.triu(attention[0, 0], k=1).sum())
+    st.caption(_("Every row adds up to {low:.4f}–{high:.4f}; all the weight above the diagonal together: {above:.1e}.",
+                 low=float(sums.min()), high=float(sums.max()), above=above))
+
+
+def heads_view(lm: LoadedModel) -> None:
+    text = _text(lm)
+    if not text:
+        return
+    config = lm.model.config
+    layer = st.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
+                         key=f"lesson_heads_layer:{config.num_layers}")
+    attention = models.attention_maps(lm.model, lm.tokenizer, text)
+    span = heatmaps.pick_page(len(text), key=f"lesson_heads_page:{len(text)}")
+    heatmaps.draw_panels(attention_panels(attention, view="heads", layer=layer, tr=_), text, span, key="lesson_heads")
+
+
+def ffn_view(lm: LoadedModel) -> None:
+    text = _text(lm)
+    if text:
+        lens = logit_lens(lm.model, lm.tokenizer.encode(text))
+        st.plotly_chart(logit_lens_figure(lens, text, lm.tokenizer.chars, tr=_), key="lesson_lens",
+                        config=chart_config())
+
+
+def head_view(lm: LoadedModel) -> None:
+    model = lm.model
+    tied = model.lm_head.weight is model.token_embed.weight
+    st.metric(_("The output layer's weights are the embedding table"), _("yes") if tied else _("no"))
+    prompt = _prompt(lm)
+    if not prompt:
+        return
+    logits = next_logits(model, lm.tokenizer.encode(prompt), lm.block_size)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    top = np.argsort(-logits)[:8]
+    st.dataframe({_("next character"): [repr(lm.tokenizer.chars[i])[1:-1] for i in top],
+                  _("logit"): [round(float(logits[i]), 3) for i in top],
+                  _("probability"): [round(float(probs[i]), 4) for i in top]}, hide_index=True, key="lesson_logits")
+    beliefs.next_character(lm, prompt, 1.0, 0, 1.0)
+
+
+def loss_view(lm: LoadedModel) -> None:
+    text = _text(lm, least=2)
+    if not text:
+        return
+    ids = lm.tokenizer.encode(text)
+    nats = surprisal(lm.model, ids)
+    labels = position_labels(text)
+    st.dataframe({_("after"): labels[:-1], _("next character"): [repr(c)[1:-1] for c in text[1:]],
+                  _("its probability p"): np.round(np.exp(-nats), 4), _("−ln p (nats)"): np.round(nats, 3)},
+                 hide_index=True, key="lesson_surprisal")
+    mean_col, uniform_col = st.columns(2)
+    mean_col.metric(_("Mean: the loss on your text"), number(float(nats.mean()), ".3f"))
+    uniform_col.metric(_("Guessing uniformly: ln {vocab}", vocab=lm.tokenizer.vocab_size),
+                       number(uniform_loss(lm.tokenizer.vocab_size), ".3f"))
+
+
+def _train(corpus_key: str | None, label: str, key: str) -> None:
+    """One click: the Tiny preset on this corpus (None: the session's), as this session's run."""
+    if not st.button(label, key=key, type="primary"):
+        return
+    corpus = builtin_corpus(corpus_key) if corpus_key else current_corpus()
+    entry, owner = runs.session_run()
+    preset = PRESETS[PRESET]
+    try:
+        compare.keep_before_replacing(entry if owner else None)
+        runs.start_run(corpus, preset.model, preset.train)
+    except (ConfigError, CorpusError, RunLimitError) as err:
+        st.error(md(error_text(err)))
+
+
+def _live_curves(key: str) -> None:
+    """The session's run, its loss curves redrawn every second while it trains."""
+    entry, _owner = runs.session_run()
+    if entry is None:
+        st.caption(_("No run yet: press the button above."))
+        return
+    running = entry.run.state == "running"
+
+    @st.fragment(run_every=1.0 if running else None)
+    def curves() -> None:
+        current, _owner = runs.session_run()
+        if current is None:
+            return
+        snap = current.run.snapshot()
+        st.caption(_("Run `{run}` on {corpus}: step {step:,} of {total:,}", run=current.run_id,
+                     corpus=md(current.corpus), step=snap.step, total=snap.max_steps))
+        st.plotly_chart(loss_figure(snap.history, uniform=uniform_loss(current.run.trainer.tokenizer.vocab_size),
+                                    tr=_), key=key, config=chart_config())
+        if running and snap.state != "running":
+            st.rerun()
+
+    curves()
+
+
+def train_view(lm: LoadedModel) -> None:
+    st.plotly_chart(lr_figure(PRESETS[PRESET].train, tr=_), key="lesson_lr", config=chart_config())
+    _train(None, _("Train the Tiny preset on {corpus}", corpus=current_corpus().label), "lesson_train")
+    _live_curves("lesson_train_curves")
+
+
+def fit_view(lm: LoadedModel) -> None:
+    _train(OVERFIT_CORPUS, _("Train the Tiny preset on the demo's 448 characters"), "lesson_overfit")
+    _live_curves("lesson_fit_curves")
+    st.caption(_("A run replaces the model the lesson uses: the next steps work on it. Home brings back the shipped "
+                 "model."))
+
+
+def sampling_view(lm: LoadedModel) -> None:
+    cols = st.columns(3)
+    temperature = cols[0].slider(_("Temperature"), 0.0, 2.0, value=0.8, step=0.05, key="lesson_temperature")
+    top_k = cols[1].number_input(_("Top-k (0 = off)"), 0, lm.tokenizer.vocab_size, value=0, step=1, key="lesson_top_k")
+    top_p = cols[2].slider(_("Top-p"), 0.05, 1.0, value=1.0, step=0.05, key="lesson_top_p")
+    prompt = _prompt(lm)
+    if prompt:
+        beliefs.next_character(lm, prompt, temperature, int(top_k), top_p)
+        beliefs.three_temperatures(lm, prompt, 0, int(top_k), top_p)
+
+
+def kv_view(lm: LoadedModel) -> None:
+    prompt = _prompt(lm)
+    if not prompt:
+        return
+    if st.button(_("Write {n} characters both ways", n=KV_CHARS), key="lesson_kv"):
+        timed = []
+        try:
+            for cache in (True, False):
+                start = time.perf_counter()
+                text = generate(lm.model, lm.tokenizer, prompt, max_new_tokens=KV_CHARS, temperature=0.8, seed=0,
+                                use_cache=cache, block_size=lm.block_size)
+                timed.append((time.perf_counter() - start, text))
+        except SamplingError as err:
+            st.warning(error_text(err))
+            return
+        st.session_state[KV_SHOWN] = (lm.vocab_id, prompt, timed)
+    shown = st.session_state.get(KV_SHOWN)
+    if shown and shown[0] == lm.vocab_id:
+        (cached, text_cached), (rerun, text_rerun) = shown[2]
+        cols = st.columns(3)
+        cols[0].metric(_("With the KV cache"), _("{seconds:.3f} s", seconds=cached))
+        cols[1].metric(_("Without: the whole context again for each character"), _("{seconds:.3f} s", seconds=rerun))
+        cols[2].metric(_("Faster with the cache"), _("{ratio:.1f}×", ratio=rerun / max(cached, 1e-9)))
+        same = next((i for i, (a, b) in enumerate(zip(text_cached, text_rerun)) if a != b), len(text_cached))
+        if text_cached == text_rerun:
+            st.caption(_("The same prompt, seed and settings both ways: the two texts are the same."))
+        else:
+            st.caption(_("The same prompt, seed and settings both ways: the texts agree for their first {same} "
+                         "characters, as long as everything fits in the {block} positions the model reads. After "
+                         "that the cached way starts again from the last three quarters of the context, while the "
+                         "other way always rereads all {block}, so the two part.", same=same,
+                         block=lm.block_size))
+        st.code(text_cached, language=None, wrap_lines=True)
+
+
+def pages_view(lm: LoadedModel) -> None:
+    for page, label, icon, offer in _pages():
+        if Path(page).name not in (Path(PAGE).name, "streamlit_app.py"):
+            st.page_link(page, label=f"**{_(label)}**: {_(offer)}", icon=icon, query_params={"lang": language()})
+
+
+VIEWS: dict[str, Callable[[LoadedModel], None]] = {
+    "next": next_view, "embed": embed_view, "positions": positions_view, "qkv": qkv_view, "scaling": scaling_view,
+    "mask": mask_view, "heads": heads_view, "ffn": ffn_view, "head": head_view, "loss": loss_view,
+    "train": train_view, "fit": fit_view, "sampling": sampling_view, "kv": kv_view, "pages": pages_view,
+}

@@ -53,10 +53,9 @@ def keep(entry: RunEntry, name: str = "") -> RunRecord:
     past MAX_KEPT, with a notice)."""
     ss = st.session_state
     kept = ss.setdefault(KEPT, [])
-    ss[COUNT] = ss.get(COUNT, 0) + 1
     model, train = runs.run_settings(entry)
     snap = entry.run.snapshot()
-    record = RunRecord.of_run(name or _("run {n}", n=ss[COUNT]), entry.corpus, model, train, snap)
+    record = RunRecord.of_run(name or next_name(), entry.corpus, model, train, snap)
     kept.append(shelf().put(record))
     ss.setdefault(MINE, {})[record.record_id] = (entry.run_id, snap.step)
     if len(kept) > MAX_KEPT:
@@ -65,9 +64,20 @@ def keep(entry: RunEntry, name: str = "") -> RunRecord:
     return record
 
 
+def next_name() -> str:
+    """"run N" for the next kept run, N one past the highest this session's comparison shows."""
+    ss = st.session_state
+    taken = {r.name for r in shelf().get(ss.get(KEPT, []))}
+    n = ss.get(COUNT, 0) + 1
+    while _("run {n}", n=n) in taken:
+        n += 1
+    ss[COUNT] = n
+    return _("run {n}", n=n)
+
+
 def keep_before_replacing(entry: RunEntry | None) -> None:
-    """Train's Start and Reset replace the session's run: keep it first, unless it never trained a
-    step or was kept as it is now."""
+    """Train's Start and Reset replaced the session's run (pass the old one, once the new one has
+    started): keep it, unless it never trained a step or was kept as it is now."""
     if entry is None:
         return
     step = entry.run.snapshot().step
@@ -79,21 +89,31 @@ def keep_button(entry: RunEntry) -> None:
     """On Train: keep this run's curve and settings, under a name, for the Experiments page."""
     name_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
     name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=st.session_state.get(COUNT, 0) + 1),
-                               key="keep_name", max_chars=40)
+                               key="keep_name", max_chars=40, help=_("A name already kept gets a number after it."))
     if button_col.button(_("Keep for comparison"), key="keep_run",
                          help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs. "
                                 "A run that Start replaces is kept on its own.")):
-        record = keep(entry, name.strip())
+        record = keep(entry, unique(name.strip()))
         st.toast(_("Kept “{name}”: compare it on Experiments.", name=md(record.name)))
 
 
+def unique(name: str) -> str:
+    """`name`, or "name (2)", "name (3)"…: not one of this session's kept runs' names."""
+    taken = {r.name for r in shelf().get(st.session_state.get(KEPT, []))}
+    if name and name not in taken:
+        return name
+    n = 2
+    while f"{name} ({n})" in taken:
+        n += 1
+    return f"{name} ({n})" if name else next_name()
+
+
 def live_record(entry: RunEntry | None) -> RunRecord | None:
-    """The session's current run as a record, as it is now; None before its first logged step."""
+    """The session's current run as a record, as it is now (no curve yet before its first
+    logged step)."""
     if entry is None:
         return None
     snap = entry.run.snapshot()
-    if not snap.history:
-        return None
     model, train = runs.run_settings(entry)
     name = _("this run (training)") if snap.state == "running" else _("this run")
     return replace(RunRecord.of_run(name, entry.corpus, model, train, snap), record_id=LIVE)
@@ -131,7 +151,7 @@ def compare_section() -> None:
                   "changed, and the first is kept: the two curves and the one setting that differs, side by side."))
         return
     by_id = {r.record_id: r for r in records} | ({LIVE: live} if live is not None else {})
-    kept_as_is = live is not None and (entry.run_id, live.final_step) in st.session_state.get(MINE, {}).values()
+    kept_as_is = live is not None and (entry.run_id, entry.run.snapshot().step) in st.session_state.get(MINE, {}).values()
     default = [i for i in by_id if i != LIVE][-4:] + ([LIVE] if live is not None and not kept_as_is else [])
     chosen = st.multiselect(_("Runs to compare"), list(by_id), default=default,
                             format_func=lambda i: by_id[i].name, key="compare_chosen",
@@ -184,7 +204,7 @@ def rename(records: list[RunRecord]) -> None:
         source = pick_col.selectbox(_("Run"), list(by_id), format_func=lambda i: by_id[i].name, key="rename_source")
         name = name_col.text_input(_("New name"), max_chars=40, key="rename_name")
         if button_col.button(_("Rename"), key="rename_run", disabled=not name.strip()):
-            shelf().rename(source, name.strip())
+            shelf().rename(source, unique(name.strip()) if name.strip() != by_id[source].name else name.strip())
             st.rerun()
 
 

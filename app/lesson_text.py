@@ -186,8 +186,8 @@ STEPS = (
         title=N_("Many heads at once"),
         body=(
             N_("A single attention gives each position only one way of weighting the others. **Multi-head "
-               "self-attention** runs several **attention heads** side by side: your model has {heads} heads in "
-               "every layer, each with its own queries, keys and values of d_k = {d_model} / {heads} = {d_k} "
+               "self-attention** runs several **attention heads** side by side (per layer in your model: {heads}), "
+               "each with its own queries, keys and values of d_k = {d_model} / {heads} = {d_k} "
                "numbers."),
             N_("The heads' outputs are joined back into one vector of {d_model} numbers and mixed by a last "
                "matrix, W_O. Splitting the width this way costs about as much as one wide head, but it lets each "
@@ -216,7 +216,7 @@ STEPS = (
                " as many in every preset), GELU bends it, and a second linear layer brings it back to d_model."),
             N_("Neither part replaces the vector; each adds its result to it. This **residual connection** keeps a"
                " running sum, the **residual stream**, that every block reads from and writes to, and it gives the"
-               " gradient a direct road through all {layers} layers. Inside each branch, **layer normalization** "
+               " gradient a direct road through every layer (your model has {layers}). Inside each branch, **layer normalization** "
                "comes first (Pre-LN), which keeps training steady."),
         ),
         formula=r"x \leftarrow x+\mathrm{Attn}\big(\mathrm{LN}(x)\big),\qquad x \leftarrow x+\mathrm{FFN}\big(\mathrm{LN}(x)\big),\qquad \mathrm{FFN}(x)=\mathrm{GELU}(xW_1+b_1)\,W_2+b_2",
@@ -373,7 +373,7 @@ STEPS = (
         title=N_("The KV cache"),
         body=(
             N_("Without a cache, every new character means running the whole context, up to {block} characters, "
-               "through all {layers} layers again, although only the last position's prediction is used. Yet "
+               "through every layer again (your model has {layers}), although only the last position's prediction is used. Yet "
                "adding a character never changes the keys and values of the positions before it: thanks to the "
                "causal mask, no position ever looks at a later one."),
             N_("The **KV cache** keeps those keys and values, layer by layer. Each new character then costs one "

@@ -49,18 +49,18 @@ def run_race(d_k: int, layers: int, steps: int) -> None:
                        max_len=32, dropout=0.0)
     train = TrainConfig(batch_size=16, block_size=32, max_steps=steps, warmup_steps=10, eval_interval=steps,
                         device=current_device())
-    places, points = [st.empty() for _chart in CHARTS], []
+    places, points, figures = [st.empty() for _chart in CHARTS], [], []
     try:
         with registry().slot(), st.spinner(_("Training both models, step for step…")):
             for point in scaling_race(config, train, tokenizer, corpus.text, every=steps // POINTS):
                 points.append(point)
-                draw(points, places)
+                figures = draw(points, places)
     except (RunLimitError, CorpusError) as err:
         st.warning(error_text(err))
         return
     st.session_state[SHOWN] = points
     st.markdown(verdict(points))
-    html_button([race_figure(points, metric, tr=_) for metric in CHARTS], _("√d_k on a real model: the race"), "race")
+    html_button(figures, _("√d_k on a real model: the race"), "race")
 
 
 def draw(points: list, places: list) -> list:

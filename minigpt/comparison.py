@@ -82,18 +82,28 @@ class RunShelf:
             return [self._records[i] for i in record_ids if i in self._records]
 
 
+def labels(records: list[RunRecord]) -> list[str]:
+    """The records' names, a repeated one numbered ("run 1", "run 1 (2)"): a table needs them unique."""
+    seen: dict[str, int] = {}
+    out = []
+    for r in records:
+        seen[r.name] = seen.get(r.name, 0) + 1
+        out.append(r.name if seen[r.name] == 1 else f"{r.name} ({seen[r.name]})")
+    return out
+
+
 def differing_settings(records: list[RunRecord]) -> pd.DataFrame:
     """The settings whose values differ between the records: one row per setting, one column
-    per record (by name). Empty when every setting is the same."""
+    per record (by name, numbered where two share one). Empty when every setting is the same."""
     rows = {name: [r.settings()[name] for r in records] for name in ["corpus"] + SETTINGS}
     differ = {name: values for name, values in rows.items() if len({repr(v) for v in values}) > 1}
-    return pd.DataFrame.from_dict(differ, orient="index", columns=[r.name for r in records])
+    return pd.DataFrame.from_dict(differ, orient="index", columns=labels(records))
 
 
 def results_table(records: list[RunRecord]) -> pd.DataFrame:
     """Each record's steps, last train and val loss, best val loss, time and speed."""
     return pd.DataFrame({
-        "run": [r.name for r in records],
+        "run": labels(records),
         "steps": [r.final_step for r in records],
         "train_loss": [r.train_loss[-1] if r.train_loss else float("nan") for r in records],
         "val_loss": [r.val_loss[-1] if r.val_loss else float("nan") for r in records],

@@ -483,8 +483,9 @@ def beliefs_figure(belief: Beliefs, chars: Sequence[str], top: int = 20, tr: Tra
     cut = belief.removed[order]
     y = np.where(cut, belief.tempered[order], belief.final[order])
     probability, removed = _("probability"), _("cut off by top-k / top-p")
-    title = _("entropy {entropy:.2f} nats · effective number of choices e^H = {choices:.1f} · grey: cut off by "
-              "top-k / top-p", entropy=belief.entropy, choices=belief.effective_choices)
+    title = "<br>".join((  # two lines: one would run past a phone's edge
+        _("entropy {entropy:.2f} nats · effective number of choices e^H = {choices:.1f}", entropy=belief.entropy,
+          choices=belief.effective_choices), _("grey: cut off by top-k / top-p")))
     positions = list(range(len(order)))
     return _figure([{"type": "bar", "x": positions, "y": np.asarray(y),
                      "marker": {"color": ["#BDBDBD" if c else "#1E88E5" for c in cut]},
@@ -492,8 +493,8 @@ def beliefs_figure(belief: Beliefs, chars: Sequence[str], top: int = 20, tr: Tra
                      "hovertemplate": f"%{{customdata}}<br>{probability} %{{y:.3f}} %{{text}}<extra></extra>"}], {
         "xaxis": {"tickmode": "array", "tickvals": positions, "ticktext": labels, "tickangle": 0, "automargin": False},
         "yaxis": {"title": {"text": probability}, "range": [0, max(1e-9, float(y.max())) * 1.1], "automargin": False},
-        "title": {"text": title, "x": 0.0, "font": {"size": 13}}, "height": 300, "showlegend": False,
-        "margin": {"l": 64, "r": 10, "t": 40, "b": 30},  # fixed, that no axis grows: see _stack
+        "title": {"text": title, "x": 0.0, "font": {"size": 13}}, "height": 314, "showlegend": False,
+        "margin": {"l": 64, "r": 10, "t": 54, "b": 30},  # fixed, that no axis grows: see _stack
     })
 
 

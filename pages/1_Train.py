@@ -104,11 +104,11 @@ if slots_full:
 
 if start or reset:
     try:
-        compare.keep_before_replacing(entry if owner else None)
         runs.start_run(corpus, model_cfg, train_cfg, paused=reset)
     except (ConfigError, CorpusError, RunLimitError) as err:
         st.error(md(error_text(err)))
     else:
+        compare.keep_before_replacing(entry if owner else None)  # the run just replaced
         st.rerun()
 for action, clicked in (("pause", pause), ("resume", resume), ("stop", stop), (f"steps:{steps_at_a_time}", step)):
     if clicked:

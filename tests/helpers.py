@@ -339,6 +339,17 @@ def own_run(at) -> tuple[str, str]:
     return at.session_state[OWN_RUN]
 
 
+def wait_finished(at, timeout: float = 60.0):
+    """This session's run once it has finished (its last event logged); its registry entry."""
+    from app import runs
+    entry = runs.registry().get(*own_run(at))
+    deadline = time.monotonic() + timeout
+    while entry.run.state != "finished" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert entry.run.state == "finished", entry.run.state
+    return entry
+
+
 # ---------------------------------------------------------------- a live server and a real browser
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -205,7 +205,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
     for path, heading in PAGES:
         page.goto(server.url + path, wait_until="domcontentloaded")
         wait_rendered(page, heading)
-        if path in ("/Attention", "/Scaling", "/Inside", "/Model", "/Experiments", "/Lesson"):
+        if path in ("/Generate", "/Attention", "/Scaling", "/Inside", "/Model", "/Experiments", "/Lesson"):
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
@@ -301,7 +301,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     page = chinese.new_page()
     page.goto(server.url, wait_until="domcontentloaded")
     wait_rendered(page, "MiniGPT Lab")
-    assert page.get_by_text("第一次来？").is_visible()
+    page.get_by_text("第一次来？").first.wait_for(timeout=30_000)  # Home's "new here? start the lesson"
     chinese.close()
 
 
@@ -418,6 +418,8 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
     idle = '[data-testid="stApp"][data-test-script-state="notRunning"]'
     for name, lr_key in (("first", None), ("faster", "End")):
         main_button(page, "Tiny · seconds").click()
+        page.wait_for_function("() => document.querySelector('input[aria-label=\"Steps\"]')?.value === '300'",
+                               timeout=30_000)  # the preset applied (an idle page may not have rerun yet)
         page.wait_for_selector(idle)
         if lr_key:  # the learning rate's slider to its largest value, in the folded Hyperparameters
             page.get_by_test_id("stExpander").filter(has_text="Hyperparameters").locator("summary").click()
@@ -431,18 +433,27 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
         page.get_by_test_id("stMainBlockContainer").get_by_test_id("stMarkdown").filter(
             has_text=f"Run {run_id}").first.wait_for(timeout=30_000)  # its panel, drawn after the old run's
         step = page.get_by_test_id("stMetric").filter(has_text="Step (of 300)").get_by_test_id("stMetricValue")
-        step.filter(has_text=re.compile(r"^300$")).wait_for(timeout=60_000)  # all of the Tiny preset's steps
+        try:
+            step.filter(has_text=re.compile(r"^300$")).wait_for(timeout=60_000)  # all of the Tiny preset's steps
+        except Exception:
+            _screenshot_whole(page, shots / f"en_compare_{name}_failed.png", viewport)
+            raise
         page.get_by_test_id("stMetricValue").filter(has_text="finished").wait_for(timeout=30_000)
         box = page.get_by_role("textbox", name="Name for the comparison")
         box.fill(name)
         box.press("Enter")
         page.wait_for_selector(idle)
         main_button(page, "Keep for comparison").click()
+        page.get_by_text(f"Kept “{name}”").first.wait_for(timeout=30_000)  # the toast: kept before we leave
         page.wait_for_selector(idle)
     page.get_by_test_id("stSidebar").get_by_role("link", name="Experiments").click()
     wait_rendered(page, "Experiments")
     legend = page.locator(".js-plotly-plot .legendtext")
-    legend.filter(has_text="faster · val loss").wait_for(timeout=30_000)
+    try:
+        legend.filter(has_text="faster · val loss").wait_for(timeout=30_000)
+    except Exception:
+        _screenshot_whole(page, shots / "en_compare_failed.png", viewport)  # what the page showed instead
+        raise
     assert legend.filter(has_text="first · val loss").count() == 1
     assert legend.filter(has_text="this run").count() == 0  # kept as it is: not shown twice
     page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
@@ -485,7 +496,7 @@ def test_the_lesson_in_chinese_from_a_teachers_link_with_next_through_every_step
     for n, step in enumerate(STEPS, start=1):
         page.get_by_role("heading", name=f"{n}. {chinese.gettext(step.title)}", level=2).wait_for(timeout=30_000)
         page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=30_000)
-        assert f"lesson={n}" in page.url and "lang=zh" in page.url
+        assert re.search(rf"lesson={n}(&|$)", page.url) and "lang=zh" in page.url
         if step.view not in ("embed", "head", "loss", "fit", "kv", "pages", "train"):  # the views with charts
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             time.sleep(0.5)
@@ -495,6 +506,7 @@ def test_the_lesson_in_chinese_from_a_teachers_link_with_next_through_every_step
         _screenshot_whole(page, shots / f"zh_lesson_{n:02d}.png", viewport)
         if n < len(STEPS):
             main_button(page, "下一步 →").first.click()
-            page.wait_for_function("(n) => location.href.includes(`lesson=${n}`)", arg=n + 1, timeout=30_000)
+            page.wait_for_function("(n) => new URL(location.href).searchParams.get('lesson') === String(n)",
+                                   arg=n + 1, timeout=30_000)
     assert main_button(page, "下一步 →").first.is_disabled()
     context.close()

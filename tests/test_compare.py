@@ -4,14 +4,13 @@ change one thing" back on Train."""
 from __future__ import annotations
 
 import re
-import time
 
 import pandas as pd
 import torch
 import pytest
 
-from app import compare, runs
-from helpers import assert_chinese, home, own_run, page, plotly_spec, start_tiny_run
+from app import compare
+from helpers import assert_chinese, home, page, plotly_spec, start_tiny_run, wait_finished
 from minigpt import GPTConfig, RunRecord, RunShelf, TrainConfig, differing_settings, history_table, results_table
 from minigpt.train import TrainEvent
 
@@ -40,6 +39,14 @@ def test_only_the_settings_that_differ_are_listed():
     assert list(differing_settings([a, b, c]).index) == ["batch_size", "lr"]
 
 
+def test_two_runs_of_one_name_get_numbered_columns():
+    a, b = record("run 1"), record("run 1", lr=1e-2)
+    table = differing_settings([a, b])
+    assert list(table.columns) == ["run 1", "run 1 (2)"]  # a styled table needs unique columns
+    table.style.apply(lambda row: [""] * len(row), axis=1).to_html()
+    assert list(results_table([a, b])["run"]) == ["run 1", "run 1 (2)"]
+
+
 def test_the_shelf_lets_the_oldest_go_and_knows_only_what_it_is_asked_for():
     shelf = RunShelf(max_records=2)
     first, second, third = (shelf.put(record(n)) for n in "abc")
@@ -56,12 +63,8 @@ def test_the_history_table_has_a_row_per_logged_event():
 # ------------------------------------------------------------------ on the pages
 
 def finished(at, steps: int):
-    """Wait for the run's end (its last event logged)."""
-    entry = runs.registry().get(own_run(at)[0])
-    deadline = time.monotonic() + 60
-    while entry.run.state != "finished" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert entry.run.snapshot().history[-1].step == steps
+    """Wait for the run's end, its last event logged at `steps`."""
+    assert wait_finished(at).run.snapshot().history[-1].step == steps
     return at.run()
 
 
@@ -134,7 +137,7 @@ def test_the_run_start_replaces_is_kept_and_the_current_one_is_compared_as_it_is
     at.button(key="start").click().run()  # kept as it is already: not kept a second time
     at = page(at, "pages/8_Experiments.py")
     options = at.multiselect(key="compare_chosen").options  # as the learner reads them
-    assert options[:2] == ["slow", "fast"] and len(options) <= 3
+    assert options[:2] == ["slow", "fast"] and len(options) == 3 and options[2].startswith("this run")
 
 
 def test_a_link_to_runs_the_server_let_go_says_so():

@@ -13,7 +13,7 @@ import streamlit as st
 
 from minigpt import (DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS, ConfigError, CorpusError, RunLimitError,
                      SamplingError, attention_panels, character_table, generate, logit_lens, logit_lens_figure,
-                     loss_figure, lr_figure, next_logits, position_labels, position_similarity, positions_figure, scaling_experiment,
+                     loss_figure, lr_figure, next_logits, overfitting, position_labels, position_similarity, positions_figure, scaling_experiment,
                      scaling_figure, similarity_figure, surprisal, uniform_loss)
 
 from . import beliefs, compare, heatmaps, models, prompts, runs, weights
@@ -293,8 +293,9 @@ def _live_curves(key: str) -> None:
         snap = current.run.snapshot()
         st.caption(_("Run `{run}` on {corpus}: step {step:,} of {total:,}", run=current.run_id,
                      corpus=md(current.corpus), step=snap.step, total=snap.max_steps))
+        over = overfitting([(e.step, e.train_loss, e.val_loss) for e in snap.evals])  # marked as on Train
         st.plotly_chart(loss_figure(snap.history, uniform=uniform_loss(current.run.trainer.tokenizer.vocab_size),
-                                    tr=_), key=key, config=chart_config())
+                                    overfit=over, tr=_), key=key, config=chart_config())
         if running and snap.state != "running":
             st.rerun()
 

@@ -140,6 +140,9 @@ def test_the_lesson_trains_the_tiny_preset_then_watches_the_demos_448_characters
     # the step's words: the training loss sinks far down while the validation loss climbs back up
     assert evals[-1].train_loss < 1.0 and evals[-1].val_loss > best + 0.3, [(e.step, e.val_loss) for e in evals]
     assert evals[-1].val_loss > 0.9 * math.log(208)
+    at.run()
+    curves = plotly_spec(at, next(i for i, c in enumerate(at.get("plotly_chart")) if "lesson_fit_curves" in c.proto.id))
+    assert any("overfitting" in a["text"] for a in curves["layout"]["annotations"])  # marked where it began
     at.button(key="lesson_next:top").click().run()  # the next steps use the model just trained
     assert demo.run_id in at.caption[0].value and "demo" in at.caption[0].value, at.caption[0].value
 

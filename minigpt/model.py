@@ -8,13 +8,16 @@ Attention has two implementations of the same function (Hugging Face's `attn_imp
 - "eager": softmax(Q K^T / sqrt(d_k)) V with the mask written out; it returns the
   weights, so the heatmaps and learners read this one;
 - "sdpa": torch's scaled_dot_product_attention, fused, for speed.
-A `KVCache` lets generation feed one new token per step. Dropout draws its masks from a
+A `KVCache` lets generation feed one new token per step; `MiniGPT.decode_one` is that step
+written with as few tensor ops as the maths allows, because one token costs little arithmetic
+and mostly per-op overhead. Dropout draws its masks from a
 generator the trainer hands over (`use_generator`), so two runs in one process never share
 torch's global random state; `MiniGPT(config, seed=...)` initialises from its own generator too.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -23,6 +26,7 @@ import torch.nn.functional as F
 from .config import GPTConfig
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
+_SQRT_HALF = math.sqrt(0.5)
 
 
 def sinusoidal_positions(max_len: int, d_model: int) -> torch.Tensor:
@@ -80,6 +84,7 @@ class KVCache:
         self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.length = 0  # positions filled; advanced by MiniGPT.forward after all layers
+        self.rows = [(k[0], v[0]) for k, v in zip(self.keys, self.values)]  # batch row 0, for decode_one
         self.max_len = config.max_len
 
     def update(self, layer: int, K: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,6 +93,20 @@ class KVCache:
         self.keys[layer][:, :, self.length : end] = K
         self.values[layer][:, :, self.length : end] = V
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+@dataclass
+class DecodeWeights:
+    """What MiniGPT.decode_one reads per token, looked up once (nn.Module attribute lookups
+    cost more than some of the ops they feed)."""
+
+    embedding: torch.Tensor
+    positions: torch.Tensor
+    layers: list[tuple]  # per block: (LN1 weight, bias, eps), W_QKV, W_O, (LN2 ...), W_1, b_1, W_2, b_2
+    final_norm: tuple
+    head: torch.Tensor
+    scale: float
+    empty: torch.Tensor  # baddbmm's ignored input (beta=0)
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -290,6 +309,53 @@ class MiniGPT(nn.Module):
         _, _, maps = self(idx, return_attention=True, scale_attention=scale_attention)
         self.train(was_training)
         return torch.stack([m[0] for m in maps]).float()
+
+    def decode_one(self, token: int, cache: KVCache, weights: "DecodeWeights | None" = None) -> torch.Tensor:
+        """The logits (vocab,) for one new token after the `cache.length` tokens in `cache`, which
+        gains its keys and values: forward() on a (1, 1) input in eval mode, the same maths.
+
+        One token is a handful of matrix-vector products, so the time goes to calling ops, not to
+        arithmetic: this path runs a dozen kernels per layer with no module calls, no batch or head
+        reshapes and the residual adds fused into addmv. `weights` (decode_weights(): the
+        parameters themselves, not copies) saves looking them up per token. It falls back to
+        forward() while training (dropout), under autocast and under a knock-out's attention window."""
+        pos = cache.length
+        if pos + 1 > self.config.max_len:
+            raise ValueError(f"sequence of {pos + 1} tokens exceeds max_len {self.config.max_len}")
+        device = self.token_embed.weight.device
+        if (self.training or cache.keys[0].size(0) != 1 or torch.is_autocast_enabled(device.type)
+                or any(b.self_attn.window is not None for b in self.blocks)):
+            return self(torch.tensor([[token]], device=device), kv_cache=cache)[0][0, -1]
+        w = weights or self.decode_weights()
+        d, heads, d_k = self.config.d_model, self.config.num_heads, self.config.d_k
+        x = torch.add(w.positions.select(0, pos), w.embedding.select(0, token), alpha=math.sqrt(d))  # (d,)
+        for (ln1, W_QKV, W_O, ln2, W_1, b_1, W_2, b_2), (keys, values) in zip(w.layers, cache.rows):
+            q, k, v = torch.mv(W_QKV, F.layer_norm(x, (d,), *ln1)).view(3, heads, 1, d_k).unbind(0)
+            keys.narrow(1, pos, 1).copy_(k)  # keys, values: (H, max_len, d_k); k, v: (H, 1, d_k)
+            values.narrow(1, pos, 1).copy_(v)
+            scores = torch.baddbmm(w.empty, q, keys.narrow(1, 0, pos + 1).transpose(1, 2), beta=0, alpha=w.scale)
+            out = torch.bmm(torch.softmax(scores, dim=-1), values.narrow(1, 0, pos + 1))  # (H, 1, d_k)
+            x = torch.addmv(x, W_O, out.view(d))  # x + W_O · concat(heads)
+            z = torch.addmv(b_1, W_1, F.layer_norm(x, (d,), *ln2))  # (d_ff,)
+            # GELU(z) = z/2 (1 + erf(z/sqrt 2)): the 1/2 rides on W_2's product (F.gelu is slower here)
+            x = torch.addmv(x, W_2, torch.addcmul(z, z, torch.erf(z * _SQRT_HALF)), alpha=0.5).add_(b_2)
+        cache.length += 1
+        return torch.mv(w.head, F.layer_norm(x, (d,), *w.final_norm))  # (vocab,)
+
+    def decode_weights(self) -> "DecodeWeights":
+        """The tensors decode_one reads, gathered once: the parameters themselves, no copies, so an
+        optimizer step or load_state_dict shows through. Gather them again after .to() or .double(),
+        which replace the positions buffer (stream() gathers them per call)."""
+        def norm(ln: nn.LayerNorm) -> tuple:
+            return ln.weight, ln.bias, ln.eps
+
+        layers = [
+            (norm(b.norm1), b.self_attn.W_QKV.weight, b.self_attn.W_O.weight, norm(b.norm2), b.ffn.linear1.weight,
+             b.ffn.linear1.bias, b.ffn.linear2.weight, b.ffn.linear2.bias)
+            for b in self.blocks
+        ]
+        return DecodeWeights(self.token_embed.weight, self.pos_encoding, layers, norm(self.final_norm),
+                             self.lm_head.weight, self.attention_scale(), self.token_embed.weight.new_empty(()))
 
     def new_kv_cache(self, batch_size: int = 1) -> KVCache:
         p = self.token_embed.weight

@@ -58,6 +58,16 @@ MUTANTS = {
     "no sqrt(d_model) embedding scale": ("minigpt/model.py", [(
         "self.token_embed(idx) * math.sqrt(self.config.d_model)", "self.token_embed(idx)")]),
     "ReLU instead of GELU": ("minigpt/model.py", [("F.gelu(self.linear1(x))", "F.relu(self.linear1(x))")]),
+    "decode: GELU without its 1/2": ("minigpt/model.py", [("alpha=0.5).add_(b_2)", ").add_(b_2)")]),
+    "decode: no 1/sqrt(d_k) on the scores": ("minigpt/model.py", [("beta=0, alpha=w.scale)", "beta=0, alpha=1.0)")]),
+    "decode: the key written one slot early": ("minigpt/model.py", [(
+        "keys.narrow(1, pos, 1).copy_(k)", "keys.narrow(1, max(pos - 1, 0), 1).copy_(k)")]),
+    "decode: the new token's own key left out": ("minigpt/model.py", [(
+        "keys.narrow(1, 0, pos + 1).transpose(1, 2)", "keys.narrow(1, 0, max(pos, 1)).transpose(1, 2)")]),
+    "sampling: the draw searches the wrong side": ("minigpt/sample.py", [(
+        "torch.searchsorted(cumulative, u, right=True)", "torch.searchsorted(cumulative, u, right=False)")]),
+    "sampling: cumulative probabilities unscaled": ("minigpt/sample.py", [(
+        "generator=generator, device=probs.device).mul_(cumulative[-1])", "generator=generator, device=probs.device)")]),
     "sin and cos swapped in positions": ("minigpt/model.py", [
         ("pe[:, 0::2] = torch.sin(", "pe[:, 0::2] = torch.cos("), ("pe[:, 1::2] = torch.cos(", "pe[:, 1::2] = torch.sin(")]),
     "causal mask lets a query see the next key": ("minigpt/model.py", [(

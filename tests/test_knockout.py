@@ -107,10 +107,27 @@ def test_a_window_leaves_no_weight_beyond_it_in_either_attention_path(shipped):
         cache, stepped = twin.new_kv_cache(), []
         for i in ids:  # one token at a time through the KV cache, as generation does
             stepped.append(twin(torch.tensor([[i]]), kv_cache=cache)[0][0, -1])
+        cache = twin.new_kv_cache()
+        decoded = [twin.decode_one(i, cache) for i in ids]  # generation's own step
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=0)
     torch.testing.assert_close(torch.stack(stepped), fused[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.stack(decoded), fused[0], atol=1e-5, rtol=0)
     wide = knocked_out(model, Knockout(window=T))  # a window as long as the text cuts nothing
     torch.testing.assert_close(logits(wide, ids), logits(model, ids), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("knockout", [Knockout(heads=frozenset({(0, 1), (1, 0)})), Knockout(positions=True),
+                                      Knockout(shuffled_head=True)], ids=["heads", "positions", "shuffled head"])
+def test_generation_one_token_at_a_time_sees_the_knockout(shipped, knockout):
+    """Generation's one-token step reads the knocked-out weights (zeroed W_O columns, zeroed
+    positions, an untied shuffled head), not the loaded model's."""
+    model, ids = shipped
+    twin = knocked_out(model, knockout)
+    cache = twin.new_kv_cache()
+    with torch.inference_mode():
+        decoded = torch.stack([twin.decode_one(i, cache) for i in ids]).double()
+    torch.testing.assert_close(decoded, logits(twin, ids), atol=1e-5, rtol=0)
+    assert (decoded - logits(model, ids)).abs().max() > 1e-3
 
 
 def test_knockouts_leave_the_loaded_model_as_it_was(shipped):

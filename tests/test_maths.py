@@ -82,6 +82,37 @@ def test_shipped_checkpoints_give_the_reference_demo_models_logits(corpus):
                                    atol=1e-4, rtol=0, msg=lambda m, p=row["prompt"]: f"prompt {p!r}: {m}")
 
 
+@pytest.mark.parametrize("corpus", list(GOLDEN["checkpoints"]))
+def test_one_token_decoding_gives_the_reference_demo_models_logits(corpus):
+    """decode_one, the fast path generation takes per token, fed the prompt one token at a time."""
+    checkpoint = load_pretrained(corpus)
+    model = checkpoint.model.eval()
+    for row in GOLDEN["checkpoints"][corpus]:
+        cache = model.new_kv_cache()
+        with torch.inference_mode():
+            for token in checkpoint.tokenizer.encode(row["prompt"]):
+                logits = model.decode_one(token, cache)
+        torch.testing.assert_close(logits.double(), torch.tensor(row["last_logits"], dtype=torch.float64),
+                                   atol=1e-4, rtol=0, msg=lambda m, p=row["prompt"]: f"prompt {p!r}: {m}")
+
+
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+def test_one_token_decoding_equals_the_hand_forward_at_every_position(scale):
+    """A sharp random model (weights x 3) at every position of a full window, with and without
+    1/sqrt(d_k): a position off by one, a missing scale or a wrong GELU shows at some position."""
+    model = build_model(tiny_config(scale_attention=scale), seed=5).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3)
+    ids = torch.randint(0, model.config.vocab_size, (model.config.max_len,), generator=torch.Generator().manual_seed(1))
+    want = hand_forward(model, ids.tolist())["logits"]
+    cache = model.new_kv_cache()
+    with torch.inference_mode():
+        got = torch.stack([model.decode_one(int(t), cache) for t in ids])
+    torch.testing.assert_close(got.double(), want, atol=2e-4, rtol=0)
+    assert cache.length == model.config.max_len
+
+
 def test_sinusoidal_positions_follow_the_formula_number_by_number():
     torch.testing.assert_close(sinusoidal_positions(50, 16).double(), hand_positions(50, 16), atol=1e-5, rtol=0)
 

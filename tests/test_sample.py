@@ -13,7 +13,7 @@ from minigpt import (
     prepare_prompt,
     stream,
 )
-from minigpt.sample import filter_logits, next_token_distribution
+from minigpt.sample import filter_logits, next_token_distribution, sample_index
 
 from helpers import tiny_lm, tiny_tokenizer
 
@@ -53,6 +53,30 @@ def test_temperature_zero_is_greedy_without_division():
     for _ in range(10):  # greedy by hand: argmax of a full forward each step
         full.append(int(model(torch.tensor([full[-16:]]))[0][0, -1].argmax()))
     assert text == tok.decode(full)
+
+
+def test_sample_index_draws_each_token_as_often_as_its_probability():
+    """20,000 draws against the probabilities: Pearson's chi-square with 5 degrees of freedom stays
+    under 20.5 (p = 0.001) unless the draw is biased; the zero-probability tokens are never drawn."""
+    probs = torch.tensor([0.0, 0.05, 0.4, 0.0, 0.25, 0.1, 0.15, 0.05])
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([sample_index(probs, generator) for _ in range(20_000)]), minlength=8)
+    assert counts[0] == counts[3] == 0
+    expected = probs[probs > 0] * 20_000
+    chi_square = float(((counts[probs > 0] - expected) ** 2 / expected).sum())
+    assert chi_square < 20.5, (counts.tolist(), chi_square)
+    unnormalised = torch.tensor([2.0, 0.0, 6.0])  # a filtered softmax need not sum to exactly 1
+    draws = [sample_index(unnormalised, generator) for _ in range(4000)]
+    assert 1 not in draws and abs(draws.count(2) / 4000 - 0.75) < 0.03
+
+
+@pytest.mark.parametrize("u, probs, expected", [
+    (1.0, [0.3, 0.7, 0.0, 0.0], 1),  # a draw rounded up to the total: the last token that can be drawn
+    (0.0, [0.0, 0.0, 0.4, 0.6], 2),  # a draw of exactly 0: not a token of probability 0
+], ids=["top", "bottom"])
+def test_sample_index_never_draws_a_token_of_probability_zero_at_the_ends(monkeypatch, u, probs, expected):
+    monkeypatch.setattr(torch, "rand", lambda *args, **kwargs: torch.full((1,), u))
+    assert sample_index(torch.tensor(probs), torch.Generator()) == expected
 
 
 def test_kv_cached_greedy_generation_equals_full_rerun():

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget
 from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus, probe_text
 from .device import DeviceError, available_memory_bytes, resolve_device
@@ -150,8 +152,9 @@ def _train(args: argparse.Namespace) -> int:
     ranks = gather_ranks(ctx) if ctx else []
     world_size = trainer.dist.world_size
     if main_process:
-        print(f"training {model.num_params():,} parameters on {device} ({corpus}, vocab {tokenizer.vocab_size}) "
-              f"from step {trainer.step}", file=sys.stderr)
+        precision = "bf16 autocast" if trainer.autocast_dtype == torch.bfloat16 else "float32"
+        print(f"training {model.num_params():,} parameters on {device} in {precision} ({corpus}, vocab "
+              f"{tokenizer.vocab_size}) from step {trainer.step}", file=sys.stderr)
         if ctx or train_cfg.grad_accum > 1:
             print(f"global batch {train_cfg.batch_size} x {train_cfg.grad_accum} micro-batches x {world_size} "
                   f"processes = {trainer.tokens_per_step // train_cfg.block_size} sequences per step", file=sys.stderr)
@@ -164,6 +167,7 @@ def _train(args: argparse.Namespace) -> int:
         if not main_process:
             return  # rank 0 alone writes checkpoints
         meta = {"corpus": str(corpus), "step": trainer.step, "val_loss": trainer.last_val_loss,
+                "precision": "bfloat16" if trainer.autocast_dtype == torch.bfloat16 else "float32",
                 "train_loss": history[-1][1] if history else None, "history": history,
                 "trainer_state": trainer.state_dict(), "world_size": world_size,
                 "probe_text": task.probe(text) if task else probe_text(tokenizer, text),

@@ -95,7 +95,7 @@ class TrainConfig:
     seed: int = 1337
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1", "mps"
     grad_accum: int = 1           # micro-batches per optimizer step (per process under torchrun)
-    dtype: str = "auto"           # "auto" (bf16 autocast on CUDA, float32 elsewhere), "float32", "bfloat16"
+    dtype: str = "auto"           # "auto": bf16 autocast on CUDA and on CPUs with AMX, else float32
     compile: bool = False         # torch.compile the training forward/backward
     early_stop_patience: int = 0  # stop after this many evaluations without a lower val loss (0 = off)
 

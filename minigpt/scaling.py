@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import torch
 
 from .config import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEMO_D_KS, DEMO_SEQ_LEN, DEMO_SEED = (4, 16, 64, 256), 16, 42  # the demo's settings
 
@@ -57,4 +60,6 @@ def scaling_experiment(
                 "max_weight_scaled": max_scaled,
             }
         )
+    import pandas as pd  # here, not at the top: the command line's start-up does without it
+
     return pd.DataFrame(rows)

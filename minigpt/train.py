@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from .checkpoint import CheckpointError
 from .config import ConfigError, GPTConfig, TrainConfig
 from .data import check_batch_fits, get_batch, split_tokens
-from .device import resolve_device
+from .device import cpu_has_amx, resolve_device
 from .diagnosis import unseen_validation_chars
 from .distributed import DistContext, all_reduce_mean
 from .messages import LabError
@@ -79,7 +79,9 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 def autocast_dtype(dtype: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype that TrainConfig.dtype means on `device`; None means plain float32."""
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+        return torch.bfloat16 if device.type == "cpu" and cpu_has_amx() else None
     if dtype == "bfloat16":
         if device.type not in ("cuda", "cpu"):
             raise ConfigError("bfloat16 autocast runs on CUDA or CPU, not {device}; use dtype float32.",

@@ -47,7 +47,9 @@ def queue_blocks(trainer: BlockTrainer, x: torch.Tensor, y: torch.Tensor) -> Non
 def main() -> None:
     ctx = setup("cpu")
     tok = tiny_tokenizer()
-    cfg = TrainConfig(batch_size=BATCH, block_size=BLOCK, grad_accum=int(sys.argv[1]), max_steps=10, warmup_steps=0)
+    # float32 pinned: 'auto' is bf16 on a CPU with AMX, and this compares gradients to 1e-6
+    cfg = TrainConfig(batch_size=BATCH, block_size=BLOCK, grad_accum=int(sys.argv[1]), max_steps=10, warmup_steps=0,
+                      dtype="float32")
     model = build_model(tiny_config(vocab_size=tok.vocab_size), seed=0)
     reference = copy.deepcopy(model)
     trainer = BlockTrainer(model, tok, TEXT, cfg, dist=ctx)

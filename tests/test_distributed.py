@@ -178,7 +178,8 @@ def test_ddp_gradient_equals_the_single_process_gradient_of_the_global_batch():
 
 def _first_gradients(batch_size: int, grad_accum: int) -> tuple[float, list[torch.Tensor]]:
     tok = tiny_tokenizer()
-    cfg = TrainConfig(batch_size=batch_size, block_size=8, grad_accum=grad_accum, seed=3)
+    # float32 pinned: 'auto' is bf16 on a CPU with AMX, and the gradients are compared to 1e-6
+    cfg = TrainConfig(batch_size=batch_size, block_size=8, grad_accum=grad_accum, seed=3, dtype="float32")
     model = build_model(tiny_config(vocab_size=tok.vocab_size), cfg.seed)
     loss = Trainer(model, tok, TEXT, cfg).compute_gradients()
     return loss.item(), [p.grad.clone() for p in model.parameters()]
@@ -218,9 +219,16 @@ def test_without_torchrun_there_is_one_process_and_collectives_do_nothing(monkey
     assert gather_ranks(DistContext()) == ["0/1 on node 0, cpu"]
 
 
-def test_bfloat16_autocast_is_opt_in_on_cpu_and_trains():
-    assert autocast_dtype("auto", torch.device("cpu")) is None
-    assert autocast_dtype("float32", torch.device("cpu")) is None
+def test_bfloat16_autocast_is_the_cpu_default_only_with_amx_and_trains(monkeypatch):
+    """On a CPU 'auto' means bf16 only where AMX makes it faster; float32 is always float32."""
+    import minigpt.train
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(minigpt.train, "cpu_has_amx", lambda: False)
+    assert autocast_dtype("auto", cpu) is None and autocast_dtype("bfloat16", cpu) is torch.bfloat16
+    monkeypatch.setattr(minigpt.train, "cpu_has_amx", lambda: True)
+    assert autocast_dtype("auto", cpu) is torch.bfloat16
+    assert autocast_dtype("float32", cpu) is None
     tok = tiny_tokenizer()
     cfg = TrainConfig(batch_size=4, block_size=8, max_steps=4, warmup_steps=0, eval_interval=4, eval_iters=1,
                       dtype="bfloat16")

@@ -4,7 +4,7 @@ One `streamlit run` on a free loopback port; 8 headless chromium contexts (separ
 work at the same time. Each one
 1. opens Generate, types its own prompt and seed, sets temperature 0 (greedy, so the answer
    is known) and 40 new characters, presses Generate, and reads the text: it must equal the
-   library's `generate()` for that prompt on the shipped demo-zh model, character for character;
+   library's `generate()` for that prompt on the shipped default model, character for character;
 2. opens Attention (timed from `goto` to the first drawn heatmap), types its own text, and
    reads the heatmap's axis labels: they must be `position_labels()` of that very text.
 Every session's prompt and text differ, so an answer meant for another session would show.
@@ -13,6 +13,13 @@ typewriter delay per character, 0.6 s for 40); Attention from `goto`, and from t
 to the heatmap drawn. Printed as median / p90 / max over all sessions and rounds.
 
     PYTHONPATH=. python bench/concurrent_sessions.py [--sessions 8] [--rounds 3] [--new-tokens 40]
+
+Community Cloud's smallest box: `--training-runs 2` first starts two runs of the default preset
+from two more sessions (they train through every round), and `--memory-mb 690 --cpus 0` serves
+the app in a control group with a hard 690 MB memory limit on one core (bench/live_server.Box;
+needs root). The report adds the server's peak RSS, the group's peak memory and OOM kills.
+
+    sudo PYTHONPATH=. python bench/concurrent_sessions.py --training-runs 2 --memory-mb 690 --cpus 0
 """
 from __future__ import annotations
 
@@ -28,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer, percentile  # noqa: E402
-from minigpt import generate, load_corpus, load_pretrained, position_labels  # noqa: E402
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer, percentile  # noqa: E402
+from minigpt import DEFAULT_CORPUS, generate, load_corpus, load_pretrained, position_labels  # noqa: E402
 
 TIMEOUT_MS = 120_000
 HEATMAP_LABELS = "() => { const p = document.querySelector('.js-plotly-plot'); " \
@@ -57,8 +64,8 @@ class Result:
 
 def tasks(count: int, round_: int, new_tokens: int) -> list[Task]:
     """Distinct prompts and texts cut from the corpus the shipped model learned (all in its vocabulary)."""
-    checkpoint = load_pretrained("demo-zh")
-    corpus = load_corpus("demo-zh").replace("\n", "")
+    checkpoint = load_pretrained(DEFAULT_CORPUS)  # the model a new session has loaded
+    corpus = load_corpus(DEFAULT_CORPUS).replace("\n", "")
     out = []
     for i in range(count):
         start = (round_ * count + i) * 11 % (len(corpus) - 40)
@@ -90,9 +97,10 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
         page = await context.new_page()
         await page.goto(url + "/Generate", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
         await rendered(page, "Generate")
-        await enter(page, "Prompt", task.prompt)
-        await enter(page, "Max new tokens", str(new_tokens))
-        await enter(page, "Seed", str(task.seed))
+        # The settings sit in a form, where Enter would generate at once with whatever is set so far:
+        # fill each box without Enter (it takes its value when it loses focus), then click Generate.
+        for label, value in (("Prompt", task.prompt), ("Max new tokens", str(new_tokens)), ("Seed", str(task.seed))):
+            await page.get_by_label(label, exact=True).fill(value)
         slider = page.locator('[data-testid="stSlider"]', has_text="Temperature").get_by_role("slider")
         await slider.press("Home")  # the slider's minimum: 0, greedy
         await page.wait_for_timeout(300)
@@ -131,17 +139,33 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
         await context.close()
 
 
-async def run(sessions: int, rounds: int, new_tokens: int) -> None:
+async def start_training(browser, url: str) -> tuple[object, object]:
+    """A session that starts a run of the default preset and stays open while it trains."""
+    context = await browser.new_context(viewport={"width": 1400, "height": 1800})
+    page = await context.new_page()
+    await page.goto(url + "/Train", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+    await rendered(page, "Train")
+    await page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click()
+    await page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=TIMEOUT_MS)
+    return context, page
+
+
+async def training_state(page) -> str:
+    return (await page.locator('[data-testid="stMetricValue"]').first.inner_text()).strip()
+
+
+async def run(sessions: int, rounds: int, new_tokens: int, training_runs: int, box: Box) -> None:
     from playwright.async_api import async_playwright
 
     results = {1: Result(), sessions: Result()}
-    with LiveServer({"OMP_NUM_THREADS": "1"}) as server:
+    with box, LiveServer({"OMP_NUM_THREADS": "1"}, box=box) as server:
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             warm = await browser.new_page()
             await warm.goto(server.url + "/Generate", wait_until="domcontentloaded")
             await rendered(warm, "Generate")  # imports torch and loads the shipped model once
             await warm.close()
+            trainers = [await start_training(browser, server.url) for _ in range(training_runs)]
             rss_before, cpu_before, started = server.rss_mb(), server.cpu_seconds(), time.monotonic()
             for round_ in range(rounds):
                 for count, result in results.items():  # one session alone, then all at once, interleaved
@@ -151,15 +175,34 @@ async def run(sessions: int, rounds: int, new_tokens: int) -> None:
                                            for i, task in enumerate(work)))
                 print(f"round {round_ + 1} done after {time.monotonic() - started:.0f} s", flush=True)
             wall, cpu = time.monotonic() - started, server.cpu_seconds() - cpu_before
-            rss_after = server.rss_mb()
+            rss_after, rss_peak = server.rss_mb(), server.peak_rss_mb()
+            states = []
+            for context, page in trainers:
+                try:
+                    await page.reload(wait_until="domcontentloaded")
+                    await rendered(page, "Train")
+                    states.append(await training_state(page))
+                except Exception as error:  # a server that died (an OOM kill) answers nothing
+                    states.append(f"unreadable ({type(error).__name__})")
+                await context.close()
             await browser.close()
         code, seconds = server.stop()
+        box_peak, oom_kills = box.peak_mb(), box.oom_kills()
     print(f"\n{sessions} concurrent browser sessions (and 1 alone, for comparison) x {rounds} rounds against one "
-          f"server on 127.0.0.1; demo-zh model, greedy, {new_tokens} new characters")
+          f"server on 127.0.0.1; the shipped {DEFAULT_CORPUS} model, greedy, {new_tokens} new characters")
     print(f"server: {cpu:.0f} CPU seconds over {wall:.0f} s of wall time on {os.cpu_count()} cores shared with "
-          f"chromium; RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after; SIGTERM: exit code {code} "
-          f"in {seconds:.1f} s")
-    wrong = []
+          f"chromium; RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after, peak {rss_peak:.0f} MB; SIGTERM: "
+          f"exit code {code} in {seconds:.1f} s")
+    if training_runs:
+        print(f"training beside them: {training_runs} runs of the default preset; at the end: {', '.join(states)}")
+    if box.paths:
+        peak = "n/a" if box_peak is None else f"{box_peak:.0f} MB (page cache included)"
+        print(f"server boxed: memory limit {box.memory_mb or 'none'} MB, cores {box.cpus or 'all'}; the group's peak "
+              f"memory {peak}; OOM kills: {oom_kills}")
+    wrong = [f"training run {i + 1}: {state}" for i, state in enumerate(states) if state not in ("running", "finished")]
+    wrong += ["the server was OOM-killed"] * bool(oom_kills)
+    for line in wrong:
+        print("  WRONG " + line)
     for count, result in results.items():
         report(result, count, rounds)
         wrong += result.wrong
@@ -186,8 +229,11 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=40)
+    parser.add_argument("--training-runs", type=int, default=0, help="runs of the default preset training throughout")
+    parser.add_argument("--memory-mb", type=int, default=None, help="hard memory limit of the server (MB, 10^6 bytes)")
+    parser.add_argument("--cpus", default=None, help="cores the server may use, e.g. 0 (cpuset syntax)")
     args = parser.parse_args()
-    asyncio.run(run(args.sessions, args.rounds, args.new_tokens))
+    asyncio.run(run(args.sessions, args.rounds, args.new_tokens, args.training_runs, Box(args.memory_mb, args.cpus)))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ generation) and after a 2-character prompt (the demo's seeds). Three ways:
     python -m bench.generation --configs demo --windows 128 --new-tokens 200 --repeats 7
 
 The first-token table times minigpt.stream from the call to its first Step on the
-default model (the shipped demo-zh checkpoint), speed does not depend on the weights.
+shipped demo-zh checkpoint (speed does not depend on the weights).
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def bench_first_token(args: argparse.Namespace) -> None:
             stats = measure(lambda p=prompt, c=use_cache: first_token(model, tokenizer, p, c),
                             repeats=max(args.repeats, 20), warmup=2)
             rows.append([label, "KV cache" if use_cache else "re-run", stats.map(lambda s: s * 1e3).fmt(2)])
-    print(f"time to the first streamed token, default model (shipped demo-zh checkpoint, {model.num_params():,} "
+    print(f"time to the first streamed token, the shipped demo-zh model ({model.num_params():,} "
           f"parameters); loading the checkpoint itself took {load_s * 1e3:.0f} ms once (goal: first token < 50 ms)")
     print_table(["prompt", "path", "ms to first token"], rows)
 

@@ -114,11 +114,12 @@ st.write(value)
 """
 
 
-def bare_rerun(browser, repeats: int) -> list[float]:
-    """The floor of a round trip on this machine: a two-line script's slider, served the same way."""
+def bare_rerun(browser, repeats: int, box=None) -> list[float]:
+    """The floor of a round trip on this machine: a two-line script's slider, served the same way
+    (in the same bench.live_server.Box as the app, if any)."""
     folder = Path(tempfile.mkdtemp(prefix="minigpt-bare-"))
     (folder / "bare.py").write_text(BARE_SCRIPT)
-    with LiveServer(script=str(folder / "bare.py")) as server:
+    with LiveServer(script=str(folder / "bare.py"), box=box) as server:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         times = measure_page(page, server.url, {"bare": slider_step(page, 0, ("ArrowLeft", "ArrowRight"))}, repeats)
         page.close()

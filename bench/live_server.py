@@ -3,10 +3,17 @@
 Shared by the benchmarks that need a browser (abandoned_runs.py, concurrent_sessions.py). The
 server only listens on 127.0.0.1; its memory is read from /proc. Chromium is Debian's
 (`/usr/bin/chromium`, or $CHROMIUM), driven by the playwright package.
+
+`Box` puts the server, and nothing else, in a Linux control group with a hard memory limit
+and/or a set of cores: the small box Streamlit Community Cloud gives an app. The kernel kills
+the server if it goes over the limit (an OOM kill), as Cloud does. It needs root and cgroup v2
+(memory.max, cpuset.cpus) or v1 (memory.limit_in_bytes, cpuset.cpus); where it cannot make
+one it says so and stops, rather than measure without a limit.
 """
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -15,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 APP_DIR = Path(__file__).resolve().parents[1]
@@ -25,11 +33,86 @@ CONNECTED = '[data-testid="stApp"][data-test-connection-state="CONNECTED"]'
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 
 
+@dataclass
+class Box:
+    """A hard memory limit in MB (10^6 bytes, as Community Cloud states it) and/or cores, e.g. "0"."""
+
+    memory_mb: int | None = None
+    cpus: str | None = None
+    paths: list[Path] = field(default_factory=list)  # the groups made, one per v1 controller or one v2 group
+
+    def __enter__(self) -> "Box":
+        if not (self.memory_mb or self.cpus):
+            return self  # no limits: the server runs as it would anyway
+        name = f"minigpt-bench-{os.getpid()}-{secrets.token_hex(3)}"
+        root = Path("/sys/fs/cgroup")
+        try:
+            if (root / "cgroup.controllers").exists():  # v2: one group, its controllers enabled by the parent
+                wanted = [c for c, on in (("memory", self.memory_mb), ("cpuset", self.cpus)) if on]
+                (root / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+                group = root / name
+                group.mkdir()
+                self.paths = [group]
+                if self.memory_mb:
+                    (group / "memory.max").write_text(str(self.memory_mb * 10**6))
+                    if (group / "memory.swap.max").exists():  # absent where swap is not accounted
+                        (group / "memory.swap.max").write_text("0")
+                if self.cpus:
+                    (group / "cpuset.cpus").write_text(self.cpus)
+            else:  # v1: one group per controller
+                if self.memory_mb:
+                    group = root / "memory" / name
+                    self.paths.append(group)
+                    group.mkdir()
+                    (group / "memory.limit_in_bytes").write_text(str(self.memory_mb * 10**6))
+                if self.cpus:
+                    group = root / "cpuset" / name
+                    self.paths.append(group)
+                    group.mkdir()
+                    (group / "cpuset.cpus").write_text(self.cpus)
+                    (group / "cpuset.mems").write_text((group.parent / "cpuset.mems").read_text().strip())
+        except OSError as error:
+            self.__exit__()
+            sys.exit(f"cannot make a control group for the limits ({error}): this needs root on Linux, with "
+                     f"the memory and cpuset controllers")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for group in reversed(self.paths):
+            try:
+                group.rmdir()
+            except OSError:
+                pass
+
+    def enter_command(self) -> str:
+        """Shell words that move the shell into every group before it execs the server."""
+        return " && ".join(f"echo $$ > {group / 'cgroup.procs'}" for group in self.paths)  # else no server
+
+    def peak_mb(self) -> float | None:
+        """The group's peak memory (RSS and page cache the server caused), in MB."""
+        for group in self.paths:
+            for name in ("memory.peak", "memory.max_usage_in_bytes"):
+                if (group / name).exists():
+                    return int((group / name).read_text()) / 10**6
+        return None
+
+    def oom_kills(self) -> int:
+        for group in self.paths:
+            for name in ("memory.events", "memory.oom_control"):
+                if (group / name).exists():
+                    for line in (group / name).read_text().splitlines():
+                        if line.startswith("oom_kill "):
+                            return int(line.split()[1])
+        return 0
+
+
 class LiveServer:
     """`with LiveServer(env) as server:` serves the app until the block ends (SIGTERM, then kill)."""
 
-    def __init__(self, env: dict[str, str] | None = None, timeout: float = 60.0, script: str = "streamlit_app.py"):
+    def __init__(self, env: dict[str, str] | None = None, timeout: float = 60.0, script: str = "streamlit_app.py",
+                 box: Box | None = None):
         self.env = {**os.environ, "PYTHONPATH": str(APP_DIR), **(env or {})}
+        self.box = box  # entered by the caller; the server starts inside it
         self.script = script  # another script serves as a baseline (bench.inside_latency's bare rerun)
         self.timeout = timeout
         self.log = Path(tempfile.mkdtemp(prefix="minigpt-bench-")) / "streamlit.log"
@@ -40,12 +123,13 @@ class LiveServer:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        command = [sys.executable, "-m", "streamlit", "run", self.script, "--server.address=127.0.0.1",
+                   f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
+                   "--server.fileWatcherType=none"]
+        if self.box is not None and self.box.paths:  # the shell joins the groups, then becomes the server
+            command = ["sh", "-c", f'{self.box.enter_command()} && exec "$@"', "sh", *command]
         with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", self.script, "--server.address=127.0.0.1",
-                 f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
-                 "--server.fileWatcherType=none"],
-                cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+            self.proc = subprocess.Popen(command, cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         self.url = f"http://127.0.0.1:{port}"
         self._wait_healthy()
         return self
@@ -73,7 +157,16 @@ class LiveServer:
         raise KeyError(field)
 
     def rss_mb(self) -> float:
-        return self._status("VmRSS") / 1024
+        """The server's resident set now, in MB of 10^6 bytes (0 once it has died)."""
+        if self.proc.poll() is not None:
+            return 0.0
+        return self._status("VmRSS") * 1024 / 10**6
+
+    def peak_rss_mb(self) -> float:
+        """The server's highest resident set so far (the kernel's VmHWM), in MB of 10^6 bytes."""
+        if self.proc.poll() is not None:
+            return 0.0
+        return self._status("VmHWM") * 1024 / 10**6
 
     def threads(self) -> int:
         return self._status("Threads")

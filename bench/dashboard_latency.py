@@ -1,0 +1,158 @@
+"""The dashboard where the learner waits: widget changes, page navigation and the first load,
+in a real browser, timed inside the page until the last redraw (bench.inside_latency's clock:
+from the key press or click to the last DOM write of React and Plotly, once the script is idle
+and nothing has changed for 250 ms). Beside them, a bare two-line script's rerun served the
+same way, the floor of a round trip on this machine. Budgets: a widget < 0.5 s and within 3x the
+floor, a navigation < 1 s, the first Home load < 3 s after the server answers its health check.
+It prints medians and ratios and asserts nothing.
+
+`--training` starts a run of the default preset from another browser session first, so that
+every figure is taken with a run training beside the learner; `--cpus 0` (root, Linux cgroups)
+serves the app on one core, as on Community Cloud's small box.
+
+    python -m bench.dashboard_latency
+    python -m bench.dashboard_latency --training --repeats 5
+    sudo python -m bench.dashboard_latency --cpus 0 --training
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import print_header, print_table  # noqa: E402
+from bench.inside_latency import (ARM, BUDGET_S, DONE, TIMEOUT_MS, Action, measure_page, pick, radio_flip,  # noqa: E402
+                                  settle, slider_step, timed, bare_rerun)
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer  # noqa: E402
+
+NAVIGATION_S, FIRST_LOAD_S, FLOOR_RATIO = 1.0, 3.0, 3.0
+
+
+def first_home_load(browser, box: Box, lang: str) -> float:
+    """A fresh server: from its health check answering until Home has drawn everything."""
+    with LiveServer(box=box) as server:
+        healthy = time.monotonic()
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{server.url}/?lang={lang}", wait_until="domcontentloaded")
+        page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+        settle(page)
+        page.evaluate(ARM)
+        page.evaluate("() => { window.__lat.start = 0; window.__lat.last = performance.now(); }")
+        page.wait_for_function(DONE, timeout=TIMEOUT_MS, polling=20)  # quiet for 250 ms: nothing left to draw
+        quiet = page.evaluate("() => (performance.now() - window.__lat.last) / 1000")  # since the last redraw
+        finished = time.monotonic() - quiet
+        page.close()
+        return finished - healthy
+
+
+def navigate(page, label: str) -> Action:
+    """Click the sidebar's link to a page: a navigation inside the app, as a learner makes it."""
+    name = re.compile(rf"(^|\s){re.escape(label)}$")  # the link's words, after its icon
+    return Action(lambda: page.get_by_test_id("stSidebar").get_by_role("link", name=name).first.click())
+
+
+def type_text(page, label: str, texts: tuple[str, str]) -> Action:
+    """Replace a text box's content and press Enter, alternating two texts."""
+    turn = [0]
+
+    def type_and_enter() -> None:
+        turn[0] ^= 1
+        box = page.get_by_label(label, exact=True)
+        box.fill(texts[turn[0]])
+        box.press("Enter")
+    return Action(type_and_enter)
+
+
+def checkbox_flip(page, label: str) -> Action:
+    box = page.get_by_test_id("stMainBlockContainer").locator('[data-testid="stCheckbox"]', has_text=label)
+    return Action(lambda: box.locator("label").first.click())
+
+
+def start_training(browser, url: str):
+    """Another session presses Start on Train (the default preset) and leaves its tab open."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url + "/Train?lang=en", wait_until="domcontentloaded")
+    page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+    settle(page)
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click()
+    page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=TIMEOUT_MS)
+    return page
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--loads", type=int, default=3, help="fresh servers for the first Home load")
+    parser.add_argument("--training", action="store_true", help="a run of the default preset trains throughout")
+    parser.add_argument("--cpus", default=None, help="cores the server may use, e.g. 0 (needs root)")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    print_header("The dashboard: wait per interaction, real browser")
+    lang = "en"  # the labels below are the English ones; the work per rerun is the same in Chinese
+    with Box(cpus=args.cpus) as box, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        bare = bare_rerun(browser, args.repeats, box)
+        loads = [first_home_load(browser, box, lang) for _ in range(args.loads)]
+        with LiveServer(box=box) as server:
+            trainer = start_training(browser, server.url) if args.training else None
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            url = lambda path: f"{server.url}/{path}?lang={lang}"  # noqa: E731
+            widgets = measure_page(page, url("Generate"), {
+                "Generate: temperature one step": slider_step(page, 0, ("ArrowLeft", "ArrowRight")),
+                "Generate: top-p one step": slider_step(page, 1, ("ArrowRight", "ArrowLeft")),
+            }, args.repeats)
+            widgets |= measure_page(page, url("Attention"), {
+                "Attention: edit the text": type_text(page, "Text", ("深度学习是人工智能", "注意力机制")),
+                "Attention: without 1/√d_k (checkbox)": checkbox_flip(page, "Without 1/√d_k scaling"),
+                "Attention: switch the view": radio_flip(page, 0),
+            }, args.repeats | 1)
+            widgets |= measure_page(page, url("Scaling"), {
+                "√d_k: seq_len slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),
+            }, args.repeats)
+            widgets |= measure_page(page, url("Inside"), {
+                "Inside attention: query slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),
+                "Inside attention: pick a head": pick(page, 1),
+            }, args.repeats)
+            widgets |= measure_page(page, url("Experiments"), {
+                "Experiments: remove the positions (knock-out)": checkbox_flip(page, "Remove the positional encoding"),
+                "Experiments: attention window one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),  # at its end
+            }, args.repeats | 1)
+            page.goto(url(""), wait_until="domcontentloaded")
+            page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+            hops = ["Train", "Generate", "Attention", "√d_k scaling", "Inside attention", "Experiments", "Home"]
+            navigation: dict[str, list[float]] = {f"to {hop}": [] for hop in hops}
+            for _ in range(args.repeats):
+                for hop in hops:
+                    navigation[f"to {hop}"].append(timed(page, navigate(page, hop)))
+            state = trainer.locator('[data-testid="stMetricValue"]').first.inner_text() if trainer else None
+            page.close()
+        browser.close()
+    floor = statistics.median(bare)
+    rows = [["bare two-line script: slider one step", f"{floor:.3f}", f"{min(bare):.3f}-{max(bare):.3f}", "1.0", "–"]]
+    for name, values in widgets.items():
+        median = statistics.median(values)
+        ok = median < BUDGET_S and median <= FLOOR_RATIO * floor
+        rows.append([name, f"{median:.3f}", f"{min(values):.3f}-{max(values):.3f}", f"{median / floor:.1f}",
+                     "yes" if ok else "no"])
+    for name, values in navigation.items():
+        median = statistics.median(values)
+        rows.append([f"navigation {name}", f"{median:.3f}", f"{min(values):.3f}-{max(values):.3f}",
+                     f"{median / floor:.1f}", "yes" if median < NAVIGATION_S else "no"])
+    median = statistics.median(loads)
+    rows.append(["first Home load after the health check", f"{median:.3f}", f"{min(loads):.3f}-{max(loads):.3f}",
+                 f"{median / floor:.1f}", "yes" if median < FIRST_LOAD_S else "no"])
+    print(f"server cores: {args.cpus or 'all'}; a run training beside the learner: "
+          f"{'yes (' + state + ' at the end)' if args.training else 'no'}; budgets: widget < {BUDGET_S} s and "
+          f"<= {FLOOR_RATIO:g}x bare, navigation < {NAVIGATION_S:g} s, first load < {FIRST_LOAD_S:g} s")
+    print_table(["interaction", "median s", "min-max s", "× bare", "in budget"], rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

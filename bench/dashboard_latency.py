@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import print_header, print_table  # noqa: E402
-from bench.inside_latency import (ARM, BUDGET_S, DONE, TIMEOUT_MS, Action, measure_page, pick, radio_flip,  # noqa: E402
-                                  settle, slider_step, timed, bare_rerun)
+from bench.inside_latency import (ARM, BUDGET_S, DONE, TIMEOUT_MS, Action, bare_rerun, floor_row,  # noqa: E402
+                                  latency_row, measure_page, pick, radio_flip, settle, slider_step, timed)
 from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer  # noqa: E402
 
 NAVIGATION_S, FIRST_LOAD_S, FLOOR_RATIO = 1.0, 3.0, 3.0
@@ -134,19 +134,12 @@ def main() -> int:
             page.close()
         browser.close()
     floor = statistics.median(bare)
-    rows = [["bare two-line script: slider one step", f"{floor:.3f}", f"{min(bare):.3f}-{max(bare):.3f}", "1.0", "–"]]
-    for name, values in widgets.items():
-        median = statistics.median(values)
-        ok = median < BUDGET_S and median <= FLOOR_RATIO * floor
-        rows.append([name, f"{median:.3f}", f"{min(values):.3f}-{max(values):.3f}", f"{median / floor:.1f}",
-                     "yes" if ok else "no"])
-    for name, values in navigation.items():
-        median = statistics.median(values)
-        rows.append([f"navigation {name}", f"{median:.3f}", f"{min(values):.3f}-{max(values):.3f}",
-                     f"{median / floor:.1f}", "yes" if median < NAVIGATION_S else "no"])
-    median = statistics.median(loads)
-    rows.append(["first Home load after the health check", f"{median:.3f}", f"{min(loads):.3f}-{max(loads):.3f}",
-                 f"{median / floor:.1f}", "yes" if median < FIRST_LOAD_S else "no"])
+    rows = [floor_row(bare)]
+    rows += [latency_row(name, values, floor, lambda m: m < BUDGET_S and m <= FLOOR_RATIO * floor)
+             for name, values in widgets.items()]
+    rows += [latency_row(f"navigation {name}", values, floor, lambda m: m < NAVIGATION_S)
+             for name, values in navigation.items()]
+    rows.append(latency_row("first Home load after the health check", loads, floor, lambda m: m < FIRST_LOAD_S))
     print(f"server cores: {args.cpus or 'all'}; a run training beside the learner: "
           f"{'yes (' + state + ' at the end)' if args.training else 'no'}; budgets: widget < {BUDGET_S} s and "
           f"<= {FLOOR_RATIO:g}x bare, navigation < {NAVIGATION_S:g} s, first load < {FIRST_LOAD_S:g} s")

@@ -137,6 +137,18 @@ def radio_flip(page, index: int) -> Action:
     return Action(flip)
 
 
+def floor_row(bare: list[float]) -> list[str]:
+    median = statistics.median(bare)
+    return ["bare two-line script: slider one step", f"{median:.3f}", f"{min(bare):.3f}-{max(bare):.3f}", "1.0", "–"]
+
+
+def latency_row(name: str, values: list[float], floor: float, in_budget) -> list[str]:
+    """One table row: the median, the range, the ratio to the bare rerun, and in_budget(median)."""
+    median = statistics.median(values)
+    return [name, f"{median:.3f}", f"{min(values):.3f}-{max(values):.3f}", f"{median / floor:.1f}",
+            "yes" if in_budget(median) else "no"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7)
@@ -176,11 +188,7 @@ def main() -> int:
             page.close()
         browser.close()
     floor = statistics.median(bare)
-    rows = [["bare two-line script: slider one step", f"{floor:.3f}", f"{min(bare):.3f}-{max(bare):.3f}", "1.0", "–"]]
-    for name, values in times.items():
-        median = statistics.median(values)
-        rows.append([name, f"{median:.3f}", f"{min(values):.3f}-{max(values):.3f}", f"{median / floor:.1f}",
-                     "yes" if median < BUDGET_S else "no"])
+    rows = [floor_row(bare)] + [latency_row(name, values, floor, lambda m: m < BUDGET_S) for name, values in times.items()]
     print_table(["interaction", "median s", "min-max s", "× bare", f"< {BUDGET_S} s"], rows)
     return 0
 

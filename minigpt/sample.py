@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .messages import LabError, Message
-from .model import MiniGPT
+from .model import DecodeWeights, MiniGPT
 from .tokenizer import CharTokenizer
 
 MAX_NEW_TOKENS = 2000
@@ -191,7 +191,7 @@ class _Context:
     cache: object | None
     block_size: int              # most tokens the model sees at once
     fed: int = 0                 # how many of ids the cache has seen
-    weights: object | None = None  # MiniGPT.decode_weights(), for the one-token steps
+    weights: DecodeWeights | None = None  # MiniGPT.decode_weights(), for the one-token steps
 
 
 def _rerun_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:

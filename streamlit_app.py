@@ -1,7 +1,7 @@
 """Home: what MiniGPT Lab is, the loaded model, and the choice of corpus, model and device."""
 import streamlit as st
 
-from app import choices, corpora, lesson, models, navigation, runs, uploads
+from app import choices, corpora, lesson_links, models, navigation, runs, uploads
 from app.i18n import _, language, number
 from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, available_devices
 
@@ -12,9 +12,9 @@ st.markdown(_(
     "A tiny character-level GPT you can train, sample and look inside, in your browser. A small model ships with "
     "the app, so **Generate** and **Attention** work right away; **Train** grows your own while you watch, and "
     "**√d_k scaling** shows why attention divides by √d_k."))
-st.page_link(lesson.PAGE, label=_("**New here? Start the lesson:** 15 short steps through the model, from what it "
+st.page_link(lesson_links.PAGE, label=_("**New here? Start the lesson:** 15 short steps through the model, from what it "
                                   "predicts to training your own"), icon="🎓",
-             query_params={lesson.PARAM: "1", "lang": language()})
+             query_params={lesson_links.PARAM: "1", "lang": language()})
 st.info(_("**Or find your own way:** open **Train** and press **Start**: the default *Small* preset learns the "
           "built-in course text's style in about half a minute. Then write with it on **Generate** and watch where "
           "it looks on **Attention**. The **Glossary** gives every term in Chinese and English."))

@@ -5,13 +5,14 @@ a button that saves them as an HTML page that stays interactive."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from minigpt import figures_html
-
 from .i18n import _, language
+
+if TYPE_CHECKING:  # Plotly is heavy to import, and config() is on every page's path
+    import plotly.graph_objects as go
 
 SAVE = "Download plot as a PNG"  # Plotly's own words for the button, the key of its locale dictionary
 
@@ -32,6 +33,7 @@ def config() -> dict:
 def html_button(figures: Sequence[go.Figure], name: str, key: str) -> None:
     """Save these charts as one HTML page (plotly.js inside, so it opens offline), built only when
     the button is clicked."""
+    from minigpt import figures_html  # here: config() is on every page's path, and this brings in Plotly
     title = f"MiniGPT Lab · {name}"
     st.download_button(_("Save as HTML"), data=lambda: figures_html(figures, title), file_name=f"minigpt-{key}.html",
                        mime="text/html", on_click="ignore", key=f"html_{key}", type="tertiary",

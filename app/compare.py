@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import streamlit as st
 
-from minigpt import N_, RunEntry, RunRecord, RunShelf, compare_figure, differing_settings, results_table
+from minigpt import N_, RunEntry, RunRecord, RunShelf, differing_settings, results_table
 
 from . import runs, train_form
 from .charts import config as chart_config
 from .charts import html_button
 from .i18n import _, language
 from .text import md
+
+if TYPE_CHECKING:  # pandas is heavy to import, and every page reads ?compare= through this module
+    import pandas as pd
 
 KEPT = "kept_runs"          # session_state: the ids this session kept, oldest first
 NOTICE = "kept_runs_notice"  # session_state: a kept run let go to make room, said once
@@ -159,6 +162,8 @@ def compare_section() -> None:
     if not chosen:
         return
     training = LIVE in chosen and entry.run.state == "running"
+
+    from minigpt import compare_figure  # here: every page imports this module, and the figures bring in Plotly
 
     @st.fragment(run_every=2.0 if training else None)
     def side_by_side() -> None:

@@ -1,7 +1,7 @@
 """The guided lesson: fifteen steps through the loaded model, each with its words, a formula, a
 live view made of the app's own views and figures, a "try this" and a check question. The step
-is in the address (?lesson=5), so that a teacher can send a class to one; the tool pages link to
-their step with `link`."""
+is in the address (?lesson=5), so that a teacher can send a class to one (app.lesson_links: the
+address, Back and Next, and the tool pages' links to their steps)."""
 from __future__ import annotations
 
 import time
@@ -20,60 +20,15 @@ from . import beliefs, compare, heatmaps, models, prompts, runs, weights
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, language, number
+from .lesson_links import PAGE
 from .lesson_text import STEPS, Step
 from .models import LoadedModel
 from .text import md
 
-PAGE = "pages/9_Lesson.py"
-PARAM = "lesson"               # ?lesson=N, from 1
-LIST = "lesson_list"           # session_state: the step list's choice
 KV_SHOWN = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
 KV_CHARS = 200
 PRESET = "tiny"                # what the lesson trains: a model that learns in seconds
 OVERFIT_CORPUS = "demo-zh"     # the reference demo's 448 characters
-
-
-def step_number() -> int:
-    """The step in the address, from 1; a step that does not exist says so and opens the nearest."""
-    raw = st.query_params.get(PARAM, "1")
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= len(STEPS):
-        shown = min(max(n, 1), len(STEPS))
-        st.warning(_("The lesson has steps 1 to {last}: showing step {n}.", last=len(STEPS), n=shown))
-        n = shown
-        st.query_params[PARAM] = str(n)
-    return n
-
-
-def go(n: int) -> None:
-    st.query_params[PARAM] = str(n)
-
-
-def link(*numbers: int) -> None:
-    """On a tool page: the lesson's steps about it, side by side."""
-    for col, n in zip(st.columns(len(numbers)), numbers):
-        col.page_link(PAGE, label=_("Lesson, step {n}: {title}", n=n, title=_(STEPS[n - 1].title)), icon="🎓",
-                     query_params={PARAM: str(n), "lang": language()})
-
-
-def steps_bar(n: int, where: str) -> None:
-    """Back, the step list and Next; drawn at the top and the bottom of the step."""
-    back_col, list_col, next_col = st.columns([1, 4, 1], vertical_alignment="bottom")
-    back_col.button(_("← Back"), key=f"lesson_back:{where}", disabled=n == 1, on_click=go, args=(n - 1,),
-                    width="stretch")
-    next_col.button(_("Next →"), key=f"lesson_next:{where}", disabled=n == len(STEPS), on_click=go, args=(n + 1,),
-                    type="primary", width="stretch")
-    if where == "top":  # the options are the words themselves: a format_func's words would stay in the old language
-        labels = [_("{n} of {total}: {title}", n=i + 1, total=len(STEPS), title=_(step.title))
-                  for i, step in enumerate(STEPS)]
-        st.session_state[LIST] = labels[n - 1]
-        list_col.selectbox(_("Step"), labels, key=LIST, label_visibility="collapsed",
-                           on_change=lambda: go(labels.index(st.session_state[LIST]) + 1))
-    else:
-        list_col.progress(n / len(STEPS), text=_("Step {n} of {total}", n=n, total=len(STEPS)))
 
 
 def numbers(lm: LoadedModel) -> dict[str, int]:

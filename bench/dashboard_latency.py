@@ -6,8 +6,9 @@ same way, the floor of a round trip on this machine. Budgets: a widget < 0.5 s a
 floor, a navigation < 1 s, the first Home load < 3 s after the server answers its health check.
 It prints medians and ratios and asserts nothing.
 
-`--training` starts a run of the default preset from another browser session first, so that
-every figure is taken with a run training beside the learner; `--cpus 0` (root, Linux cgroups)
+`--training` starts a run of the default preset, made long enough (20,000 steps) to outlast the
+bench, from another browser session first, so that every figure is taken with a run training
+beside the learner (the table's header says the run's state at the end); `--cpus 0` (root, Linux cgroups)
 serves the app on one core, as on Community Cloud's small box.
 
     python -m bench.dashboard_latency
@@ -73,11 +74,17 @@ def checkbox_flip(page, label: str) -> Action:
     return Action(lambda: box.locator("label").first.click())
 
 
-def start_training(browser, url: str):
-    """Another session presses Start on Train (the default preset) and leaves its tab open."""
+def start_training(browser, url: str, steps: int = 20_000):
+    """Another session sets the default preset's step count high enough to outlast the bench,
+    presses Start on Train and leaves its tab open."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(url + "/Train?lang=en", wait_until="domcontentloaded")
     page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+    settle(page)
+    box = page.get_by_label("Steps", exact=True)
+    box.fill(str(steps))
+    box.press("Enter")
+    page.wait_for_timeout(500)  # the rerun that takes the value starts
     settle(page)
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click()
     page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=TIMEOUT_MS)

@@ -13,11 +13,14 @@ import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .config import GPTConfig, TrainConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SETTINGS = [f.name for f in fields(GPTConfig) if f.name != "vocab_size"] + \
            [f.name for f in fields(TrainConfig) if f.name not in ("device", "compile", "dtype")]
@@ -95,6 +98,7 @@ def labels(records: list[RunRecord]) -> list[str]:
 def differing_settings(records: list[RunRecord]) -> pd.DataFrame:
     """The settings whose values differ between the records: one row per setting, one column
     per record (by name, numbered where two share one). Empty when every setting is the same."""
+    import pandas as pd  # here, not at the top: every page's start-up does without it
     rows = {name: [r.settings()[name] for r in records] for name in ["corpus"] + SETTINGS}
     differ = {name: values for name, values in rows.items() if len({repr(v) for v in values}) > 1}
     return pd.DataFrame.from_dict(differ, orient="index", columns=labels(records))
@@ -102,6 +106,7 @@ def differing_settings(records: list[RunRecord]) -> pd.DataFrame:
 
 def results_table(records: list[RunRecord]) -> pd.DataFrame:
     """Each record's steps, last train and val loss, best val loss, time and speed."""
+    import pandas as pd  # here, not at the top: every page's start-up does without it
     return pd.DataFrame({
         "run": labels(records),
         "steps": [r.final_step for r in records],
@@ -115,6 +120,7 @@ def results_table(records: list[RunRecord]) -> pd.DataFrame:
 
 def history_table(history) -> pd.DataFrame:
     """A run's logged events (train.TrainEvent) as a table, one row per event: for a CSV."""
+    import pandas as pd  # here, not at the top: every page's start-up does without it
     return pd.DataFrame([{"step": e.step, "train_loss": e.train_loss, "val_loss": e.val_loss, "lr": e.lr,
                           "tokens_per_sec": e.tokens_per_sec, "elapsed_s": e.elapsed,
                           "task_accuracy": e.task_accuracy, "task_solved": e.task_solved} for e in history],

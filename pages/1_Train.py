@@ -1,7 +1,7 @@
 """Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
 import streamlit as st
 
-from app import advice, charts, choices, compare, corpora, lesson, navigation, runs, train_form
+from app import advice, charts, choices, compare, corpora, lesson_links, navigation, runs, train_form
 from app.i18n import _, error_text, language, number
 from app.text import format_duration, md
 from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
@@ -11,7 +11,7 @@ navigation.setup_page(__file__)
 STEP_SIZES = (1, 10, 100)  # the Step button's choices
 
 st.title(_("Train"))
-lesson.link(11, 12)
+lesson_links.link(11, 12)
 st.markdown(_(
     "Train your own MiniGPT on the chosen corpus. Training runs in a background thread on the server, so it goes "
     "on while you visit other pages; the chart shows the training loss (blue), the validation loss on held-out "

@@ -3,7 +3,7 @@ import time
 
 import streamlit as st
 
-from app import beliefs, lesson, models, navigation, prompts
+from app import beliefs, lesson_links, models, navigation, prompts
 from app.i18n import _, error_text
 from app.text import markdown_stream, md
 from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt, steps_table, stream
@@ -11,7 +11,7 @@ from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo
 navigation.setup_page(__file__)
 
 st.title(_("Generate"))
-lesson.link(13, 14)
+lesson_links.link(13, 14)
 st.markdown(_(
     "The model writes one character at a time: it turns the text so far into a probability for every character "
     "it knows, and one is drawn. Temperature 0 always takes the likeliest (greedy); higher temperatures, top-k "

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import charts, heatmaps, lesson, models, navigation, prompts, runs
+from app import charts, heatmaps, lesson_links, models, navigation, prompts, runs
 from app.i18n import _
 from app.text import md
 from minigpt import N_, attention_npz, attention_panels, right_key_figure, top_key_changes
@@ -12,7 +12,7 @@ from minigpt import N_, attention_npz, attention_panels, right_key_figure, top_k
 navigation.setup_page(__file__)
 
 st.title(_("Attention"))
-lesson.link(6, 7)
+lesson_links.link(6, 7)
 st.markdown(_(
     "Each heatmap row is a character of your text asking *where should I look?* (the query); each column is an "
     "earlier character it can look at (the key). A row's weights add up to 1, and the grey upper triangle is the "

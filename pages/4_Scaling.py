@@ -1,14 +1,14 @@
 """√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
 import streamlit as st
 
-from app import charts, lesson, navigation
+from app import charts, lesson_links, navigation
 from app.i18n import _
-from minigpt import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
+from minigpt import N_, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
 
 navigation.setup_page(__file__)
 
 st.title(_("√d_k scaling"))
-lesson.link(5)
+lesson_links.link(5)
 st.markdown(_(
     "Scaled dot-product attention computes softmax(QKᵀ / √d_k). This experiment draws random queries and keys, as "
     "an untrained head would produce, and compares the softmax with and without the division: without it, bigger "
@@ -21,48 +21,7 @@ def scaling_table(d_ks: tuple[int, ...], seq_len: int, seed: int, num_samples: i
     return scaling_experiment(d_ks, seq_len=seq_len, seed=seed, num_samples=num_samples)
 
 
-keep = {"persist_state": "session"}
-cols = st.columns([2, 1, 1, 1])
-d_ks = cols[0].multiselect(_("d_k values (head size)"), [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
-                           default=list(DEMO_D_KS), key="scaling_d_ks", placeholder=_("Choose d_k values"), **keep)
-seq_len = cols[1].slider(_("seq_len (keys per query)"), 2, 128, value=DEMO_SEQ_LEN, key="scaling_seq_len", **keep)
-seed = cols[2].number_input(_("Seed"), 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", **keep)
-num_samples = cols[3].slider(_("Samples"), 1, 64, value=1, key="scaling_samples",
-                             help=_("Independent (seq_len × d_k) draws averaged per d_k."), **keep)
-
-if not d_ks:
-    st.info(_("Choose at least one d_k."))
-    st.stop()
-table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
-
-entropy_col, max_col = st.columns(2)  # side by side on a wide screen, one under the other on a phone
-entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="scaling_entropy",
-                         config=charts.config())
-max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="scaling_max_weight",
-                     config=charts.config())
-demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
-                                                                                     DEMO_SEED, 1)
-if demo_settings:
-    st.caption(_("At these settings (the demo's: d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) the "
-                 "numbers are the ones the reference demo prints."))
-else:
-    st.caption(_("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
-                 "one sample."))
-st.dataframe(table, hide_index=True, key="scaling_table", column_config={
-    "d_k": st.column_config.NumberColumn("d_k"),
-    "score_std_unscaled": st.column_config.NumberColumn(_("std of q·k"), format="%.4f"),
-    "score_std_scaled": st.column_config.NumberColumn(_("std of q·k/√d_k"), format="%.4f"),
-    "entropy_unscaled": st.column_config.NumberColumn(_("entropy, no scaling"), format="%.4f"),
-    "entropy_scaled": st.column_config.NumberColumn(_("entropy, scaled"), format="%.4f"),
-    "max_weight_unscaled": st.column_config.NumberColumn(_("max weight, no scaling"), format="%.4f"),
-    "max_weight_scaled": st.column_config.NumberColumn(_("max weight, scaled"), format="%.4f"),
-})
-
-st.subheader(_("Why √d_k"))
-text_col, plot_col = st.columns([1, 1])
-with text_col:
-    st.markdown(_(
-        r"""
+WHY = N_(r"""
 A score is a dot product of a query and a key: $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$.
 If the components are independent with mean 0 and variance 1, each product $q_i k_i$ has
 variance 1, and a sum of $d_k$ of them has
@@ -76,6 +35,56 @@ Without it, the softmax of wide scores is nearly one-hot: one key takes almost a
 (in the charts above, the red no-scaling bars at large d_k: max weight near 1, entropy near 0).
 Its gradient, $p\,(1-p)$ for each weight, is then almost zero everywhere, so the attention
 stops learning.
-"""))
-with plot_col:
-    st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())
+""")
+
+
+@st.fragment
+def experiment() -> None:
+    """The settings and everything drawn from them: a change reruns only this, not the page."""
+    keep = {"persist_state": "session"}
+    cols = st.columns([2, 1, 1, 1])
+    d_ks = cols[0].multiselect(_("d_k values (head size)"), [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+                               default=list(DEMO_D_KS), key="scaling_d_ks", placeholder=_("Choose d_k values"),
+                               **keep)
+    seq_len = cols[1].slider(_("seq_len (keys per query)"), 2, 128, value=DEMO_SEQ_LEN, key="scaling_seq_len", **keep)
+    seed = cols[2].number_input(_("Seed"), 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", **keep)
+    num_samples = cols[3].slider(_("Samples"), 1, 64, value=1, key="scaling_samples",
+                                 help=_("Independent (seq_len × d_k) draws averaged per d_k."), **keep)
+
+    if not d_ks:
+        st.info(_("Choose at least one d_k."))
+        return
+    table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
+
+    entropy_col, max_col = st.columns(2)  # side by side on a wide screen, one under the other on a phone
+    entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="scaling_entropy",
+                             config=charts.config())
+    max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="scaling_max_weight",
+                         config=charts.config())
+    demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
+                                                                                         DEMO_SEED, 1)
+    if demo_settings:
+        st.caption(_("At these settings (the demo's: d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) the "
+                     "numbers are the ones the reference demo prints."))
+    else:
+        st.caption(_("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
+                     "one sample."))
+    st.dataframe(table, hide_index=True, key="scaling_table", column_config={
+        "d_k": st.column_config.NumberColumn("d_k"),
+        "score_std_unscaled": st.column_config.NumberColumn(_("std of q·k"), format="%.4f"),
+        "score_std_scaled": st.column_config.NumberColumn(_("std of q·k/√d_k"), format="%.4f"),
+        "entropy_unscaled": st.column_config.NumberColumn(_("entropy, no scaling"), format="%.4f"),
+        "entropy_scaled": st.column_config.NumberColumn(_("entropy, scaled"), format="%.4f"),
+        "max_weight_unscaled": st.column_config.NumberColumn(_("max weight, no scaling"), format="%.4f"),
+        "max_weight_scaled": st.column_config.NumberColumn(_("max weight, scaled"), format="%.4f"),
+    })
+
+    st.subheader(_("Why √d_k"))
+    text_col, plot_col = st.columns([1, 1])
+    with text_col:
+        st.markdown(_(WHY))
+    with plot_col:
+        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())
+
+
+experiment()

@@ -1,14 +1,14 @@
 """Inside attention: how one attention weight is made, step by step, and what each head does."""
 import streamlit as st
 
-from app import charts, heatmaps, lesson, models, navigation, prompts, weights
+from app import charts, heatmaps, lesson_links, models, navigation, prompts, weights
 from app.i18n import _
 from minigpt import PATTERNS, attention_heatmap, head_table
 
 navigation.setup_page(__file__)
 
 st.title(_("Inside attention"))
-lesson.link(4)
+lesson_links.link(4)
 st.markdown(_(
     "The heatmaps show the result of attention; this page shows how it comes about, with your model's own numbers. "
     "Pick a layer, a head and a query character: its query vector q meets every key vector k in a dot product, the "

@@ -2,7 +2,7 @@
 the prediction read out after every layer (the logit lens)."""
 import streamlit as st
 
-from app import charts, lesson, models, navigation, prompts
+from app import charts, lesson_links, models, navigation, prompts
 from app.i18n import _
 from minigpt import (embedding_pca, embeddings_figure, logit_lens, logit_lens_figure, position_similarity,
                      positions_figure, similarity_figure)
@@ -10,7 +10,7 @@ from minigpt import (embedding_pca, embeddings_figure, logit_lens, logit_lens_fi
 navigation.setup_page(__file__)
 
 st.title(_("Inside the model"))
-lesson.link(3, 8, 9)
+lesson_links.link(3, 8, 9)
 st.markdown(_("Attention is one part of the model. Here are the others, on your model: the positional encoding "
               "that tells it where each character stands, the embeddings that turn characters into vectors and, "
               "through weight tying, vectors back into scores, and the prediction as it forms layer by layer."))

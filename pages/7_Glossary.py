@@ -1,14 +1,14 @@
 """Glossary: the course's terms in every language of the app, searchable either way."""
 import streamlit as st
 
-from app import glossary, lesson, navigation
+from app import glossary, lesson_links, navigation
 from app.i18n import _
 from app.text import md
 
 navigation.setup_page(__file__)
 
 st.title(_("Glossary"))
-lesson.link(1)
+lesson_links.link(1)
 st.markdown(_("The terms the pages use, with the words of the course. Search in either language; click a column's "
               "header to sort by it."))
 

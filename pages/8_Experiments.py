@@ -1,7 +1,7 @@
 """Experiments: take a part of the loaded model out, and measure what it did."""
 import streamlit as st
 
-from app import charts, compare, heatmaps, lesson, models, navigation, prompts, race
+from app import charts, compare, heatmaps, lesson_links, models, navigation, prompts, race
 from app.i18n import _, error_text, number
 from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, generate, head_importance, importance_figure,
                      knocked_out, mean_loss, validation_windows)
@@ -13,7 +13,7 @@ WHOLE = "whole_model_measured"  # session_state: the whole model's loss and samp
 navigation.setup_page(__file__)
 
 st.title(_("Experiments"))
-lesson.link(7)
+lesson_links.link(7)
 st.markdown(_(
     "What does a part of the model do? Take it out and look. A knock-out works on a copy: the model the other "
     "pages use, and other learners' sessions, stay as they are. The loss is measured on the same validation "

@@ -1,7 +1,7 @@
 """Lesson: a guided path through the loaded model, one step at a time (?lesson=N)."""
 import streamlit as st
 
-from app import lesson, models, navigation
+from app import lesson, lesson_links, models, navigation
 from app.i18n import _
 
 navigation.setup_page(__file__)
@@ -11,10 +11,10 @@ st.markdown(_("From what a language model predicts to training and sampling one 
               "and your own text. Each step has a few sentences, a live view to try, and a question to check "
               "yourself."))
 
-n = lesson.step_number()
-lesson.steps_bar(n, "top")
+n = lesson_links.step_number()
+lesson_links.steps_bar(n, "top")
 lm = models.require_model()
 st.caption(lm.summary())
 lesson.show(n, lm)
 st.divider()
-lesson.steps_bar(n, "bottom")
+lesson_links.steps_bar(n, "bottom")

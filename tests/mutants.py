@@ -161,6 +161,12 @@ MUTANTS = {
                                     'layers=_("{n} layers", n=c.num_layers)')]),
     "scaling caption claims the demo's numbers at any settings": ("pages/4_Scaling.py", [(
         "if demo_settings:", "if True:")]),
+    "the score-std chart left outside the scaling fragment, on the first settings": ("pages/4_Scaling.py", [(
+        '        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())\n',
+        "        pass\n"), (
+        "\n\nexperiment()\n",
+        "\n\nexperiment()\nst.plotly_chart(score_std_figure(scaling_table(DEMO_D_KS, DEMO_SEQ_LEN, DEMO_SEED, 1), "
+        "tr=_), key='score_std_chart', config=charts.config())\n")]),
     # looking inside: each of these shows a learner a wrong number
     "a row's mask lets the query see the future (inside)": ("minigpt/explain.py", [(
         "allowed = np.arange(len(ids)) <= query", "allowed = np.arange(len(ids)) >= 0")]),

@@ -385,6 +385,25 @@ def test_scaling_page_default_figure_and_table_show_the_numbers_the_reference_de
     np.testing.assert_allclose(table["entropy_unscaled"], expected[:, 0], atol=5e-5)
 
 
+def test_every_scaling_chart_follows_a_change_of_the_settings():
+    """The settings rerun only their fragment: the charts under the table, too, must be redrawn from
+    the new experiment, not left showing the old one."""
+    at = page(home(), "pages/4_Scaling.py")
+    before = plotly_array(plotly_spec(at, 2)["data"][0]["y"])
+    at.multiselect(key="scaling_d_ks").set_value([4, 16]).run()
+    at.slider(key="scaling_seq_len").set_value(32).run()
+    table = at.dataframe[0].value
+    assert table["d_k"].tolist() == [4, 16]
+    entropy, max_weight, score_std = (plotly_spec(at, i)["data"] for i in range(3))
+    for traces in (entropy, max_weight):
+        assert [t["x"] for t in traces] == [["d_k=4", "d_k=16"]] * 2
+    np.testing.assert_allclose(plotly_array(entropy[0]["y"]), table["entropy_unscaled"])
+    np.testing.assert_allclose(plotly_array(max_weight[1]["y"]), table["max_weight_scaled"])
+    np.testing.assert_allclose(plotly_array(score_std[0]["x"]), [4, 16])
+    np.testing.assert_allclose(plotly_array(score_std[0]["y"]), table["score_std_unscaled"])
+    assert len(before) == len(DEMO_SCALING)
+
+
 def test_a_bad_corpus_upload_gets_an_error_message():
     at = home()
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("junk.txt", b"\x00\x01\x02binary", "text/plain")).run()

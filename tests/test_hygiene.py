@@ -169,6 +169,21 @@ def test_no_uploaded_name_becomes_a_path(writes, tmp_path):
     assert leftovers(tmp_path / "tmp") == []  # the zip was read in memory
 
 
+HEAVY_FOR_HOME = ("pandas", "app.lesson", "minigpt.viz")
+
+
+def test_home_and_the_sidebar_draw_without_pandas_or_the_lessons_views():
+    """The first load waits for every import Home makes: pandas (about half a second here) and the
+    lesson's views are for other pages. Streamlit itself brings in Plotly, so that is not counted."""
+    code = ("import runpy, sys\n"
+            "import streamlit\n"
+            "runpy.run_path('streamlit_app.py', run_name='__main__')\n"
+            f"print(sorted(m for m in {HEAVY_FOR_HOME!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
 def test_a_page_session_writes_nothing_at_all(writes, tmp_path):
     before = repo_files()
     at = home()

@@ -69,15 +69,12 @@ def experiment() -> None:
     else:
         st.caption(_("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
                      "one sample."))
-    st.dataframe(table, hide_index=True, key="scaling_table", column_config={
-        "d_k": st.column_config.NumberColumn("d_k"),
-        "score_std_unscaled": st.column_config.NumberColumn(_("std of q·k"), format="%.4f"),
-        "score_std_scaled": st.column_config.NumberColumn(_("std of q·k/√d_k"), format="%.4f"),
-        "entropy_unscaled": st.column_config.NumberColumn(_("entropy, no scaling"), format="%.4f"),
-        "entropy_scaled": st.column_config.NumberColumn(_("entropy, scaled"), format="%.4f"),
-        "max_weight_unscaled": st.column_config.NumberColumn(_("max weight, no scaling"), format="%.4f"),
-        "max_weight_scaled": st.column_config.NumberColumn(_("max weight, scaled"), format="%.4f"),
-    })
+    # a plain table: four rows need no scrolling or sorting, and st.dataframe's grid takes longer to redraw
+    # than the three charts together
+    headers = {"score_std_unscaled": _("std of q·k"), "score_std_scaled": _("std of q·k/√d_k"),
+               "entropy_unscaled": _("entropy, no scaling"), "entropy_scaled": _("entropy, scaled"),
+               "max_weight_unscaled": _("max weight, no scaling"), "max_weight_scaled": _("max weight, scaled")}
+    st.table(table.set_index("d_k").rename(columns=headers).style.format("{:.4f}"))
 
     st.subheader(_("Why √d_k"))
     text_col, plot_col = st.columns([1, 1])

@@ -8,7 +8,8 @@ from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, g
 
 SAMPLE_SEED, SAMPLE_TOKENS, SAMPLE_TEMPERATURE = 0, 120, 0.8
 IMPORTANCE = "head_importance_shown"  # session_state: the last importance grid, with the model it is of
-WHOLE = "whole_model_measured"  # session_state: the whole model's loss and sample, with the model they are of
+MEASURED = "knockouts_measured"  # session_state: {(model, prompt, knock-out): (loss, sample)}, the latest few
+KEEP_MEASURED = 16
 
 navigation.setup_page(__file__)
 
@@ -70,12 +71,24 @@ windows = validation_windows(held_out, lm.block_size) if held_out is not None el
 if windows is None:
     st.info(_("This model's corpus is not known here, so there is no validation text to measure its loss on; "
               "the samples and the attention below still show what the knock-out changed."))
-whole = st.session_state.get(WHOLE)
-if whole is None or whole[0] != (identity, prompt):  # the same on every rerun: measured once per model
-    whole = st.session_state[WHOLE] = ((identity, prompt), measure(lm.model, windows))
-knocked = None if knockout.empty else measure(twin, windows)
+
+
+def measured(model, knockout: Knockout) -> tuple[float | None, str | SamplingError]:
+    """measure(), once per model, prompt and knock-out in this session: the same every time, and a learner
+    turns a knock-out on and off to compare."""
+    memo = st.session_state.setdefault(MEASURED, {})
+    key = (identity, prompt, knockout)
+    if key not in memo:
+        memo[key] = measure(model, windows)
+        while len(memo) > KEEP_MEASURED:
+            del memo[next(iter(memo))]  # the oldest
+    return memo[key]
+
+
+whole = measured(lm.model, Knockout())
+knocked = None if knockout.empty else measured(twin, knockout)
 if windows is not None:
-    base = whole[1][0]
+    base = whole[0]
     whole_col, knocked_col = st.columns(2)
     whole_col.metric(_("Val loss, whole model"), number(base, ".3f"))
     if knocked is not None:
@@ -85,7 +98,7 @@ if windows is not None:
 
 st.markdown(_("**The same prompt and seed** (temperature {temperature:g}), before and after:",
               temperature=SAMPLE_TEMPERATURE))
-shown = [(whole[1][1], _("Whole model"))] + ([] if knocked is None else [(knocked[1], _("Knocked out"))])
+shown = [(whole[1], _("Whole model"))] + ([] if knocked is None else [(knocked[1], _("Knocked out"))])
 for col, (sample, label) in zip(st.columns(2), shown):
     col.caption(label)
     if isinstance(sample, SamplingError):

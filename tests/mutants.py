@@ -161,6 +161,8 @@ MUTANTS = {
                                     'layers=_("{n} layers", n=c.num_layers)')]),
     "scaling caption claims the demo's numbers at any settings": ("pages/4_Scaling.py", [(
         "if demo_settings:", "if True:")]),
+    "a kept knock-out's numbers shown for another knock-out": ("pages/8_Experiments.py", [(
+        "    key = (identity, prompt, knockout)\n", "    key = (identity, prompt, knockout.empty)\n")]),
     "the score-std chart left outside the scaling fragment, on the first settings": ("pages/4_Scaling.py", [(
         '        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())\n',
         "        pass\n"), (

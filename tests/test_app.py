@@ -380,9 +380,10 @@ def test_scaling_page_default_figure_and_table_show_the_numbers_the_reference_de
     np.testing.assert_allclose(max_weight["no scaling"], expected[:, 1], atol=5e-5)
     np.testing.assert_allclose(entropy["scaled by 1/√d_k"], expected[:, 2], atol=5e-5)
     np.testing.assert_allclose(max_weight["scaled by 1/√d_k"], expected[:, 3], atol=5e-5)
-    table = at.dataframe[0].value
-    assert table["d_k"].tolist() == d_ks
-    np.testing.assert_allclose(table["entropy_unscaled"], expected[:, 0], atol=5e-5)
+    table = at.table[0].value  # the numbers under the table's formatting
+    assert table.index.tolist() == d_ks
+    np.testing.assert_allclose(table["entropy, no scaling"], expected[:, 0], atol=5e-5)
+    np.testing.assert_allclose(table["max weight, scaled"], expected[:, 3], atol=5e-5)
 
 
 def test_every_scaling_chart_follows_a_change_of_the_settings():
@@ -392,15 +393,15 @@ def test_every_scaling_chart_follows_a_change_of_the_settings():
     before = plotly_array(plotly_spec(at, 2)["data"][0]["y"])
     at.multiselect(key="scaling_d_ks").set_value([4, 16]).run()
     at.slider(key="scaling_seq_len").set_value(32).run()
-    table = at.dataframe[0].value
-    assert table["d_k"].tolist() == [4, 16]
+    table = at.table[0].value
+    assert table.index.tolist() == [4, 16]
     entropy, max_weight, score_std = (plotly_spec(at, i)["data"] for i in range(3))
     for traces in (entropy, max_weight):
         assert [t["x"] for t in traces] == [["d_k=4", "d_k=16"]] * 2
-    np.testing.assert_allclose(plotly_array(entropy[0]["y"]), table["entropy_unscaled"])
-    np.testing.assert_allclose(plotly_array(max_weight[1]["y"]), table["max_weight_scaled"])
+    np.testing.assert_allclose(plotly_array(entropy[0]["y"]), table["entropy, no scaling"])
+    np.testing.assert_allclose(plotly_array(max_weight[1]["y"]), table["max weight, scaled"])
     np.testing.assert_allclose(plotly_array(score_std[0]["x"]), [4, 16])
-    np.testing.assert_allclose(plotly_array(score_std[0]["y"]), table["score_std_unscaled"])
+    np.testing.assert_allclose(plotly_array(score_std[0]["y"]), table["std of q·k"])
     assert len(before) == len(DEMO_SCALING)
 
 

@@ -210,6 +210,27 @@ def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sess
     assert len(other.metric) == 1 and other.metric[0].value == f"{base:.3f}"  # nothing knocked out there
 
 
+def test_a_knockout_measured_again_shows_its_own_numbers_not_another_ones():
+    """The page keeps each knock-out's loss and sample for the session: turning one off and on again
+    shows its numbers again, and another knock-out never shows the kept ones."""
+    at = page(home(), "pages/8_Experiments.py")
+    base = at.metric[0].value
+    window = at.slider[0]
+    shown = {}
+    for name, positions, width in [("positions", True, window.max), ("window", False, 3), ("both", True, 3),
+                                   ("none", False, window.max), ("positions again", True, window.max)]:
+        at.checkbox(key="knockout_positions").set_value(positions)
+        at.slider[0].set_value(width).run()
+        assert not at.exception
+        shown[name] = (at.metric[0].value, at.metric[1].value if len(at.metric) > 1 else None,
+                       tuple(c.value for c in at.code))
+    assert {whole for whole, _, _ in shown.values()} == {base}
+    assert shown["none"][1] is None and len(shown["none"][2]) == 1
+    knocked = [shown[name][1] for name in ("positions", "window", "both")]
+    assert len(set(knocked)) == 3, knocked  # three knock-outs, three losses
+    assert shown["positions again"] == shown["positions"]
+
+
 def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_head():
     at = page(home(), "pages/8_Experiments.py")
     at.button(key="measure_heads").click().run()

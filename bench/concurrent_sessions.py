@@ -139,12 +139,24 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
         await context.close()
 
 
-async def start_training(browser, url: str) -> tuple[object, object]:
-    """A session that starts a run of the default preset and stays open while it trains."""
+async def start_training(browser, url: str, steps: int = 20_000) -> tuple[object, object]:
+    """A session that starts a run of the default preset, long enough to outlast the bench (20,000
+    steps, no early stop), and stays open while it trains."""
     context = await browser.new_context(viewport={"width": 1400, "height": 1800})
     page = await context.new_page()
-    await page.goto(url + "/Train", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+    await page.goto(url + "/Train?lang=en", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
     await rendered(page, "Train")
+    main = page.get_by_test_id("stMainBlockContainer")
+    box = page.get_by_label("Steps", exact=True)
+    await box.fill(str(steps))
+    await box.press("Enter")
+    await page.wait_for_timeout(1000)  # the rerun that takes the value
+    await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
+    early = main.locator('[data-testid="stCheckbox"]', has_text="Stop early")
+    if await early.get_by_role("checkbox").is_checked():
+        await early.locator("label").first.click()
+        await page.wait_for_timeout(1000)
+        await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
     await page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click()
     await page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=TIMEOUT_MS)
     return context, page

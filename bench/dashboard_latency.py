@@ -7,13 +7,15 @@ floor, a navigation < 1 s, the first Home load < 3 s after the server answers it
 (beside it, a bare script's first load: the part of it that is Streamlit's and the browser's).
 It prints medians and ratios and asserts nothing.
 
-`--training` starts a run of the default preset, made long enough (20,000 steps) to outlast the
-bench, from another browser session first, so that every figure is taken with a run training
+`--training` starts a run of the default preset, made long enough (20,000 steps, no early stop)
+to outlast the bench, from another browser session first, so that every figure is taken with a run training
 beside the learner (the table's header says the run's state at the end); `--cpus 0` (root, Linux cgroups)
 serves the app on one core, as on Community Cloud's small box.
 
     python -m bench.dashboard_latency
     python -m bench.dashboard_latency --training --repeats 5
+    git worktree add /tmp/before <commit>   # the first load before and after a change, in turn
+    python -m bench.dashboard_latency --first-load-only --loads 6 --before /tmp/before
     sudo python -m bench.dashboard_latency --cpus 0 --training
 """
 from __future__ import annotations
@@ -31,14 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import print_header, print_table  # noqa: E402
 from bench.inside_latency import (ARM, BARE_SCRIPT, BUDGET_S, DONE, TIMEOUT_MS, Action, bare_rerun, floor_row,  # noqa: E402
                                   latency_row, measure_page, pick, radio_flip, settle, slider_step, timed)
-from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer  # noqa: E402
+from bench.live_server import APP_DIR, CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer  # noqa: E402
 
 NAVIGATION_S, FIRST_LOAD_S, FLOOR_RATIO = 1.0, 3.0, 3.0
 
 
-def first_home_load(browser, box: Box, lang: str, script: str = "streamlit_app.py") -> float:
-    """A fresh server: from its health check answering until Home (or `script`) has drawn everything."""
-    with LiveServer(box=box, script=script) as server:
+def first_home_load(browser, box: Box, lang: str, script: str = "streamlit_app.py", app_dir: Path = APP_DIR) -> float:
+    """A fresh server (of the checkout `app_dir`): from its health check answering until Home (or
+    `script`) has drawn everything."""
+    with LiveServer(box=box, script=script, app_dir=app_dir) as server:
         healthy = time.monotonic()
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{server.url}/?lang={lang}", wait_until="domcontentloaded")
@@ -88,6 +91,11 @@ def start_training(browser, url: str, steps: int = 20_000):
     box.press("Enter")
     page.wait_for_timeout(500)  # the rerun that takes the value starts
     settle(page)
+    early = page.get_by_test_id("stMainBlockContainer").locator('[data-testid="stCheckbox"]', has_text="Stop early")
+    if early.get_by_role("checkbox").is_checked():  # the preset stops when val loss stalls: keep it training
+        early.locator("label").first.click()
+        page.wait_for_timeout(500)
+        settle(page)
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click()
     page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=TIMEOUT_MS)
     return page
@@ -99,6 +107,10 @@ def main() -> int:
     parser.add_argument("--loads", type=int, default=3, help="fresh servers for the first Home load")
     parser.add_argument("--training", action="store_true", help="a run of the default preset trains throughout")
     parser.add_argument("--cpus", default=None, help="cores the server may use, e.g. 0 (needs root)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout of the app (a git worktree of an older commit): its first Home load "
+                             "is timed in turn with this one's")
+    parser.add_argument("--first-load-only", action="store_true", help="time the first loads only")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -109,43 +121,16 @@ def main() -> int:
         bare = bare_rerun(browser, args.repeats, box)
         bare_script = Path(tempfile.mkdtemp(prefix="minigpt-bare-")) / "bare.py"
         bare_script.write_text(BARE_SCRIPT)
-        loads, bare_loads = [], []
-        for _ in range(args.loads):  # in turn: the app's first load, and the bare script's (Streamlit's own part)
+        loads, bare_loads, before_loads = [], [], []
+        for _ in range(args.loads):  # in turn: the app's first load, the bare script's (Streamlit's own part), before
             loads.append(first_home_load(browser, box, lang))
             bare_loads.append(first_home_load(browser, box, lang, script=str(bare_script)))
-        with LiveServer(box=box) as server:
-            trainer = start_training(browser, server.url) if args.training else None
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            url = lambda path: f"{server.url}/{path}?lang={lang}"  # noqa: E731
-            widgets = measure_page(page, url("Generate"), {
-                "Generate: temperature one step": slider_step(page, 0, ("ArrowLeft", "ArrowRight")),
-                "Generate: top-p one step": slider_step(page, 1, ("ArrowRight", "ArrowLeft")),
-            }, args.repeats)
-            widgets |= measure_page(page, url("Attention"), {
-                "Attention: edit the text": type_text(page, "Text", ("深度学习是人工智能", "注意力机制")),
-                "Attention: without 1/√d_k (checkbox)": checkbox_flip(page, "Without 1/√d_k scaling"),
-                "Attention: switch the view": radio_flip(page, 0),
-            }, args.repeats | 1)
-            widgets |= measure_page(page, url("Scaling"), {
-                "√d_k: seq_len slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),
-            }, args.repeats)
-            widgets |= measure_page(page, url("Inside"), {
-                "Inside attention: query slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),
-                "Inside attention: pick a head": pick(page, 1),
-            }, args.repeats)
-            widgets |= measure_page(page, url("Experiments"), {
-                "Experiments: remove the positions (knock-out)": checkbox_flip(page, "Remove the positional encoding"),
-                "Experiments: attention window one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),  # at its end
-            }, args.repeats | 1)
-            page.goto(url(""), wait_until="domcontentloaded")
-            page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
-            hops = ["Train", "Generate", "Attention", "√d_k scaling", "Inside attention", "Experiments", "Home"]
-            navigation: dict[str, list[float]] = {f"to {hop}": [] for hop in hops}
-            for _ in range(args.repeats):
-                for hop in hops:
-                    navigation[f"to {hop}"].append(timed(page, navigate(page, hop)))
-            state = trainer.locator('[data-testid="stMetricValue"]').first.inner_text() if trainer else None
-            page.close()
+            if args.before is not None:
+                before_loads.append(first_home_load(browser, box, lang, app_dir=args.before.resolve()))
+        if args.first_load_only:
+            widgets, navigation, state = {}, {}, None
+        else:
+            widgets, navigation, state = interactions(browser, box, lang, args.repeats, args.training)
         browser.close()
     floor = statistics.median(bare)
     rows = [floor_row(bare)]
@@ -155,11 +140,53 @@ def main() -> int:
              for name, values in navigation.items()]
     rows.append(latency_row("first Home load after the health check", loads, floor, lambda m: m < FIRST_LOAD_S))
     rows.append(latency_row("  the bare script's first load, the same way", bare_loads, floor, bool)[:-1] + ["–"])
+    if before_loads:
+        rows.append(latency_row(f"  the first Home load of {args.before}", before_loads, floor,
+                                lambda m: m < FIRST_LOAD_S))
     print(f"server cores: {args.cpus or 'all'}; a run training beside the learner: "
           f"{'yes (' + state + ' at the end)' if args.training else 'no'}; budgets: widget < {BUDGET_S} s and "
           f"<= {FLOOR_RATIO:g}x bare, navigation < {NAVIGATION_S:g} s, first load < {FIRST_LOAD_S:g} s")
     print_table(["interaction", "median s", "min-max s", "× bare", "in budget"], rows)
     return 0
+
+
+def interactions(browser, box: Box, lang: str, repeats: int, training: bool):
+    """Every widget and every navigation, on one server; with training, beside another session's run.
+    Returns the widgets' times, the navigations' times and the run's state at the end (or None)."""
+    with LiveServer(box=box) as server:
+        trainer = start_training(browser, server.url) if training else None
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        url = lambda path: f"{server.url}/{path}?lang={lang}"  # noqa: E731
+        widgets = measure_page(page, url("Generate"), {
+            "Generate: temperature one step": slider_step(page, 0, ("ArrowLeft", "ArrowRight")),
+            "Generate: top-p one step": slider_step(page, 1, ("ArrowRight", "ArrowLeft")),
+        }, repeats)
+        widgets |= measure_page(page, url("Attention"), {
+            "Attention: edit the text": type_text(page, "Text", ("深度学习是人工智能", "注意力机制")),
+            "Attention: without 1/√d_k (checkbox)": checkbox_flip(page, "Without 1/√d_k scaling"),
+            "Attention: switch the view": radio_flip(page, 0),
+        }, repeats | 1)
+        widgets |= measure_page(page, url("Scaling"), {
+            "√d_k: seq_len slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),
+        }, repeats)
+        widgets |= measure_page(page, url("Inside"), {
+            "Inside attention: query slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),
+            "Inside attention: pick a head": pick(page, 1),
+        }, repeats)
+        widgets |= measure_page(page, url("Experiments"), {
+            "Experiments: remove the positions (knock-out)": checkbox_flip(page, "Remove the positional encoding"),
+            "Experiments: attention window one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),  # at its end
+        }, repeats | 1)
+        page.goto(url(""), wait_until="domcontentloaded")
+        page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+        hops = ["Train", "Generate", "Attention", "√d_k scaling", "Inside attention", "Experiments", "Home"]
+        navigation: dict[str, list[float]] = {f"to {hop}": [] for hop in hops}
+        for _ in range(repeats):
+            for hop in hops:
+                navigation[f"to {hop}"].append(timed(page, navigate(page, hop)))
+        state = trainer.locator('[data-testid="stMetricValue"]').first.inner_text() if trainer else None
+        page.close()
+    return widgets, navigation, state
 
 
 if __name__ == "__main__":

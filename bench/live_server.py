@@ -110,8 +110,9 @@ class LiveServer:
     """`with LiveServer(env) as server:` serves the app until the block ends (SIGTERM, then kill)."""
 
     def __init__(self, env: dict[str, str] | None = None, timeout: float = 60.0, script: str = "streamlit_app.py",
-                 box: Box | None = None):
-        self.env = {**os.environ, "PYTHONPATH": str(APP_DIR), **(env or {})}
+                 box: Box | None = None, app_dir: Path = APP_DIR):
+        self.app_dir = app_dir  # another checkout of the app, for a before/after
+        self.env = {**os.environ, "PYTHONPATH": str(app_dir), **(env or {})}
         self.box = box  # entered by the caller; the server starts inside it
         self.script = script  # another script serves as a baseline (bench.inside_latency's bare rerun)
         self.timeout = timeout
@@ -129,7 +130,7 @@ class LiveServer:
         if self.box is not None and self.box.paths:  # the shell joins the groups, then becomes the server
             command = ["sh", "-c", f'{self.box.enter_command()} && exec "$@"', "sh", *command]
         with self.log.open("w") as log:
-            self.proc = subprocess.Popen(command, cwd=APP_DIR, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+            self.proc = subprocess.Popen(command, cwd=self.app_dir, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         self.url = f"http://127.0.0.1:{port}"
         self._wait_healthy()
         return self

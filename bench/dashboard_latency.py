@@ -14,8 +14,8 @@ serves the app on one core, as on Community Cloud's small box.
 
     python -m bench.dashboard_latency
     python -m bench.dashboard_latency --training --repeats 5
-    git worktree add /tmp/before <commit>   # the first load before and after a change, in turn
-    python -m bench.dashboard_latency --first-load-only --loads 6 --before /tmp/before
+    git worktree add ../minigpt-before <commit>   # the first load before and after a change, in turn
+    python -m bench.dashboard_latency --first-load-only --loads 6 --before ../minigpt-before
     sudo python -m bench.dashboard_latency --cpus 0 --training
 """
 from __future__ import annotations

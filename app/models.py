@@ -71,6 +71,7 @@ class LoadedModel:
     detail: str          # a phrase on where the model comes from, in the page's language
     sample_text: str     # the default text for the attention view and the first prompt
     block_size: int      # the context it was trained on: positions past it never trained
+    identity: str        # the same for the same weights: what a page keys the results it keeps on
     corpus_text: str = field(default="", repr=False)  # the corpus it learned, when known
 
     @property
@@ -121,7 +122,7 @@ def require_model() -> LoadedModel:
 
 
 def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: str, detail: str,
-                     text: str) -> LoadedModel:
+                     text: str, identity: str) -> LoadedModel:
     """text: the corpus the model learned, when known; the default texts come from it, or from the
     probe text the checkpoint carries, never from another corpus."""
     step = checkpoint.meta.get("step")
@@ -131,7 +132,7 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
     if not (isinstance(probe, str) and probe.strip() and not tokenizer.unknown_chars(probe)):
         probe = probe_text(tokenizer, text)
     return LoadedModel(checkpoint.model, tokenizer, source, corpus, status, steps, detail,
-                       probe[: checkpoint.block_size], checkpoint.block_size, text)
+                       probe[: checkpoint.block_size], checkpoint.block_size, identity, text)
 
 
 def _pretrained_model() -> LoadedModel:
@@ -146,7 +147,8 @@ def _pretrained_model() -> LoadedModel:
         raise ModelUnavailable(_("The shipped model for {corpus} could not be loaded: {error}", corpus=corpus.key,
                                  error=md(error_text(err)))) from None
     return _from_checkpoint(checkpoint, SHIPPED, corpus.key, _("pretrained"),
-                            _("the model shipped with the app for {corpus}", corpus=corpus.key), corpus.text)
+                            _("the model shipped with the app for {corpus}", corpus=corpus.key), corpus.text,
+                            f"shipped:{corpus.key}")
 
 
 def _uploaded_model() -> LoadedModel:
@@ -161,7 +163,7 @@ def _uploaded_model() -> LoadedModel:
     corpus = str(checkpoint.meta.get("corpus") or _("unknown"))
     text = builtin_corpus(corpus).text if corpus in BUILTIN_CORPORA else ""
     return _from_checkpoint(checkpoint, UPLOADED, corpus, _("uploaded"),
-                            _("the checkpoint {name}", name=md(upload.name)), text)
+                            _("the checkpoint {name}", name=md(upload.name)), text, f"uploaded:{upload.digest}")
 
 
 def _run_model() -> LoadedModel:
@@ -173,7 +175,7 @@ def _run_model() -> LoadedModel:
     return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, state_label(snap.state),
                        _("{step:,} / {total:,}", step=snap.step, total=snap.max_steps),
                        _("run `{run}` from the Train page", run=entry.run_id),
-                       entry.probe_text, entry.run.trainer.cfg.block_size)
+                       entry.probe_text, entry.run.trainer.cfg.block_size, f"run:{entry.run_id}:{snap.step}")
 
 
 def first_prompt(model: LoadedModel) -> str:

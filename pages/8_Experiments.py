@@ -51,7 +51,7 @@ except KnockoutError as err:
 if knockout.empty:
     st.info(_("Nothing is knocked out yet: choose heads, the positions, a shorter window or the shuffled head above, "
               "and the loss, the sample and the attention of the knocked-out copy appear beside the whole model's."))
-identity = (lm.vocab_id, lm.detail, lm.steps)
+identity = lm.identity
 prompt = models.first_prompt(lm)
 
 

@@ -163,6 +163,8 @@ MUTANTS = {
         "if demo_settings:", "if True:")]),
     "a kept knock-out's numbers shown for another knock-out": ("pages/8_Experiments.py", [(
         "    key = (identity, prompt, knockout)\n", "    key = (identity, prompt, knockout.empty)\n")]),
+    "two uploads of the same name and step taken for one model": ("pages/8_Experiments.py", [(
+        "identity = lm.identity\n", "identity = (lm.vocab_id, lm.detail, lm.steps)\n")]),
     "the score-std chart left outside the scaling fragment, on the first settings": ("pages/4_Scaling.py", [(
         '        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())\n',
         "        pass\n"), (

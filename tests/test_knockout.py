@@ -231,6 +231,34 @@ def test_a_knockout_measured_again_shows_its_own_numbers_not_another_ones():
     assert shown["positions again"] == shown["positions"]
 
 
+def test_two_uploads_of_the_same_name_and_step_keep_their_own_knockout_numbers():
+    """The page keeps knock-out results per model: two checkpoints named alike, at the same step and
+    with the same vocabulary, are still two models."""
+    import copy
+
+    from app import choices, uploads
+    from minigpt import checkpoint_zip
+
+    shipped = load_pretrained("course-zh")
+    changed = copy.deepcopy(shipped.model)
+    with torch.no_grad():
+        changed.blocks[0].self_attn.W_O.weight.mul_(0.25)  # another model: its first layer's heads much weaker
+    meta = {"corpus": "course-zh", "step": 1000}
+    at = home()
+    at.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    shown = []
+    for model in (shipped.model, changed):
+        data = checkpoint_zip(model, shipped.tokenizer, meta=meta)
+        page(at, "streamlit_app.py").file_uploader(key=uploads.CHECKPOINT_UPLOAD) \
+            .set_value(("mine.zip", data, "application/zip")).run()
+        assert not at.error
+        page(at, "pages/8_Experiments.py").checkbox(key="knockout_positions").check().run()
+        assert not at.exception
+        shown.append((at.metric[0].value, at.metric[1].value))
+        at.checkbox(key="knockout_positions").uncheck().run()
+    assert shown[0][0] != shown[1][0] and shown[0][1] != shown[1][1], shown
+
+
 def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_head():
     at = page(home(), "pages/8_Experiments.py")
     at.button(key="measure_heads").click().run()

@@ -157,7 +157,7 @@ def compare_section() -> None:
     kept_as_is = live is not None and (entry.run_id, entry.run.snapshot().step) in st.session_state.get(MINE, {}).values()
     default = [i for i in by_id if i != LIVE][-4:] + ([LIVE] if live is not None and not kept_as_is else [])
     chosen = st.multiselect(_("Runs to compare"), list(by_id), default=default,
-                            format_func=lambda i: by_id[i].name, key="compare_chosen",
+                            format_func=lambda i: by_id[i].name, key="compare_chosen", placeholder=_("Choose runs"),
                             help=_("“This run” is the one on the Train page, as it is now; the others were kept."))
     if not chosen:
         return

@@ -27,7 +27,7 @@ st.caption(lm.summary())
 st.subheader(_("Knock-outs"))
 cells = [(layer, head) for layer in range(config.num_layers) for head in range(config.num_heads)]
 heads = st.multiselect(_("Zero these heads (layer · head)"), cells, format_func=lambda c: f"{c[0] + 1} · {c[1] + 1}",
-                       key=f"knockout_heads:{config.num_layers}x{config.num_heads}",
+                       key=f"knockout_heads:{config.num_layers}x{config.num_heads}", placeholder=_("Choose heads"),
                        help=_("A zeroed head still computes its attention, but adds nothing to what the layer "
                               "passes on: its columns of W_O are set to 0."))
 left, right = st.columns(2)

@@ -137,6 +137,22 @@ def test_no_page_shows_a_string_that_skips_the_translation_layer():
     assert not problems, "\n".join(problems)
 
 
+# widgets whose empty state shows Streamlit's own English words unless given a placeholder
+DEFAULT_PLACEHOLDERS = {"multiselect": "Choose options"}
+
+
+def test_no_widget_falls_back_to_streamlits_english_placeholder():
+    problems = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in DEFAULT_PLACEHOLDERS
+                    and not any(k.arg == "placeholder" for k in node.keywords)):
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.attr}(...) would show "
+                                f"{DEFAULT_PLACEHOLDERS[node.func.attr]!r}")
+    assert not problems, "\n".join(problems)
+
+
 MARKERS = {"_", "n_", "N_", "Message"}
 
 

@@ -36,6 +36,12 @@ PAGES = (
     ("pages/7_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
 )
 
+# Streamlit keeps a page link's label on one line and cuts off what does not fit: the lesson's step
+# titles, side by side on a tool page or on a phone, wrap instead
+WRAP_LINKS = ("<style>[data-testid=stPageLink-NavLink] span:has(> [data-testid=stMarkdownContainer]), "
+              "[data-testid=stPageLink-NavLink] [data-testid=stMarkdownContainer] p "
+              "{ white-space: normal; overflow: visible }</style>")
+
 _process_configured = False
 
 
@@ -52,6 +58,7 @@ def setup_page(script: str) -> None:
     if notice:
         st.warning(notice)
     streamlit_chrome()
+    st.html(WRAP_LINKS)
     with st.sidebar:
         language_switch()
         for page, label, page_icon, _offer in PAGES:

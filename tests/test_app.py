@@ -390,11 +390,12 @@ def test_every_scaling_chart_follows_a_change_of_the_settings():
     """The settings rerun only their fragment: the charts under the table, too, must be redrawn from
     the new experiment, not left showing the old one."""
     at = page(home(), "pages/4_Scaling.py")
-    before = plotly_array(plotly_spec(at, 2)["data"][0]["y"])
     at.multiselect(key="scaling_d_ks").set_value([4, 16]).run()
     at.slider(key="scaling_seq_len").set_value(32).run()
     table = at.table[0].value
     assert table.index.tolist() == [4, 16]
+    # 32 keys now: scaled scores stay close to uniform, whose entropy is ln 32, above anything 16 keys allow
+    assert (np.log(16) < table["entropy, scaled"]).all() and (table["entropy, scaled"] < np.log(32)).all()
     entropy, max_weight, score_std = (plotly_spec(at, i)["data"] for i in range(3))
     for traces in (entropy, max_weight):
         assert [t["x"] for t in traces] == [["d_k=4", "d_k=16"]] * 2
@@ -402,7 +403,10 @@ def test_every_scaling_chart_follows_a_change_of_the_settings():
     np.testing.assert_allclose(plotly_array(max_weight[1]["y"]), table["max weight, scaled"])
     np.testing.assert_allclose(plotly_array(score_std[0]["x"]), [4, 16])
     np.testing.assert_allclose(plotly_array(score_std[0]["y"]), table["std of q·k"])
-    assert len(before) == len(DEMO_SCALING)
+
+    at.multiselect(key="scaling_d_ks").set_value([]).run()  # nothing to draw: said, and nothing stale left
+    assert not at.exception and [i.value for i in at.info] == ["Choose at least one d_k."]
+    assert not at.get("plotly_chart") and not at.table
 
 
 def test_a_bad_corpus_upload_gets_an_error_message():

@@ -184,6 +184,10 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plo
     .map(([t, r]) => `${t.textContent} (${Math.round(r.left - box.left)}..${Math.round(r.right - box.left)} of ${Math.round(box.width)})`);
 })"""
 
+# a page link's words cut off at the end of its box (Streamlit keeps a link's label on one line by default)
+LINK_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stPageLink-NavLink] span:has(> [data-testid=stMarkdownContainer])')]
+  .filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.textContent)"""
+
 
 def _boxes(page, selector: str) -> list[dict]:
     return [el.bounding_box() for el in page.locator(selector).all()]
@@ -210,6 +214,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
             time.sleep(0.5)  # Plotly lays out after the first frame
         assert page.evaluate(OVERFLOW) <= 1, f"{path or '/'} is wider than the {screen} screen"
         assert not page.evaluate(CLIPPED), f"{path}: chart text cut off at its edge: {page.evaluate(CLIPPED)}"
+        assert not page.evaluate(LINK_CUT), f"{path or '/'}: a link's words cut off: {page.evaluate(LINK_CUT)}"
         charts = _boxes(page, '[data-testid="stPlotlyChart"]')
         assert not any(_overlap(a, b) for i, a in enumerate(charts) for b in charts[i + 1:]), path
         if path == "/Attention":

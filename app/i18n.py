@@ -87,15 +87,14 @@ def language_switch() -> None:
              on_change=_switched)
 
 
-def streamlit_chrome() -> None:
-    """Outside English, the hints Streamlit 1.67 writes under a focused text box in English
-    ("Press Enter to apply", "… to submit form") are painted over in the catalog's words."""
+def streamlit_chrome_css() -> str:
+    """Outside English, CSS that paints the hints Streamlit 1.67 writes under a focused text box in
+    English ("Press Enter to apply", "… to submit form") over in the catalog's words."""
     if language() == SOURCE:
-        return
+        return ""
     hint = "[data-testid=InputInstructions]"
     apply, submit = _("Press Enter to apply"), _("Press Enter to submit")
-    st.html("<style>" + painted_css(hint, apply, "0.75rem") + painted_css(f"[data-testid=stForm] {hint}", submit, "0.75rem")
-            + "</style>")
+    return painted_css(hint, apply, "0.75rem") + painted_css(f"[data-testid=stForm] {hint}", submit, "0.75rem")
 
 
 def painted_css(selector: str, text: str, size: str) -> str:

@@ -4,6 +4,7 @@ is in the address (?lesson=5), so that a teacher can send a class to one (app.le
 address, Back and Next, and the tool pages' links to their steps)."""
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from minigpt import (DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS, ConfigError, CorpusError, RunLimitError,
-                     SamplingError, attention_panels, character_table, generate, logit_lens, logit_lens_figure,
-                     loss_figure, lr_figure, next_logits, overfitting, position_labels, position_similarity, positions_figure, scaling_experiment,
-                     scaling_figure, similarity_figure, surprisal, uniform_loss)
+from minigpt import (DEFAULT_PRESET, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS, REFILL_KEPT, ConfigError,
+                     CorpusError, RunLimitError, SamplingError, TrainConfig, attention_panels, character_table,
+                     generate, logit_lens, logit_lens_figure, loss_figure, lr_figure, next_logits, overfitting,
+                     position_labels, position_similarity, positions_figure, scaling_experiment, scaling_figure,
+                     similarity_figure, surprisal, uniform_loss)
 
 from . import beliefs, compare, heatmaps, models, prompts, runs, weights
 from .charts import config as chart_config
@@ -38,9 +40,24 @@ def numbers(lm: LoadedModel) -> dict[str, int]:
                 heads=config.num_heads, layers=config.num_layers)
 
 
+def quoted_numbers() -> dict[str, float]:
+    """The numbers the words quote that the code owns, besides the loaded model's: the preset the
+    lesson trains, the reference demo's corpus, the validation share, the feed-forward width of
+    every preset, the KV cache's refill and how much the KV step writes."""
+    tiny = PRESETS[PRESET].train
+    demo = builtin_corpus(OVERFIT_CORPUS).text
+    model = PRESETS[DEFAULT_PRESET].model
+    return dict(tiny_batch=tiny.batch_size, tiny_block=tiny.block_size, tiny_steps=tiny.max_steps,
+                tiny_warmup=tiny.warmup_steps, tiny_lr=tiny.lr, tiny_min_lr=tiny.min_lr, beta1=tiny.betas[0],
+                beta2=tiny.betas[1], weight_decay=tiny.weight_decay, grad_clip=tiny.grad_clip,
+                demo_chars=len(demo), demo_vocab=len(set(demo)), demo_uniform=math.log(len(set(demo))),
+                val_share=TrainConfig.val_fraction, ffn_ratio=model.d_ff / model.d_model, refill=REFILL_KEPT,
+                kv_chars=KV_CHARS)
+
+
 def show(n: int, lm: LoadedModel) -> None:
     step = STEPS[n - 1]
-    params = numbers(lm)
+    params = numbers(lm) | quoted_numbers()
     st.header(f"{n}. {_(step.title)}")
     for paragraph in step.body:
         st.markdown(_(paragraph, **params))
@@ -313,10 +330,10 @@ def kv_view(lm: LoadedModel) -> None:
             st.caption(_("The same prompt, seed and settings both ways: the two texts are the same."))
         else:
             st.caption(_("The same prompt, seed and settings both ways: the texts agree for their first {same} "
-                         "characters, as long as everything fits in the {block} positions the model reads. After "
-                         "that the cached way starts again from the last three quarters of the context, while the "
-                         "other way always rereads all {block}, so the two part.", same=same,
-                         block=lm.block_size))
+                         "characters, as long as everything fits in the {block} positions the model reads. After that "
+                         "the cached way starts again from the last {refill:.0%} of the context, while the other way "
+                         "always rereads all {block}, so the two part.", same=same, block=lm.block_size,
+                         refill=REFILL_KEPT))
         st.code(text_cached, language=None, wrap_lines=True)
 
 

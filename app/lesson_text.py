@@ -1,8 +1,10 @@
 """The lesson's words, step by step, in English: the catalogs hold them in Chinese too. Each step
 names its live view (app.lesson draws it), the tool page it belongs to, and a check question.
 
-Fields in braces ({vocab}, {block}, {d_model}, {d_k}, {heads}, {layers}) are the loaded model's
-numbers. Formulas are LaTeX, the same in every language, and are not translated.
+Fields in braces are numbers the code owns, filled in when a step is shown (app.lesson): the
+loaded model's ({vocab}, {block}, {d_model}, {d_k}, {heads}, {layers}) and the rest
+(`app.lesson.quoted_numbers`: the Tiny preset the lesson trains, the demo's corpus, the validation
+share, the feed-forward width, the KV cache's refill). A number is never typed into the words. Formulas are LaTeX, the same in every language, and are not translated.
 """
 from __future__ import annotations
 
@@ -212,8 +214,9 @@ STEPS = (
         title=N_("Feed-forward, residuals and Pre-LN"),
         body=(
             N_("Once attention has gathered information from other positions, a **feed-forward network** works on "
-               "each position by itself: a linear layer widens the vector from d_model to d_ff numbers (four times"
-               " as many in every preset), GELU bends it, and a second linear layer brings it back to d_model."),
+               "each position by itself: a linear layer widens the vector from d_model to d_ff numbers "
+               "({ffn_ratio:g} times as many in every preset), GELU bends it, and a second linear layer brings it "
+               "back to d_model."),
             N_("Neither part replaces the vector; each adds its result to it. This **residual connection** keeps a"
                " running sum, the **residual stream**, that every block reads from and writes to, and it gives the"
                " gradient a direct road through every layer (your model has {layers}). Inside each branch, **layer normalization** "
@@ -287,16 +290,16 @@ STEPS = (
         view="train", page="pages/1_Train.py",
         title=N_("Training: AdamW, clipping, schedule"),
         body=(
-            N_("Each training step takes a batch of windows (16 windows of 32 characters in the Tiny preset), "
-               "computes the loss and backpropagates it to get a gradient for every parameter. The **optimizer**, "
-               "AdamW, turns gradients into updates: it keeps running averages of each gradient and of its square "
-               "(betas 0.9 and 0.99), and it shrinks the weights a little (weight decay 0.01) in a step of its "
-               "own, apart from the gradient."),
-            N_("Before the update, **gradient clipping** scales the whole gradient down whenever its norm is above"
-               " 1.0, so that one odd batch cannot fling the weights far. The **learning rate** follows a "
-               "schedule: during **warmup** it climbs in a straight line to its peak of 0.003, then **cosine "
-               "decay** lowers it smoothly to 0.0003 at the last step. The Tiny preset runs 300 steps, the first "
-               "30 of them warmup."),
+            N_("Each training step takes a batch of windows ({tiny_batch} windows of {tiny_block} characters in "
+               "the Tiny preset), computes the loss and backpropagates it to get a gradient for every parameter. "
+               "The **optimizer**, AdamW, turns gradients into updates: it keeps running averages of each "
+               "gradient and of its square (betas {beta1:g} and {beta2:g}), and it shrinks the weights a little "
+               "(weight decay {weight_decay:g}) in a step of its own, apart from the gradient."),
+            N_("Before the update, **gradient clipping** scales the whole gradient down whenever its norm is "
+               "above {grad_clip:.1f}, so that one odd batch cannot fling the weights far. The **learning rate** "
+               "follows a schedule: during **warmup** it climbs in a straight line to its peak of {tiny_lr:g}, "
+               "then **cosine decay** lowers it smoothly to {tiny_min_lr:g} at the last step. The Tiny preset "
+               "runs {tiny_steps} steps, the first {tiny_warmup} of them warmup."),
         ),
         formula=r"\eta_t=\begin{cases}\eta_{\max}\,\dfrac{t+1}{t_w}, & t<t_w\\[6pt]\eta_{\min}+\tfrac{1}{2}\left(\eta_{\max}-\eta_{\min}\right)\left(1+\cos\dfrac{\pi\,(t-t_w)}{T-t_w}\right), & t\ge t_w\end{cases}",
         try_this=N_("Find where the learning-rate curve turns from its straight climb into the cosine, then press "
@@ -308,28 +311,28 @@ STEPS = (
             N_("It deletes the weights that have grown too large"),
         ),
         answer=1,
-        explanation=N_("When the gradient's overall norm is above the limit (1.0 here), the whole gradient is "
-                       "shrunk to that norm with its direction kept, so one bad batch cannot cause a huge jump."),
+        explanation=N_("When the gradient's overall norm is above the limit ({grad_clip:.1f} here), the whole gradient "
+                       "is shrunk to that norm with its direction kept, so one bad batch cannot cause a huge jump."),
     ),
     Step(  # 12
         view="fit", page="pages/1_Train.py",
         title=N_("Over- and under-fitting"),
         body=(
             N_("The **training loss** is measured on the text the model learns from, the **validation loss** on "
-               "held-out text it never trains on (here the last tenth of the corpus). If both stay high and close "
-               "together, the model is **underfitting**: it is too small or has not trained long enough. If the "
-               "training loss keeps falling while the validation loss turns upward, it is **overfitting**: it "
-               "memorises the text instead of learning its patterns."),
-            N_("The reference demo trains on a paragraph of only 448 characters, 208 of them different, so the "
-               "held-out part is full of combinations the model has met once or never. On it, a model pushes its "
-               "training loss far down by reciting, while its validation loss climbs, often past ln 208 ≈ 5.34 "
-               "nats, worse than a uniform guess. More text, dropout, a smaller model or stopping early are the "
-               "remedies."),
+               "held-out text it never trains on (here the last {val_share:.0%} of the corpus). If both stay high "
+               "and close together, the model is **underfitting**: it is too small or has not trained long "
+               "enough. If the training loss keeps falling while the validation loss turns upward, it is "
+               "**overfitting**: it memorises the text instead of learning its patterns."),
+            N_("The reference demo trains on a paragraph of only {demo_chars} characters, {demo_vocab} of them "
+               "different, so the held-out part is full of combinations the model has met once or never. On it, a "
+               "model pushes its training loss far down by reciting, while its validation loss climbs, often past "
+               "ln {demo_vocab} ≈ {demo_uniform:.2f} nats, worse than a uniform guess. More text, dropout, a "
+               "smaller model or stopping early are the remedies."),
         ),
         formula=None,
-        try_this=N_("Look at the two curves of the Tiny run first, then press the button for the 448-character "
-                    "corpus and watch the gap open: the training curve keeps sinking while the validation curve "
-                    "bends upward."),
+        try_this=N_("Look at the two curves of the Tiny run first, then press the button for the "
+                    "{demo_chars}-character corpus and watch the gap open: the training curve keeps sinking while the "
+                    "validation curve bends upward."),
         question=N_("The training loss falls while the validation loss rises. What is happening?"),
         options=(
             N_("Overfitting: the model is memorising the training text"),
@@ -338,7 +341,7 @@ STEPS = (
         ),
         answer=0,
         explanation=N_("Getting better on seen text and worse on unseen text is the mark of memorising, and a "
-                       "448-character corpus invites exactly that."),
+                       "{demo_chars}-character corpus invites exactly that."),
     ),
     Step(  # 13
         view="sampling", page="pages/2_Generate.py",
@@ -380,11 +383,12 @@ STEPS = (
                "step for one position: compute its query, key and value, append the key and value to the cache, "
                "and attend over everything stored. The probabilities are the same up to rounding; only the work "
                "per character shrinks. Because the positions are absolute, a full context cannot just drop its "
-               "oldest entry, so the app keeps the last three quarters and recomputes their keys and values once."),
+               "oldest entry, so the app keeps the last {refill:.0%} of it and recomputes their keys and values "
+               "once."),
         ),
         formula=None,
-        try_this=N_("Generate the 200 characters both ways and compare the two times; on a model this small part "
-                    "of each step is fixed overhead, so the gap widens with longer contexts and bigger models."),
+        try_this=N_("Generate the {kv_chars} characters both ways and compare the two times; on a model this small "
+                    "part of each step is fixed overhead, so the gap widens with longer contexts and bigger models."),
         question=N_("Why can the keys and values of earlier positions be kept?"),
         options=(
             N_("Because they are the same for every text"),

@@ -17,7 +17,7 @@ from minigpt import N_
 from . import compare
 from .choices import current_device, model_source, model_source_label
 from .corpora import current_corpus
-from .i18n import _, choose_language, language_switch, streamlit_chrome
+from .i18n import _, choose_language, language_switch, streamlit_chrome_css
 from .runs import NOTICE, read_run_from_url, session_run
 from .text import md
 
@@ -38,9 +38,9 @@ PAGES = (
 
 # Streamlit keeps a page link's label on one line and cuts off what does not fit: the lesson's step
 # titles, side by side on a tool page or on a phone, wrap instead
-WRAP_LINKS = ("<style>[data-testid=stPageLink-NavLink] span:has(> [data-testid=stMarkdownContainer]), "
+WRAP_LINKS = ("[data-testid=stPageLink-NavLink] span:has(> [data-testid=stMarkdownContainer]), "
               "[data-testid=stPageLink-NavLink] [data-testid=stMarkdownContainer] p "
-              "{ white-space: normal; overflow: visible }</style>")
+              "{ white-space: normal; overflow: visible } ")
 
 _process_configured = False
 
@@ -57,9 +57,10 @@ def setup_page(script: str) -> None:
     notice = st.session_state.pop(NOTICE, None)
     if notice:
         st.warning(notice)
-    streamlit_chrome()
-    st.html(WRAP_LINKS)
     with st.sidebar:
+        # the page's own CSS as markdown, which the browser draws with the page: st.html's code loads
+        # on first use, and until it has, every link on a first visit showed cut off
+        st.markdown(f"<style>{WRAP_LINKS}{streamlit_chrome_css()}</style>", unsafe_allow_html=True)
         language_switch()
         for page, label, page_icon, _offer in PAGES:
             st.page_link(page, label=_(label), icon=page_icon, query_params={"lang": lang})

@@ -1,8 +1,9 @@
 """The app served for real: `streamlit run` on a free loopback port, and a headless chromium.
 
-Shared by the benchmarks that need a browser (abandoned_runs.py, concurrent_sessions.py). The
-server only listens on 127.0.0.1; its memory is read from /proc. Chromium is Debian's
-(`/usr/bin/chromium`, or $CHROMIUM), driven by the playwright package.
+The one way this project starts a live server: the benches that need one and the tests
+(tests/helpers/browser.py) both use `LiveServer`. The server only listens on 127.0.0.1; its
+memory is read from /proc. Chromium is Debian's (`/usr/bin/chromium`, or $CHROMIUM), driven by
+the playwright package.
 
 `Box` puts the server, and nothing else, in a Linux control group with a hard memory limit
 and/or a set of cores: the small box Streamlit Community Cloud gives an app. The kernel kills
@@ -109,14 +110,14 @@ class Box:
 class LiveServer:
     """`with LiveServer(env) as server:` serves the app until the block ends (SIGTERM, then kill)."""
 
-    def __init__(self, env: dict[str, str] | None = None, timeout: float = 60.0, script: str = "streamlit_app.py",
-                 box: Box | None = None, app_dir: Path = APP_DIR):
+    def __init__(self, env: dict[str, str] | None = None, timeout: float = 120.0, script: str = "streamlit_app.py",
+                 box: Box | None = None, app_dir: Path = APP_DIR, log: Path | None = None):
         self.app_dir = app_dir  # another checkout of the app, for a before/after
         self.env = {**os.environ, "PYTHONPATH": str(app_dir), **(env or {})}
         self.box = box  # entered by the caller; the server starts inside it
         self.script = script  # another script serves as a baseline (bench.inside_latency's bare rerun)
-        self.timeout = timeout
-        self.log = Path(tempfile.mkdtemp(prefix="minigpt-bench-")) / "streamlit.log"
+        self.timeout = timeout  # how long it may take to answer its health check before it counts as broken
+        self.log = log or Path(tempfile.mkdtemp(prefix="minigpt-bench-")) / "streamlit.log"
         self.proc: subprocess.Popen | None = None
         self.url = ""
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from .common import Stats, add_common_args, print_header, print_table
+from .live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = {
@@ -94,74 +93,36 @@ def bench_training(args: argparse.Namespace) -> None:
     print_table(["case", "peak RSS MB", "over import", "what runs"], rows)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """(current, peak) resident memory of a process, from /proc."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
-
-
-def wait_healthy(url: str, timeout: float = 60.0) -> float:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return time.perf_counter() - t0
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"the dashboard did not answer {url}/_stcore/health within {timeout:.0f} s")
-
-
 def open_in_browser(url: str) -> bool:
-    """Render the Home page once in headless chromium; False where playwright or chromium is missing."""
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    """Render the Home page once in headless chromium, to its end; False where playwright or chromium is missing."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return False
-    if chromium is None:
+    if not Path(CHROMIUM).exists():
         return False
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.goto(url)
-        page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=60_000)
+        page.wait_for_selector(CONNECTED, timeout=60_000)
         page.get_by_text("MiniGPT Lab").first.wait_for(timeout=60_000)
-        time.sleep(2.0)  # let the script run to its end
+        page.wait_for_selector(IDLE, timeout=60_000)
         browser.close()
     return True
 
 
 def dashboard_once(args: argparse.Namespace) -> dict[str, float]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless=true",
-         f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        out = {"start s": wait_healthy(url)}
-        time.sleep(1.0)
-        out["healthy"] = rss_mb(proc.pid)[0]
-        with urllib.request.urlopen(url, timeout=10) as reply:
+    started = time.perf_counter()
+    with LiveServer() as server:
+        out = {"start s": time.perf_counter() - started, "healthy": server.rss_mb()}
+        with urllib.request.urlopen(server.url, timeout=10) as reply:
             reply.read()
-        time.sleep(1.0)
-        out["after GET /"] = rss_mb(proc.pid)[0]
-        if args.browser and open_in_browser(url):
-            time.sleep(1.0)
-            out["after a browser session"] = rss_mb(proc.pid)[0]
-        out["peak"] = rss_mb(proc.pid)[1]
-        return out
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        out["after GET /"] = server.rss_mb()
+        if args.browser and open_in_browser(server.url):
+            out["after a browser session"] = server.rss_mb()
+        out["peak"] = server.peak_rss_mb()
+    return out
 
 
 def bench_dashboard(args: argparse.Namespace) -> None:

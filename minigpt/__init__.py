@@ -28,7 +28,7 @@ _MODULES = {  # module -> the public names it holds
     "pretrained": ("load_pretrained", "pretrained_dir"),
     "registry": ("NotOwnerError", "RunEntry", "RunLimitError", "RunRegistry"),
     "runner": ("EvalRecord", "RunSnapshot", "TrainingRun", "stop_all_runs", "stop_orphaned_runs"),
-    "sample": ("MAX_NEW_TOKENS", "SamplingError", "Step", "check_sampling", "generate", "prepare_prompt",
+    "sample": ("MAX_NEW_TOKENS", "REFILL_KEPT", "SamplingError", "Step", "check_sampling", "generate", "prepare_prompt",
         "stream"),
     "scaling": ("DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "scaling_experiment"),
     "tasks": ("TASK_CORPORA", "TASKS", "Task", "TaskScore", "find_task", "right_key_chance",

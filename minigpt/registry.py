@@ -40,7 +40,7 @@ class RunEntry:
     key: str = field(repr=False)          # the owner's secret; watchers only know run_id
     corpus: str
     probe_text: str
-    last_seen: float = field(default_factory=time.monotonic)
+    last_seen: float                      # on the registry's clock: when the owner last looked
     _model: tuple[int, MiniGPT] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -79,8 +79,10 @@ class RunRegistry:
     its model, optimizer and data at once, so memory stays bounded.
     """
 
-    def __init__(self, max_runs: int = 2, idle_seconds: float = 30 * 60, max_kept: int = 8) -> None:
+    def __init__(self, max_runs: int = 2, idle_seconds: float = 30 * 60, max_kept: int = 8,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.max_runs, self.idle_seconds, self.max_kept = max_runs, idle_seconds, max_kept
+        self._clock = clock  # seconds; tests pass one they move by hand
         self._lock = threading.Lock()
         self._entries: dict[str, RunEntry] = {}
         self._reserved = 0
@@ -92,7 +94,7 @@ class RunRegistry:
         with self._lock:
             entry = self._entries.get(run_id) if run_id else None
             if entry is not None and entry.is_owner(key):
-                entry.last_seen = time.monotonic()
+                entry.last_seen = self._clock()
             return entry
 
     def successor(self, run_id: str) -> RunEntry | None:
@@ -124,7 +126,7 @@ class RunRegistry:
             raise
         if old is not None:
             old.release()
-        entry = RunEntry(run, secrets.token_urlsafe(16), corpus, probe)
+        entry = RunEntry(run, secrets.token_urlsafe(16), corpus, probe, self._clock())
         with self._lock:
             self._reserved -= 1
             if old is not None:
@@ -203,7 +205,7 @@ class RunRegistry:
         return sum(entry.is_active() for entry in self._entries.values())
 
     def _release_idle(self) -> None:
-        cutoff = time.monotonic() - self.idle_seconds
+        cutoff = self._clock() - self.idle_seconds
         with self._lock:
             idle = [e for e in self._entries.values() if e.last_seen < cutoff]
             for entry in idle:

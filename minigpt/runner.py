@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import statistics
 import threading
 import uuid
 import weakref
@@ -94,6 +95,7 @@ class TrainingRun:
         self._pause_at: int | None = None  # run_steps' target step
         self._history: list[TrainEvent] = []
         self._evals: list[EvalRecord] = []
+        self._release_on_exit = False  # closed while a step was in flight: the thread frees the trainer
         _register(self)
 
     # -- control -----------------------------------------------------------------
@@ -137,8 +139,9 @@ class TrainingRun:
                 self._run.clear()
                 self._state = "paused"
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and wait for it; the model keeps its weights and can start again."""
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the thread and wait for it (at most `timeout` seconds; None: until it has ended);
+        the model keeps its weights and can start again."""
         self._stop.set()
         self._run.set()  # wake a paused loop so it can exit
         thread = self._thread
@@ -149,18 +152,21 @@ class TrainingRun:
                 self._state = "stopped"
             self._run.clear()
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float | None = 5.0) -> None:
         """Stop for good and free the model, optimizer state, data and recorded attention: for a
         run that is forgotten while something may still hold the object (a page of a browser
-        session that has gone keeps its last script's variables until Streamlit drops it)."""
+        session that has gone keeps its last script's variables until Streamlit drops it).
+        The run is closed at once; a step still in flight after `timeout` keeps the trainer until
+        it ends, then the thread frees it on its way out."""
         self.stop(timeout)
-        if self.is_alive():
-            return  # still inside a step; the memory goes with the last reference instead
         with self._lock:
             self._state = "closed"
             self._evals = []
             self.probe_ids = None
-            self.trainer.release()
+            if self.is_alive():
+                self._release_on_exit = True
+                return
+        self.trainer.release()
 
     @property
     def state(self) -> str:
@@ -173,11 +179,10 @@ class TrainingRun:
     # -- reading -----------------------------------------------------------------
     def snapshot(self) -> RunSnapshot:
         with self._lock:
-            speeds = sorted(e.tokens_per_sec for e in self._history[-SPEED_WINDOW:] if e.step > 0)
             return RunSnapshot(
                 run_id=self.run_id, state=self._state, step=self.trainer.step,
                 max_steps=self.trainer.cfg.max_steps, history=list(self._history), evals=list(self._evals),
-                tokens_per_sec=speeds[len(speeds) // 2] if speeds else 0.0, elapsed=self.trainer.elapsed,
+                tokens_per_sec=steady_speed(self._history), elapsed=self.trainer.elapsed,
                 error=self._error, stopped_early=self.trainer.stopped_early,
             )
 
@@ -214,11 +219,17 @@ class TrainingRun:
                     if record is not None:
                         self._evals.append(record)
             with self._lock:
-                if self.trainer.step >= self.trainer.cfg.max_steps or self.trainer.stopped_early:
+                if self._state != "closed" and (self.trainer.step >= self.trainer.cfg.max_steps
+                                                or self.trainer.stopped_early):
                     self._state = "finished"
         except Exception as err:  # the run reports it; the app keeps serving
             with self._lock:
-                self._state, self._error = "error", _describe_failure(err, self.trainer.step)
+                if self._state != "closed":
+                    self._state, self._error = "error", _describe_failure(err, self.trainer.step)
+        finally:
+            with self._lock:
+                if self._release_on_exit:
+                    self.trainer.release()
 
     def _record_start(self) -> None:
         """Evaluate the untrained model, so curves and the time-lapse begin at uniform attention."""
@@ -269,6 +280,13 @@ class TrainingRun:
         finally:
             model.train()
         return text, attention
+
+
+def steady_speed(history: list[TrainEvent], window: int = SPEED_WINDOW) -> float:
+    """The tokens per second a learner is shown: the median of the last `window` logged intervals,
+    which a single slow interval (an evaluation, a busy moment) does not move; 0 before the first."""
+    speeds = [e.tokens_per_sec for e in history[-window:] if e.step > 0]
+    return statistics.median(speeds) if speeds else 0.0
 
 
 def _describe_failure(err: Exception, step: int) -> Exception | Message:

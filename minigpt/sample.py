@@ -11,8 +11,8 @@ them degrades into noise. It is capped at max_len, the positions the model has.
 The KV cache makes each new token one forward step over one position. Positions
 are absolute (sinusoidal), so a full cache cannot simply drop its oldest entry:
 every cached key was computed at its old position. When the context is full we
-keep the last 3/4 of it and recompute their keys once (a "re-prefill"), which
-costs one forward pass per block_size/4 tokens instead of one per token.
+keep the last REFILL_KEPT (3/4) of it and recompute their keys once (a "re-prefill"),
+which costs one forward pass per block_size/4 tokens instead of one per token.
 """
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ from .model import DecodeWeights, MiniGPT
 from .tokenizer import CharTokenizer
 
 MAX_NEW_TOKENS = 2000
+REFILL_KEPT = 0.75  # the share of a full context the KV cache keeps when it refills
+
+
+def refill_keep(block_size: int) -> int:
+    """How many of the last tokens a full context keeps when the KV cache refills."""
+    return max(1, block_size - int(block_size * (1 - REFILL_KEPT)))
 MAX_TEMPERATURE = 10.0
 MAX_PROMPT_CHARS = 100_000
 
@@ -204,7 +210,7 @@ def _cached_logits(model: MiniGPT, ctx: _Context) -> torch.Tensor:
     """Feed only the tokens the cache has not seen; re-prefill when the context is full."""
     new = ctx.ids[ctx.fed :]
     if ctx.cache.length + len(new) > ctx.block_size:
-        keep = max(1, ctx.block_size - ctx.block_size // 4)
+        keep = refill_keep(ctx.block_size)
         ctx.cache.length = 0  # rewrite the cache from its start: every kept key moves to a new position
         new = ctx.ids[-keep:]
     ctx.fed = len(ctx.ids)

@@ -1,9 +1,22 @@
-"""Shared test settings: one torch thread; empty Streamlit caches and no training thread per test."""
+"""What every test shares: one torch thread, and no cache or training thread left to the next test.
+
+The tests mirror the code: tests/minigpt/test_<module>.py for minigpt/<module>.py,
+tests/app/test_<page>_page.py for a page and test_<module>.py for an app module, and
+tests/cross/ for the suites that cut across them (the maths against references, the
+translations, bad input, server hygiene, the real browser). Tiers, by marker (pyproject.toml):
+
+    pytest                                   # everything: what CI runs
+    pytest -m "not browser and not slow"     # the inner loop, under two minutes
+    pytest tests/minigpt                     # the library alone: no Streamlit is imported
+"""
+from __future__ import annotations
+
+import sys
+
 import pytest
-import streamlit as st
 import torch
 
-from minigpt import stop_all_runs
+from minigpt.runner import stop_all_runs
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -15,14 +28,20 @@ def _one_torch_thread():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_streamlit_resources():
-    """cache_resource is process-wide and app threads outlive AppTest.run(): clear both.
+def _fresh_resources():
+    """Streamlit's cache_resource is process-wide and app threads outlive AppTest.run(): clear
+    both, where a test has loaded Streamlit at all (the library's tests never do).
 
-    Clearing calls the run registry's on_release, which stops its runs; stop_all_runs()
-    also stops runs that tests built outside the registry."""
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    Clearing calls the run registry's on_release, which stops its runs; stop_all_runs() also
+    stops runs that tests built outside the registry."""
+    _clear_streamlit_caches()
     yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    _clear_streamlit_caches()
     stop_all_runs()
+
+
+def _clear_streamlit_caches() -> None:
+    streamlit = sys.modules.get("streamlit")
+    if streamlit is not None:
+        streamlit.cache_resource.clear()
+        streamlit.cache_data.clear()

@@ -1,13 +1,15 @@
 """Seed known bugs into a copy of the code, one at a time, and report which test catches each.
 
-    python tests/mutants.py                 # every mutant; prints a Markdown table
-    python tests/mutants.py --only scale --only B2   # the mutants whose name contains "scale" or "B2"
+    python tests/mutants.py                   # every mutant; prints a Markdown table
+    python tests/mutants.py --only race --only L10n   # the mutants whose name contains "race" or "L10n"
+    python tests/mutants.py --check           # only check that every mutant's edit applies
 
 Each mutant is an exact text edit (it must match once) of one file. The suite runs on a copy of
-the working tree with `-x`, fastest and most specific modules first, without the browser,
-hygiene and torchrun tests (they need minutes and catch other kinds of bug); the first failing
-test is the one that caught the mutant. A mutant that no test catches is a hole in the suite.
-Not a test module itself (pytest collects test_*.py only).
+the working tree with `-x`: first the tests that mirror the mutated file (tests/minigpt/test_X.py
+for minigpt/X.py, the page's tests for a page), then every other test but the browser and
+torchrun ones (they need minutes and catch other kinds of bug). The first failing test is the one
+that caught the mutant; a mutant that no test catches is a hole in the suite. Not a test module
+itself (pytest collects test_*.py only).
 """
 from __future__ import annotations
 
@@ -22,10 +24,28 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["test_maths.py", "test_knockout.py", "test_lesson.py", "test_explain.py", "test_tasks.py", "test_i18n.py", "test_model.py", "test_sample.py", "test_train.py", "test_runner.py", "test_app.py",
-         "test_first_hour.py",
-         "test_viz.py", "test_checkpoint.py", "test_tokenizer_data.py", "test_scaling_device.py", "test_resume.py",
-         "test_cli.py", "test_bad_inputs.py"]
+REST = ["tests/cross/test_maths.py", "tests/minigpt", "tests/app", "tests/cross"]  # after the mirrored tests
+SELECTION = ["-m", "not browser and not torchrun"]
+# app modules whose tests live with the page that shows them
+APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_links": "lesson_page",
+               "weights": "inside_page", "train_form": "train_page", "beliefs": "generate_page",
+               "prompts": "generate_page", "heatmaps": "attention_page", "corpora": "uploads", "choices": "home_page",
+               "charts": "compare", "glossary": "lesson_page", "advice": "advice", "navigation": "navigation"}
+
+
+def mirror(path: str) -> list[str]:
+    """The test files that mirror `path`, the ones a newcomer changing it would run first."""
+    folder, name = Path(path).parent.name, Path(path).stem
+    if folder == "minigpt":
+        candidates = [f"tests/minigpt/test_{name}.py"]
+    elif folder == "app":
+        candidates = [f"tests/app/test_{APP_MIRRORS.get(name, name)}.py", f"tests/app/test_{name}.py"]
+    elif folder == "pages":
+        candidates = [f"tests/app/test_{name.split('_', 1)[1].lower()}_page.py"]
+    else:  # streamlit_app.py
+        candidates = ["tests/app/test_home_page.py"]
+    return list(dict.fromkeys(c for c in candidates if (ROOT / c).is_file()))
+
 
 # name -> (file, [(old, new), ...])
 MUTANTS = {
@@ -143,7 +163,8 @@ MUTANTS = {
     "B12 lr axis may go negative": ("minigpt/viz.py", [(
         "range=[0, 1.05 * max_lr if max_lr > 0 else 1]", "range=None")]),
     "B12 Start clickable with every slot taken": ("pages/1_Train.py", [(
-        "disabled=not settings_ok or slots_full,", "disabled=not settings_ok,")]),
+        'key="start", type="primary",\n    disabled=not settings_ok or slots_full,',
+        'key="start", type="primary",\n    disabled=not settings_ok,')]),
     "early stopping never stops": ("minigpt/train.py", [(
         "if evaluating and self.step < self.cfg.max_steps and self.patience_ran_out():", "if False:")]),
     "overfitting never reported": ("minigpt/diagnosis.py", [(
@@ -151,11 +172,19 @@ MUTANTS = {
     "unseen validation characters checked against the whole text": ("minigpt/diagnosis.py", [(
         "seen = set(text[:n_train])", "seen = set(text)")]),
     "tokens/s is the last interval's": ("minigpt/runner.py", [(
-        "tokens_per_sec=speeds[len(speeds) // 2] if speeds else 0.0",
-        "tokens_per_sec=self._history[-1].tokens_per_sec if self._history else 0.0")]),
+        "return statistics.median(speeds) if speeds else 0.0", "return speeds[-1] if speeds else 0.0")]),
+    "tokens/s: the upper of the two middle speeds": ("minigpt/runner.py", [(
+        "return statistics.median(speeds) if speeds else 0.0",
+        "return sorted(speeds)[len(speeds) // 2] if speeds else 0.0")]),
+    "a step in flight lands after pause()": ("minigpt/train.py", [(
+        "                if gate is not None and not gate.is_running():\n"
+        "                    continue  # paused or stopped during forward/backward: drop this step\n", "")]),
+    "a run closed mid-step is not closed (runner)": ("minigpt/runner.py", [(
+        "            if self.is_alive():\n                self._release_on_exit = True\n                return\n",
+        "            if self.is_alive():\n                self._state = \"stopped\"\n                return\n")]),
     "removed upload stays the corpus": ("app/uploads.py", [(
         "        forget_uploaded_corpus()\n", "        pass\n")]),
-    "B8 key labels on their side": ("minigpt/viz.py", [("ticktext=ticks, tickangle=0,", "ticktext=ticks, tickangle=90,")]),
+    "B8 key labels on their side": ("minigpt/viz.py", [('"ticktext": ticks, "tickangle": 0,', '"ticktext": ticks, "tickangle": 90,')]),
     "B8 long texts not paged": ("minigpt/viz.py", [("PAGE = 24  #", "PAGE = 1000  #")]),
     "1 layers": ("app/models.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
                                     'layers=_("{n} layers", n=c.num_layers)')]),
@@ -215,7 +244,7 @@ MUTANTS = {
         "y=[lr_at(int(s), cfg) for s in steps]", "y=[lr_at(max(int(s) - 1, 0), cfg) for s in steps]")]),
     "any answer is right (lesson)": ("app/lesson.py", [(
         "if options.index(answer) == step.answer:", "if answer in options:")]),
-    "Next skips a step (lesson)": ("app/lesson.py", [(
+    "Next skips a step (lesson)": ("app/lesson_links.py", [(
         "on_click=go, args=(n + 1,),", "on_click=go, args=(n + 2,),")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
@@ -236,6 +265,94 @@ MUTANTS = {
         "            elif twin in self.stoi:\n                kept.append(twin)\n", "")]),
     "unknown characters not marked in place (L10n)": ("app/prompts.py", [(
         "    box.markdown(highlighted(text, set(unknown)))\n", "")]),
+    # the issue-24 audit's survivors: each now has a test against an independent reference
+    "watchers keep an abandoned run alive (registry)": ("minigpt/registry.py", [(
+        "if entry is not None and entry.is_owner(key):\n                entry.last_seen",
+        "if entry is not None:\n                entry.last_seen")]),
+    "a save renamed into place before its files are on disk (checkpoint)": ("minigpt/checkpoint.py", [(
+        "                out.flush()\n                os.fsync(out.fileno())\n", "                out.flush()\n")]),
+    "a save's folder listing not on disk before the rename (checkpoint)": ("minigpt/checkpoint.py", [(
+        "        _fsync_dir(staging)\n        os.replace(staging, target)", "        os.replace(staging, target)")]),
+    "a zip's total unpacked size unchecked (archive)": ("minigpt/archive.py", [(
+        "    if total > MAX_TOTAL_UNCOMPRESSED:", "    if False:")]),
+    "the mask step's row sums taken down the columns (lesson)": ("app/lesson.py", [(
+        "sums = attention[0, 0].sum(axis=-1)", "sums = attention[0, 0].sum(axis=0)")]),
+    "the one-weight view scales an unscaled model's row (inside)": ("minigpt/explain.py", [(
+        "divisor = 1.0 / model.attention_scale(scale_attention)",
+        "divisor = 1.0 / model.attention_scale(scale_attention is not False)")]),
+    # the √d_k race, in the library
+    "race: the score gradient without the softmax's Jacobian": ("minigpt/race.py", [(
+        "ds = w * (g - (w * g).sum(-1, keepdim=True))", "ds = w * g")]),
+    "race: the Jacobian's norm with one cubic term": ("minigpt/race.py", [(
+        "(squares - 2 * (w ** 3).sum(-1) + squares ** 2)", "(squares - (w ** 3).sum(-1) + squares ** 2)")]),
+    "race: both models scaled": ("minigpt/race.py", [(
+        "build_model(replace(config, scale_attention=scaled)", "build_model(replace(config, scale_attention=True)")]),
+    "race: entropy summed over the queries": ("minigpt/race.py", [(
+        "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).sum(-1).mean().item())",
+        "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).sum(-2).mean().item())")]),
+    # the √d_k race, on the Experiments page
+    "race page: the verdict names the layer where scaling mattered least": ("app/race.py", [(
+        "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmax())",
+        "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmin())")]),
+    "race page: two heads, so d_k is half the label's": ("app/race.py", [(
+        "d_model=d_k, num_heads=1,", "d_model=d_k, num_heads=2,")]),
+    "race page: trains outside the server's cap": ("app/race.py", [(
+        "with registry().slot(), st.spinner(", "with st.spinner(")]),
+    "race page: the verdict's ratio upside down": ("app/race.py", [(
+        "ratio = float(scaled.jacobian[layer] / max(unscaled.jacobian[layer], 1e-12))",
+        "ratio = float(unscaled.jacobian[layer] / max(scaled.jacobian[layer], 1e-12))")]),
+    # runs kept for comparison, in the library
+    "comparison: two runs of one name share a column": ("minigpt/comparison.py", [(
+        'out.append(r.name if seen[r.name] == 1 else f"{r.name} ({seen[r.name]})")', "out.append(r.name)")]),
+    "comparison: every setting listed as differing": ("minigpt/comparison.py", [(
+        "if len({repr(v) for v in values}) > 1}", "if len({repr(v) for v in values}) >= 1}")]),
+    "comparison: the shelf lets the newest go": ("minigpt/comparison.py", [(
+        "self._records.popitem(last=False)", "self._records.popitem(last=True)")]),
+    "comparison: best val loss is the last one": ("minigpt/comparison.py", [(
+        '"best_val": [min(r.val_loss) if r.val_loss', '"best_val": [r.val_loss[-1] if r.val_loss')]),
+    # runs kept for comparison, on the pages
+    "compare page: the newest kept run let go to make room": ("app/compare.py", [(
+        "        del kept[0]\n", "        del kept[-1]\n")]),
+    "compare page: a run that never stepped is kept when replaced": ("app/compare.py", [(
+        "if step > 0 and (entry.run_id, step)", "if step >= 0 and (entry.run_id, step)")]),
+    "compare page: a third run of one name collides": ("app/compare.py", [(
+        '    while f"{name} ({n})" in taken:\n        n += 1\n    return f"{name} ({n})" if name else next_name()',
+        '    return f"{name} ({n})" if name else next_name()')]),
+    "compare page: a link's missing runs not said": ("app/compare.py", [(
+        "        if len(found) < len(linked):", "        if False:")]),
+    # the run registry
+    "registry: the cap lets one run too many train": ("minigpt/registry.py", [(
+        "            if busy >= self.max_runs:", "            if busy > self.max_runs:")]),
+    "registry: anyone may replace a run": ("minigpt/registry.py", [(
+        "            if old is not None and not old.is_owner(replace[1]):\n                old = None\n", "")]),
+    "registry: trimming drops a run that trains": ("minigpt/registry.py", [(
+        "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
+        "idle = sorted(self._entries.values(), key=lambda e: e.last_seen)")]),
+    # zips
+    "archive: a bomb's compression ratio unchecked": ("minigpt/archive.py", [(
+        "if info.file_size > _RATIO_FREE_BYTES and ratio > MAX_COMPRESSION_RATIO:", "if False:")]),
+    "archive: '..' refused only at the start of a name": ("minigpt/archive.py", [(
+        'if ".." in _parts(name):', 'if _parts(name)[:1] == [".."]:')]),
+    "archive: a header's size not believed while reading": ("minigpt/archive.py", [(
+        "limit = min(info.file_size, MAX_UNCOMPRESSED, budget)", "limit = min(MAX_UNCOMPRESSED, budget)")]),
+    "archive: one entry per file name not enforced": ("minigpt/archive.py", [(
+        "    if duplicates:\n        raise", "    if False:\n        raise")]),
+    # the lesson
+    "the lesson quotes the Tiny preset's warmup as its steps (lesson)": ("app/lesson.py", [(
+        "tiny_steps=tiny.max_steps,", "tiny_steps=tiny.warmup_steps,")]),
+    "the mask step counts the diagonal as above it (lesson)": ("app/lesson.py", [(
+        "above = float(np.triu(attention[0, 0], k=1).sum())", "above = float(np.triu(attention[0, 0], k=0).sum())")]),
+    # the one-weight view
+    "one weight: the checkbox wired backwards (inside)": ("app/weights.py", [(
+        "scale_attention=False if unscaled else None)", "scale_attention=None if unscaled else False)")]),
+    "one weight: the caption's divisor is always √d_k (inside)": ("app/weights.py", [(
+        "key=labels[top], divisor=row.divisor,", "key=labels[top], divisor=config.d_k ** 0.5,")]),
+    "one weight: the view's key is the least attended (inside)": ("app/weights.py", [(
+        "top = int(row.weights.argmax())", "top = int(row.weights.argmin())")]),
+    # the localisation
+    "a nested error's own words left untranslated (L10n)": ("app/i18n.py", [(
+        "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),
+
 }
 
 
@@ -248,50 +365,62 @@ def copy_tree(dest: Path) -> None:
             shutil.copy2(ROOT / name, dest / name)
 
 
-def run_suite(tree: Path) -> tuple[str | None, float]:
-    """The first failing test's id, or None when the whole selection passes."""
-    tests = [f"tests/{name}" for name in ORDER]
+def run_suite(tree: Path, first: list[str]) -> tuple[str | None, float]:
+    """The first failing test's id, or None when the whole selection passes: `first` (the mirrored
+    tests), then the rest without them."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-                          cwd=tree, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.MULTILINE)
-    if proc.returncode == 0:
-        return None, time.monotonic() - started
-    return (failed.group(1) if failed else f"pytest exit {proc.returncode}"), time.monotonic() - started
+    for tests in ([first] if first else []) + [[*REST, *(f"--ignore={path}" for path in first)]]:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *SELECTION,
+                               *tests], cwd=tree, capture_output=True, text=True,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if proc.returncode != 0:
+            failed = re.search(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.MULTILINE)
+            return (failed.group(1) if failed else f"pytest exit {proc.returncode}"), time.monotonic() - started
+    return None, time.monotonic() - started
+
+
+def mutated(text: str, name: str, path: str, edits: list[tuple[str, str]]) -> str:
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise SystemExit(f"mutant {name!r}: {old!r} occurs {text.count(old)} times in {path}")
+        text = text.replace(old, new)
+    return text
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", action="append", default=[],
                         help="run the mutants whose name contains this text (repeatable)")
+    parser.add_argument("--check", action="store_true", help="only check that every edit applies once")
     args = parser.parse_args()
     chosen = {name: m for name, m in MUTANTS.items()
               if not args.only or any(word.lower() in name.lower() for word in args.only)}
+    if args.check:
+        for name, (path, edits) in chosen.items():
+            mutated((ROOT / path).read_text(encoding="utf-8"), name, path, edits)
+        print(f"{len(chosen)} mutants apply, in {len({path for path, _ in chosen.values()})} files")
+        return 0
     with tempfile.TemporaryDirectory(prefix="minigpt-mutants-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
-        clean, seconds = run_suite(tree)
+        clean, seconds = run_suite(tree, [])
         if clean is not None:
             print(f"the unmutated suite fails ({clean}): fix it first", file=sys.stderr)
             return 1
         print(f"unmutated selection passes in {seconds:.0f} s\n")
-        print("| bug seeded | caught by | seconds |\n|---|---|---|")
+        print("| bug seeded | file | caught by | seconds |\n|---|---|---|---|")
         survivors = 0
         for name, (path, edits) in chosen.items():
             original = (tree / path).read_text(encoding="utf-8")
-            text = original
-            for old, new in edits:
-                if text.count(old) != 1:
-                    raise SystemExit(f"mutant {name!r}: {old!r} occurs {text.count(old)} times in {path}")
-                text = text.replace(old, new)
-            (tree / path).write_text(text, encoding="utf-8")
+            (tree / path).write_text(mutated(original, name, path, edits), encoding="utf-8")
             try:
-                caught, seconds = run_suite(tree)
+                caught, seconds = run_suite(tree, mirror(path))
             finally:
                 (tree / path).write_text(original, encoding="utf-8")
             survivors += caught is None
-            print(f"| {name} (`{path}`) | {f'`{caught}`' if caught else '**nothing: survived**'} | {seconds:.0f} |",
+            print(f"| {name} | `{path}` | {f'`{caught}`' if caught else '**nothing: survived**'} | {seconds:.0f} |",
                   flush=True)
+    print(f"\n{len(chosen) - survivors} of {len(chosen)} caught")
     return 1 if survivors else 0
 
 

@@ -1,0 +1,103 @@
+"""app/compare.py: runs kept for comparison on the Experiments page, the read-only link in another
+session, the run a new Start replaces, and the comparison in Chinese.
+
+    pytest tests/app/test_compare.py
+"""
+from __future__ import annotations
+
+import pytest
+
+from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_finished
+from helpers.language import assert_chinese
+
+
+def finished(at, steps: int):
+    """Wait for the run's end, its last event logged at `steps`."""
+    assert wait_finished(at).run.snapshot().history[-1].step == steps
+    return at.run()
+
+
+def kept_run(at, steps: int, name: str):
+    """Wait for the run's end, then keep it under `name`."""
+    at = finished(at, steps)
+    at.text_input(key="keep_name").set_value(name).run()
+    at.button(key="keep_run").click().run()
+    assert not at.exception
+    return at
+
+
+@pytest.mark.trains
+def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_link_for_others():
+    at = kept_run(start_tiny_run(max_steps=40), 40, "slow")
+    at = page(at, "pages/8_Experiments.py")
+    at.button(key="duplicate_run").click().run()  # the form filled with that run's settings, and on to Train
+    assert not at.exception and at.session_state["max_steps"] == 40
+    at = page(at, "pages/1_Train.py")
+    assert at.number_input(key="max_steps").value == 40
+    at.select_slider(key="lr").set_value(3e-2).run()
+    at.button(key="start").click().run()
+    at = kept_run(at, 40, "fast")
+    at = page(at, "pages/8_Experiments.py")
+    assert not at.exception
+    curves = plotly_spec(at, len(at.get("plotly_chart")) - 1)
+    names = [t["name"] for t in curves["data"]]
+    assert names == ["slow · val loss", "slow · train loss", "fast · val loss", "fast · train loss"]
+    settings, results = (d.value for d in at.dataframe)  # the settings that differ, then the results
+    assert list(settings.index) == ["Learning rate", "Lowest learning rate"]  # the lowest follows lr
+    assert list(settings.loc["Learning rate"]) == ["0.003", "0.03"]
+    assert list(results["run"]) == ["slow", "fast"] and list(results["steps"]) == [40, 40]
+
+    link = at.code[-1].value
+    ids = link.split("compare=")[1].split("&")[0]
+    other = home()  # another session: nothing of this one's, until it opens the link
+    assert not page(other, "pages/8_Experiments.py").dataframe
+    shared = page(home(compare=ids), "pages/8_Experiments.py")
+    assert list(shared.dataframe[1].value["run"]) == ["slow", "fast"]
+    assert shared.query_params["compare"] in (ids, [ids])  # kept in its address: a refresh brings them back
+    assert at.query_params["compare"] in (ids, [ids])
+
+
+@pytest.mark.trains
+def test_the_run_start_replaces_is_kept_and_the_current_one_is_compared_as_it_is_now():
+    at = finished(start_tiny_run(max_steps=30), 30)
+    at.select_slider(key="lr").set_value(3e-2).run()
+    at.button(key="start").click().run()  # replaces the first run: it is kept on its own, as "run 1"
+    at = page(at, "pages/8_Experiments.py")
+    assert not at.exception
+    live = plotly_spec(at, len(at.get("plotly_chart")) - 1)
+    first_names = [t["name"] for t in live["data"]]
+    assert first_names[:2] == ["run 1 · val loss", "run 1 · train loss"]
+    assert first_names[2].startswith("this run"), first_names  # the current run, "training" while it trains
+    at = page(finished(page(at, "pages/1_Train.py"), 30), "pages/8_Experiments.py")
+    settings, results = (d.value for d in at.dataframe)
+    assert list(results["run"]) == ["run 1", "this run"] and list(results["steps"]) == [30, 30]  # as it is now
+    assert list(settings.loc["Learning rate"]) == ["0.003", "0.03"]
+    assert "compare=" in at.code[-1].value and at.code[-1].value.count(",") == 0  # the link: run 1 only
+
+    at.text_input(key="rename_name").set_value("slow").run()
+    at.button(key="rename_run").click().run()
+    assert list(at.dataframe[1].value["run"]) == ["slow", "this run"]
+    shared = page(home(compare=at.query_params["compare"][0] if isinstance(at.query_params["compare"], list)
+                       else at.query_params["compare"]), "pages/8_Experiments.py")
+    assert list(shared.dataframe[0].value["run"]) == ["slow"]  # renamed for the link too (one run: no settings table)
+    assert "rename_source" not in [s.key for s in shared.selectbox]  # a run from a link is its owner's to name
+
+    at = page(at, "pages/1_Train.py")
+    at.text_input(key="keep_name").set_value("fast").run()
+    at.button(key="keep_run").click().run()
+    at.button(key="start").click().run()  # kept as it is already: not kept a second time
+    at = page(at, "pages/8_Experiments.py")
+    options = at.multiselect(key="compare_chosen").options  # as the learner reads them
+    assert options[:2] == ["slow", "fast"] and len(options) == 3 and options[2].startswith("this run")
+
+
+def test_a_link_to_runs_the_server_let_go_says_so():
+    at = page(home(compare="AAAAAAAAAAAA,bad id!"), "pages/8_Experiments.py")
+    assert not at.exception and any("no longer on this server" in w.value for w in at.warning)
+
+
+@pytest.mark.trains
+def test_the_comparison_in_chinese():
+    at = kept_run(start_tiny_run("zh", max_steps=30), 30, "第一")
+    at = page(at, "pages/8_Experiments.py")
+    assert_chinese(at, "Experiments, comparing a kept run")

@@ -1,0 +1,132 @@
+"""pages/2_Generate.py: greedy text against the forward pass by hand, the next-character bars,
+prompts (default, empty, unknown characters, demo seeds), top-k beyond the vocabulary, and a new
+request never showing the last answer.
+
+    pytest tests/app/test_generate_page.py
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers.apptest import POEM, home, page, plotly_spec, unescaped, upload_and_train
+from helpers.figures import plotly_array
+from helpers.maths import hand_forward
+from minigpt import CharTokenizer, DEFAULT_CORPUS, DEMO_SENTENCE, load_pretrained
+from minigpt.explain import beliefs, next_logits
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    checkpoint = load_pretrained("course-zh")
+    return checkpoint.model, checkpoint.tokenizer.encode(DEMO_SENTENCE)
+
+
+def test_the_generate_bars_follow_temperature_and_top_k_without_generating(shipped):
+    model, _ids = shipped
+    at = page(home(), "pages/2_Generate.py")
+    prompt = at.text_input[0].value
+    tokenizer = load_pretrained("course-zh").tokenizer
+    logits = next_logits(model, tokenizer.encode(prompt), 32)
+    for temperature, top_k in ((0.8, 0), (1.6, 0), (1.0, 3)):
+        at.slider(key="temperature").set_value(temperature)
+        at.number_input(key="top_k").set_value(top_k).run()
+        bars = plotly_spec(at, 0)["data"][0]
+        want = beliefs(logits, temperature, top_k or None)
+        order = np.argsort(-want.tempered, kind="stable")[:20]
+        shown = np.where(want.removed[order], want.tempered[order], want.final[order])
+        np.testing.assert_allclose(plotly_array(bars["y"]), shown, atol=1e-9)
+        grey = [c == "#BDBDBD" for c in bars["marker"]["color"]]
+        assert grey == list(want.removed[order]) and sum(grey) == (17 if top_k == 3 else 0)
+    assert "generation" not in at.session_state  # nothing was generated
+
+
+@pytest.mark.trains
+def test_the_default_prompt_of_a_model_without_spaces_uses_only_its_characters():
+    at = upload_and_train(POEM, d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16, block_size=8,
+                           max_steps=60, eval_interval=30, batch_size=8)
+    page(at, "pages/2_Generate.py")
+    prompt = at.text_input[0].value
+    assert prompt and " " not in prompt and not CharTokenizer.from_text(POEM).unknown_chars(prompt)
+    at.session_state["stream_delay"] = 0
+    at.button(key="generate").click().run()
+    assert not at.warning and not at.error and at.session_state["generation"]["text"].startswith(prompt)
+
+
+def test_a_new_request_never_shows_the_previous_answer():
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.button(key="generate").click().run()
+    assert at.code  # an answer
+    at.text_input[0].set_value("注意Zebra")
+    at.button(key="generate").click().run()
+    assert at.warning and not at.code and not at.dataframe  # the warning alone: no old text under it
+
+
+def test_top_k_above_the_vocabulary_is_clamped_and_said_and_zero_tokens_is_refused():
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.number_input(key="top_k").set_value(999)
+    at.number_input(key="max_new_tokens").set_value(5).run()
+    at.button(key="generate").click().run()
+    assert any("top-k 999" in unescaped(c.value) and "every character stays in" in unescaped(c.value)
+               for c in at.caption)
+    assert len(at.session_state["generation"]["steps"]) == 5
+    at.number_input(key="max_new_tokens").set_value(0).run()
+    at.button(key="generate").click().run()
+    assert any("max_new_tokens must be" in unescaped(e.value) for e in at.error) and "generation" not in at.session_state
+
+
+def test_generate_with_temperature_zero_is_deterministic():
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.slider(key="temperature").set_value(0.0)
+    at.number_input(key="max_new_tokens").set_value(40).run()
+    texts = []
+    for seed in (1, 2):
+        at.number_input(key="gen_seed").set_value(seed)
+        at.button(key="generate").click().run()
+        assert not at.exception
+        texts.append(at.session_state["generation"]["text"])
+    assert texts[0] == texts[1] and len(texts[0]) == len("深度") + 40
+    assert at.code[0].value == texts[0]
+    table = at.dataframe[0].value
+    assert len(table) == 40 and {"chosen", "p(chosen)", "#1"} <= set(table.columns)
+
+
+def test_a_demo_seed_button_sets_the_prompt():
+    at = page(home(), "pages/2_Generate.py")
+    at.button(key="seed:计算").click().run()
+    assert at.text_input[0].value == "计算"
+
+
+def test_unknown_prompt_characters_are_named_and_nothing_is_generated():
+    at = page(home(), "pages/2_Generate.py")
+    at.text_input[0].set_value("深度Zebra")  # the prompt sits in a form: typed, then submitted
+    at.button(key="generate").click().run()
+    assert any("'Z'" in w.value and "'e'" not in w.value for w in at.warning)  # only what it lacks
+    assert "generation" not in at.session_state
+
+
+def test_generate_at_temperature_zero_writes_the_hand_computed_greedy_continuation():
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.slider(key="temperature").set_value(0.0)
+    at.number_input(key="max_new_tokens").set_value(12).run()
+    at.button(key="generate").click().run()
+    prompt = at.text_input[0].value
+    ids = checkpoint.tokenizer.encode(prompt)
+    for _ in range(12):
+        ids.append(int(hand_forward(checkpoint.model, ids[-checkpoint.block_size:])["logits"][-1].argmax()))
+    assert at.session_state["generation"]["text"] == checkpoint.tokenizer.decode(ids)
+
+
+def test_an_empty_prompt_starts_from_a_newline_and_says_so():
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.number_input(key="max_new_tokens").set_value(5).run()
+    at.text_input[0].set_value("")
+    at.button(key="generate").click().run()
+    assert any("empty prompt" in c.value for c in at.caption)
+    assert len(at.session_state["generation"]["steps"]) == 5

@@ -1,0 +1,199 @@
+"""app/runs.py: a session's run in the registry: the owner steers, watchers watch, the URL reattaches
+a refresh, the cap holds under simultaneous clicks, and abandoned runs are released.
+
+    pytest tests/app/test_runs.py
+"""
+import threading
+
+import pytest
+
+from app import choices, corpora, runs
+from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
+from helpers.waiting import wait_until
+from minigpt import (CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig, Trainer,
+                     TrainingRun, build_model)
+
+pytestmark = pytest.mark.trains
+
+
+def tiny_training_run() -> TrainingRun:
+    corpus = corpora.builtin_corpus("demo-zh")
+    tokenizer, model, train = runs.run_configs(
+        corpus, GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+        TrainConfig(block_size=16, batch_size=4, max_steps=20_000))
+    return TrainingRun(Trainer(build_model(model, 0), tokenizer, corpus.text, train))
+
+
+def test_a_watcher_follows_the_owner_to_the_new_run():
+    owner = tiny_settings(page(home(), "pages/1_Train.py"))
+    owner.button(key="start").click().run()
+    first, _ = own_run(owner)
+    watcher = page(home(run=first), "pages/1_Train.py")
+    owner.button(key="start").click().run()  # "Start a new run"
+    second, _ = own_run(owner)
+    page(watcher, "pages/2_Generate.py")
+    assert any(f"`{second}`" in w.value and "new run" in w.value for w in watcher.warning)
+    assert watcher.session_state[runs.WATCHED_RUN] == second and watcher.query_params["run"] == second
+    assert not any("No training run" in i.value for i in watcher.info)
+    page(watcher, "pages/1_Train.py")
+    assert any(f"watching run `{second}`" in i.value for i in watcher.info)
+
+
+def test_another_session_watches_the_run_but_cannot_stop_or_replace_it():
+    owner = start_tiny_run()
+    run_id, key = own_run(owner)
+    watcher = page(home(run=run_id), "pages/1_Train.py")
+    assert watcher.metric[0].value == "running"
+    assert watcher.button(key="pause").disabled and watcher.button(key="stop").disabled
+    assert any("watching" in i.value for i in watcher.info)
+    with pytest.raises(NotOwnerError):
+        runs.registry().control(run_id, "not-the-key", "stop")
+    tiny_settings(watcher).button(key="start").click().run()  # the watcher's own run
+    assert own_run(watcher)[0] != run_id
+    assert runs.registry().get(run_id).run.state == "running"
+
+
+def test_a_refresh_with_the_owner_key_in_the_url_reattaches_with_control():
+    run_id, key = own_run(start_tiny_run())
+    refreshed = page(home(run=run_id, key=key), "pages/1_Train.py")
+    assert own_run(refreshed) == (run_id, key)
+    assert not refreshed.button(key="pause").disabled
+    refreshed.button(key="stop").click().run()
+    assert refreshed.metric[0].value == "stopped"
+
+
+def test_an_address_naming_an_unknown_run_says_so_without_echoing_it():
+    at = home(run="![x](http://example.invalid/p.png)")
+    assert any("no longer on this server" in w.value and "example" not in w.value for w in at.warning)
+    assert "run" not in at.query_params
+
+
+def test_the_owner_url_carries_the_run_id_and_key():
+    at = start_tiny_run()
+    run_id, key = own_run(at)
+    assert at.query_params["run"] == run_id and at.query_params["key"] == key
+
+
+def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
+    start_tiny_run()
+    start_tiny_run()
+    third = tiny_settings(page(home(), "pages/1_Train.py"))
+    assert third.button(key="start").disabled  # issue B12: Start stayed clickable with every slot taken
+    assert any("training slots" in i.value for i in third.info)
+    assert runs.OWN_RUN not in third.session_state
+    with pytest.raises(RunLimitError, match="limit"):  # and the registry refuses even a forged click
+        runs.registry().start(lambda: pytest.fail("built past the cap"), corpus="x", probe="")
+    assert runs.registry().active_count() == 2
+
+
+def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypatch):
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    at = start_tiny_run()
+    first, _ = own_run(at)
+    at.button(key="start").click().run()
+    assert not at.error
+    assert own_run(at)[0] != first
+    assert runs.registry().get(first) is None
+    assert runs.registry().active_count() == 1
+
+
+def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_training():
+    at = home()
+    at.selectbox(key=choices.CORPUS).set_value("demo-zh").run()  # 448 characters: a short validation split
+    at = tiny_settings(page(at, "pages/1_Train.py"))
+    at.button(key="start").click().run()
+    first, _ = own_run(at)
+    at.select_slider(key="max_len").set_value(64)
+    at.slider(key="block_size").set_value(60).run()  # longer than the demo corpus' validation split
+    assert any("validation split" in e.value for e in at.error)
+    assert at.button(key="start").disabled  # refused from the corpus' length, before anything is built
+
+    def build_fails():  # what the trainer would raise if the settings got past the page
+        raise CorpusError("the validation split has 44 tokens, fewer than block_size + 1 = 61")
+
+    with pytest.raises(CorpusError):
+        runs.registry().start(build_fails, corpus="demo-zh", probe="", replace=own_run(at))
+    assert own_run(at)[0] == first and runs.registry().get(first).run.state == "running"
+
+
+def test_simultaneous_starts_never_build_more_runs_than_the_cap():
+    """16 Start clicks at the same instant against a cap of 2: exactly 2 runs are built and train,
+    and at no moment did a third training thread exist, even briefly."""
+    registry = RunRegistry(max_runs=2)
+    clicks = 16
+    built, refused, gate = [], [], threading.Barrier(clicks + 1)
+    peak, done = [0], threading.Event()
+
+    def watch_threads():  # samples the built runs' threads for the whole burst
+        gate.wait()
+        while not done.is_set():
+            peak[0] = max(peak[0], sum(run.is_alive() for run in list(built)))
+
+    def build():
+        run = tiny_training_run()
+        built.append(run)
+        return run
+
+    def click():
+        gate.wait()
+        try:
+            registry.start(build, corpus="demo-zh", probe="")
+        except RunLimitError:
+            refused.append(1)
+
+    watcher = threading.Thread(target=watch_threads)
+    watcher.start()
+    threads = [threading.Thread(target=click) for _ in range(clicks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    watcher.join()
+    try:
+        assert len(built) == 2 and len(refused) == clicks - 2
+        assert registry.active_count() == 2
+        assert peak[0] <= 2 and all(run.is_alive() for run in built)
+    finally:
+        registry.stop_all()
+
+
+def test_runs_whose_owner_stopped_looking_are_released(monkeypatch):
+    monkeypatch.setenv(runs.IDLE_ENV, "1")  # read when the registry is made
+    at = start_tiny_run()
+    run_id, _ = own_run(at)
+    entry = runs.registry().get(run_id)
+    assert runs.registry().idle_seconds == 1
+    entry.last_seen -= 5
+    assert runs.registry().get(run_id) is None
+    assert entry.run.state == "closed"
+    wait_until(lambda: not entry.run.is_alive(), "the released run's thread to end")
+    assert entry.run.trainer.model is None and entry.run.trainer.optimizer is None  # freed, though we hold it
+    at.run()  # the owner comes back: told the run is gone, offered a new one
+    assert any("no longer on this server" in w.value for w in at.warning)
+    assert not at.exception and not at.button(key="start").disabled
+
+
+def test_a_new_registry_stops_trainer_threads_an_old_one_left_behind():
+    orphan = tiny_training_run()
+    orphan.start()  # as if started through a registry that a code reload replaced
+    runs.registry()
+    wait_until(lambda: not orphan.is_alive(), "the orphan's thread to end")
+
+
+def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
+    """The watcher's buttons are disabled (see above; AppTest, like a browser, cannot click them);
+    behind them the registry itself refuses every request that lacks the owner's key."""
+    owner = start_tiny_run()
+    run_id, _ = own_run(owner)
+    for action in ("pause", "resume", "stop"):
+        for forged_key in ("not-the-key", "", None):
+            with pytest.raises(NotOwnerError):
+                runs.registry().control(run_id, forged_key, action)
+    theirs = runs.registry().start(tiny_training_run, corpus="demo-zh", probe="",
+                                        replace=(run_id, "not-the-key"))
+    assert theirs.run_id != run_id
+    assert runs.registry().get(run_id).run.state == "running"  # the owner's run is untouched
+    owner.run()
+    assert owner.metric[0].value == "running" and not owner.button(key="pause").disabled

@@ -1,0 +1,302 @@
+"""pages/1_Train.py and app/train_form.py: presets, the form's checks and help, a run started, paused,
+resumed, stopped, reset and stepped, its chart, its failures, a task run's accuracy, and the
+settings link and the reload that fill the form.
+
+    pytest tests/app/test_train_page.py
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import minigpt
+from app import choices, runs, train_form, uploads
+from helpers.apptest import (PAGES, home, own_run, page, plotly_spec, start_tiny_run, step_of, tiny_settings,
+                             unescaped, wait_finished, wait_for_step)
+from helpers.figures import plotly_array
+from helpers.language import assert_chinese
+from helpers.waiting import parked, wait_until
+from minigpt import PRESETS, Trainer, load_pretrained
+
+
+def _entry(at):
+    """This session's run in the registry."""
+    return runs.registry().get(*own_run(at))
+
+
+def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setting():
+    at = page(home(), "pages/1_Train.py")
+    default = PRESETS["small"]
+    assert {f.key: at.session_state[f.key] for f in train_form.MODEL_FIELDS} == \
+        {f.key: getattr(default.model, f.name) for f in train_form.MODEL_FIELDS}
+    for name, preset in PRESETS.items():
+        at.button(key=f"preset:{name}").click().run()
+        assert not at.exception and not at.error
+        for f in train_form.FIELDS:
+            expected = getattr(preset.model if f.config.__name__ == "GPTConfig" else preset.train, f.name)
+            assert at.session_state[f.key] == expected, (name, f.key)
+        assert at.session_state[train_form.EARLY_STOP] == (preset.train.early_stop_patience > 0)
+
+
+@pytest.mark.trains
+def test_every_hyperparameter_and_metric_explains_itself():
+    at = page(home(), "pages/1_Train.py")
+    widgets = [*at.slider, *at.select_slider, *at.number_input, *at.checkbox]
+    for f in train_form.FIELDS:
+        w = next(w for w in widgets if w.key == f.key)
+        assert w.help and len(w.help) > 40, f.key
+    helps = " ".join(w.help for w in widgets)
+    for word in ("d_model", "d_ff", "max_len", "block_size", "dropout", "Warmup"):
+        assert word in helps
+    at.button(key="start").click().run()
+    wait_for_step(at, 1)
+    metric_help = {m.label: m.proto.help for m in at.metric}
+    assert "nats" in metric_help["Val loss (nats)"] and "ln V" in metric_help["Val loss (nats)"]
+    assert "characters the model trains on each second" in metric_help["Tokens/s"]
+    page(at, "pages/3_Attention.py")
+    captions = " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
+    assert "max_len" in captions and "block_size" in captions and "first row is always 1.0" in captions
+
+
+@pytest.mark.trains
+def test_memorisation_is_named_on_the_chart_and_in_words():
+    at = home()
+    at.selectbox(key=choices.CORPUS).set_value("demo-zh").run()
+    at = page(at, "pages/1_Train.py")
+    at.button(key="preset:tiny").click().run()
+    at.session_state["lr"] = 1e-2
+    at.session_state["eval_interval"] = 25
+    at.run()
+    at.button(key="start").click().run()
+    wait_finished(at)
+    at.run()
+    warnings = " ".join(w.value for w in at.warning)
+    assert "Overfitting" in warnings and "memorising" in warnings
+    assert f"ln {load_pretrained('demo-zh').tokenizer.vocab_size}" in warnings  # worse than guessing
+    assert any("never appear in the training part" in i.value for i in at.info)
+    annotations = [a["text"] for a in plotly_spec(at)["layout"]["annotations"]]
+    assert any("overfitting" in a for a in annotations) and any("ln V" in a for a in annotations)
+
+
+@pytest.mark.trains
+def test_after_a_reload_the_train_page_shows_the_runs_own_settings():
+    at = home()
+    at = page(at, "pages/1_Train.py")
+    at.button(key="preset:tiny").click().run()
+    at.session_state["d_model"] = 128
+    at.session_state["num_layers"] = 5
+    at.session_state["max_steps"] = 20_000
+    at.run()
+    at.button(key="start").click().run()
+    run_id, key = own_run(at)
+    entry = runs.registry().get(run_id)
+    params = entry.run.trainer.model_params
+    refreshed = page(home(run=run_id, key=key), "pages/1_Train.py")
+    assert refreshed.session_state["d_model"] == 128 and refreshed.session_state["num_layers"] == 5
+    run_line = next(m.value for m in refreshed.markdown if m.value.startswith(f"**Run `{run_id}`**"))
+    assert "5 layers" in run_line and "d_model 128" in run_line and f"{params:,}" in run_line
+    assert any(f"**{params:,}** parameters" in c.value for c in refreshed.caption)  # the form says the same
+
+
+@pytest.mark.trains
+def test_a_read_only_link_without_the_key_is_offered():
+    at = tiny_settings(page(home(), "pages/1_Train.py"))
+    at.button(key="start").click().run()
+    run_id, key = own_run(at)
+    link = next(c.value for c in at.code if "run=" in c.value)
+    assert link.endswith(f"?run={run_id}&lang=en") and key not in link  # the class opens it in the teacher's language
+
+
+@pytest.mark.trains
+def test_one_layer_is_singular_and_the_step_metric_fits():
+    at = tiny_settings(page(home(), "pages/1_Train.py"))
+    at.button(key="start").click().run()
+    wait_for_step(at, 1)
+    labels = {m.label: m.value for m in at.metric}
+    assert "Step (of 20,000)" in labels and "/" not in labels["Step (of 20,000)"]
+    page(at, "streamlit_app.py")
+    assert any("1 layer ×" in c.value for c in at.caption) and not any("1 layers" in c.value for c in at.caption)
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
+    at = home(lang)
+    at.selectbox(key="corpus").set_value("task-copy").run()
+    at = page(at, "pages/1_Train.py")
+    at.button(key="preset:task").click().run()
+    at.number_input(key="max_steps").set_value(40)
+    at.number_input(key="eval_interval").set_value(20)
+    at.select_slider(key="d_model").set_value(16).run()
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    wait_for_step(at, 40)
+    entry = _entry(at)
+    entry.run.stop(timeout=None)  # returns once the thread, with step 40's evaluation, is done
+    at.run()
+    sample = entry.run.snapshot().evals[-1].sample  # one answer to a held-out question, not lines of noise
+    assert sample.startswith(entry.probe_text[:7]) and len(sample) == 14
+    notes = [m.value for m in at.markdown if ("The copy task" if lang == "en" else "**复制任务**") in m.value]
+    assert notes and ("held-out lines" if lang == "en" else "留出行") in notes[0]
+    if lang == "zh":
+        assert_chinese(at, "Train, a task run")
+    fig = plotly_spec(at, 1)  # beside the loss chart
+    assert len(fig["data"][0]["x"]) == 3  # steps 0, 20, 40
+    loss = plotly_spec(at, 0)
+    floor = "lowest possible: 0.80" if lang == "en" else "可能的最低值：0.80"
+    assert any(floor in (s.get("text") or "") for s in loss["layout"]["annotations"])
+    # the time-lapse scores the run's held-out probe line at each of its evaluations
+    at = page(at, "pages/3_Attention.py")
+    assert not at.exception
+    axis = "weight on the right keys" if lang == "en" else "正确的键上的权重"
+    lapse = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                 if axis in json.dumps(json.loads(c.proto.spec)["layout"].get("yaxis", {}), ensure_ascii=False))
+    if lang == "zh":  # the probe line's letters are the task's, not words
+        assert_chinese(at, "Attention, a task run's time-lapse", besides=[runs.registry().get(*own_run(at)).probe_text])
+    outlined = [c for c in at.get("plotly_chart") if any(t.get("type") == "scatter" and len(t.get("x", [])) == 6
+                                                       for t in json.loads(c.proto.spec)["data"])]
+    assert len(outlined) == 4  # each layer's heatmap, above and in the time-lapse, outlines the six right keys
+    y = plotly_array(lapse["data"][0]["y"])
+    assert list(plotly_array(lapse["data"][0]["x"])) == [0, 20, 40] and ((0 <= y) & (y <= 1)).all()
+
+
+@pytest.mark.trains
+def test_train_starts_pauses_resumes_and_stops_a_run_while_the_step_advances():
+    at = start_tiny_run()
+    assert at.metric[0].value == "running"
+    first = wait_for_step(at, 1)
+    assert wait_for_step(at, first + 1) > first
+    at.button(key="pause").click().run()
+    assert at.metric[0].value == "paused"
+    paused_at = step_of(at)
+    wait_until(lambda: parked(_entry(at).run), "the paused run to wait at its gate")
+    assert step_of(at.run()) == paused_at
+    at.button(key="resume").click().run()
+    assert wait_for_step(at, paused_at + 1) > paused_at
+    at.button(key="stop").click().run()
+    assert at.metric[0].value == "stopped"
+    assert at.button(key="pause").disabled and at.button(key="stop").disabled
+
+
+@pytest.mark.trains
+def test_training_goes_on_while_the_learner_visits_other_pages():
+    at = start_tiny_run()
+    before, run = step_of(at), _entry(at).run
+    page(at, "pages/4_Scaling.py")
+    wait_until(lambda: run.snapshot().step > before, "steps while the learner is on another page")
+    page(at, "pages/1_Train.py")
+    assert at.metric[0].value == "running" and step_of(at) > before
+
+
+def test_invalid_hyperparameters_show_the_config_error_and_disable_start():
+    at = page(home(), "pages/1_Train.py")
+    at.select_slider(key="max_len").set_value(16).run()  # block_size stays at 30
+    assert any("block_size" in unescaped(e.value) for e in at.error)
+    assert at.button(key="start").disabled
+
+
+def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
+    at = home()
+    many_chars = "".join(chr(0x4E00 + i) for i in range(3000)) * 2  # a vocabulary of 3,000 characters
+    at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("big.txt", many_chars.encode(), "text/plain")).run()
+    page(at, "pages/1_Train.py")
+    at.select_slider(key="d_model").set_value(256)
+    at.select_slider(key="d_ff").set_value(1024)
+    at.slider(key="num_layers").set_value(6).run()
+    assert any("parameters" in e.value and f"{runs.MAX_PARAMS:,}" in e.value for e in at.error)
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize(
+    "failure, message",
+    [(MemoryError(), r"out of memory at step 6 \(MemoryError\)\. Use a smaller batch_size"),
+     (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+      r"out of memory at step 6 \(RuntimeError: CUDA out of memory\. .*\)\. Use a smaller batch_size"),
+     (None, r"^Training stopped: the loss became nan at step 6: .* Try a lower learning rate")],
+    ids=["MemoryError", "RuntimeError-out-of-memory", "nan-loss"])
+def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
+    real = Trainer.compute_gradients
+
+    def compute_gradients(self):
+        if self.step >= 5:
+            if failure is not None:
+                raise failure
+            with torch.no_grad():  # what too high a learning rate does: weights that are not numbers
+                self.model.final_norm.weight.fill_(float("nan"))
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "compute_gradients", compute_gradients)
+    at = start_tiny_run()
+    entry = _entry(at)
+    wait_until(lambda: entry.run.state == "error", "the run to fail")
+    at.run()
+    assert not at.exception
+    assert at.metric[0].value == "error"
+    assert any(re.search(message, unescaped(e.value)) for e in at.error), [e.value for e in at.error]
+    assert at.button(key="pause").disabled and not at.button(key="start").disabled
+    assert runs.registry().active_count() == 0  # its training slot is free again
+
+    for path in PAGES[1:]:  # the failed run stays the loaded model, and every page still renders
+        assert not page(at, path).exception
+    page(at, "pages/2_Generate.py").session_state["stream_delay"] = 0
+    at.number_input(key="max_new_tokens").set_value(3)
+    at.button(key="generate").click().run()
+    assert not at.exception
+    if failure is None:
+        assert any("training diverged" in e.value for e in at.error)
+    else:
+        assert len(at.session_state["generation"]["steps"]) == 3
+    assert not home().exception  # other sessions are served as before
+
+    monkeypatch.undo()
+    page(at, "pages/1_Train.py").button(key="start").click().run()
+    assert not at.error and at.metric[0].value == "running"
+
+
+@pytest.mark.trains
+def test_train_page_chart_shows_the_runs_own_history():
+    at = start_tiny_run(eval_interval=10)
+    entry = _entry(at)
+    wait_until(lambda: len(entry.run.snapshot().evals) >= 3, "three evaluations")
+    at.button(key="stop").click().run()
+    history = entry.run.snapshot().history
+    traces = {t["name"]: t for t in plotly_spec(at)["data"]}
+    np.testing.assert_allclose(plotly_array(traces["train loss"]["y"]), [e.train_loss for e in history])
+    evals = [e for e in history if e.val_loss is not None]
+    np.testing.assert_allclose(plotly_array(traces["val loss"]["y"]), [e.val_loss for e in evals])
+    np.testing.assert_allclose(plotly_array(traces["learning rate"]["y"]), [e.lr for e in history])
+
+
+@pytest.mark.trains
+def test_reset_waits_at_step_0_and_step_trains_exactly_the_chosen_number_of_steps():
+    at = tiny_settings(page(home(), "pages/1_Train.py"), max_steps=500)
+    at.button(key="reset").click().run()
+    assert not at.exception and at.metric[0].value == "paused" and step_of(at) == 0
+    entry = _entry(at)
+    for size, total in ((10, 10), (1, 11)):
+        at.segmented_control(key="step_size").set_value(size).run()
+        at.button(key="step").click().run()
+        wait_until(lambda: entry.run.trainer.step >= total and parked(entry.run), f"the run to stop at step {total}")
+        at.run()
+        assert at.metric[0].value == "paused" and step_of(at) == total
+    assert at.button(key="step").label == "Step ×1"
+
+
+def test_a_settings_link_fills_another_sessions_form_and_a_bad_one_says_why():
+    at = tiny_settings(page(home(), "pages/1_Train.py"), max_steps=321)
+    at.select_slider(key="lr").set_value(1e-2).run()
+    link = at.code[0].value
+    assert "?train=" in link and "max_steps:321" in link and "lr:0.01" in link
+    value = link.split("?train=")[1].split("&")[0]
+    other = page(home(train=value), "pages/1_Train.py")
+    assert not other.exception and any("settings of the link" in i.value for i in other.info)
+    assert other.number_input(key="max_steps").value == 321 and other.select_slider(key="lr").value == 1e-2
+    assert other.select_slider(key="d_model").value == 16 and other.slider(key="num_layers").value == 1
+    assert runs.OWN_RUN not in other.session_state  # filled, not started
+    bad = page(home(train="num_heads:3"), "pages/1_Train.py")
+    assert any("cannot train" in w.value and "divisible" in w.value for w in bad.warning)
+    assert bad.select_slider(key="num_heads").value == minigpt.PRESETS[minigpt.DEFAULT_PRESET].model.num_heads

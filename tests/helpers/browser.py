@@ -1,0 +1,112 @@
+"""The app in a real browser: Debian's chromium, driven by playwright, against `streamlit run`.
+
+The server is bench.live_server's `LiveServer`, the one the benches use. What a test waits for
+is a condition on the page, never a pause:
+- `wait_rendered`: the script has run to its end *and* the browser has drawn all it sent.
+  Streamlit marks the app `notRunning` as soon as the script ends, but it loads the code of most
+  element types (page links, st.html, charts, metrics) on first use and shows a skeleton until
+  then; on a busy machine a page is still half drawn when the state says done.
+- after a widget changes, the change's own effect on the page (`wait_for_settings`: the Train
+  form's link holds the new value): waiting for `notRunning` alone would return at once, before
+  the rerun has begun, and a fast rerun can end before the browser ever draws it as running.
+- `settled`: a check of the page's layout that holds once the layout has settled (Plotly lays
+  out again after its first frame), polled until it holds; its last result is what failed.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer  # noqa: F401 (re-exported)
+
+WAIT_MS = 60_000  # how long a page may take to show what a test waits for, on a busy machine
+
+# drawn: no element still waiting for its code (a skeleton), none left over from the run before
+DRAWN = ("() => { const app = document.querySelector('[data-testid=stApp]');"
+         " return app && app.getAttribute('data-test-script-state') === 'notRunning'"
+         " && !document.querySelector('[data-testid=stSkeleton]')"
+         " && !document.querySelector('[data-stale=true]'); }")
+
+
+def require_chromium() -> None:
+    """Skip a browser test, saying why, where chromium or playwright is missing; in CI (CI=true), fail:
+    CI never skips the browser tests silently."""
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = f"chromium is missing ({CHROMIUM}): `apt-get install -y chromium`, as .ci/run does, or set CHROMIUM"
+    else:
+        try:
+            import playwright  # noqa: F401
+        except ImportError:
+            missing = "the playwright package is missing: `pip install playwright` (never `playwright install`)"
+    if missing is None:
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(missing, pytrace=False)
+    pytest.skip(missing)
+
+
+def wait_rendered(page, heading: str) -> None:
+    """The page has connected, run its script to the end and drawn everything, its title `heading`."""
+    page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
+    page.get_by_role("heading", name=heading, level=1).wait_for(timeout=WAIT_MS)
+    page.wait_for_function(DRAWN, timeout=WAIT_MS)
+
+
+def drawn(page) -> None:
+    """The script has run to its end and the browser has drawn all of it."""
+    page.wait_for_function(DRAWN, timeout=WAIT_MS)
+
+
+def new_context(browser, **options):
+    """A fresh browser context (its own cookies and session) whose waits all allow WAIT_MS."""
+    context = browser.new_context(**options)
+    context.set_default_timeout(WAIT_MS)
+    return context
+
+
+def form_settings(page) -> str:
+    """The Train form's settings as the page itself says them: its ?train= link ("d_model:16,…"),
+    which the server writes from the values it received, so it shows when a change has arrived."""
+    return page.evaluate("() => [...document.querySelectorAll('[data-testid=stCode] code')]"
+                         ".map(c => c.textContent).find(t => t.includes('?train=')) || ''")
+
+
+def wait_for_settings(page, *parts: str) -> str:
+    """Wait until the Train form's link holds every `part` ("d_model:16"): the server has the values."""
+    page.wait_for_function("(parts) => { const link = [...document.querySelectorAll('[data-testid=stCode] code')]"
+                           ".map(c => c.textContent).find(t => t.includes('?train=')) || '';"
+                           " const settings = new Set(link.split('?train=')[1]?.split('&')[0].split(','));"
+                           " return parts.every(p => settings.has(p)); }", arg=list(parts), timeout=WAIT_MS)
+    return form_settings(page)
+
+
+def settled(page, check: str):
+    """Poll a layout check (a JS function returning a list of problems) until it finds none; what it
+    returns then (an empty list), or its last findings once the wait runs out."""
+    try:
+        page.wait_for_function(f"() => ({check})().length === 0", timeout=WAIT_MS // 4)
+    except Exception:  # playwright's TimeoutError: report what the check still finds
+        pass
+    return page.evaluate(check)
+
+
+def next_frame(page) -> None:
+    """Wait until the browser has painted two more frames (a resize or scroll has been laid out)."""
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+def main_button(page, name: str, exact: bool = True):
+    """A button of the page itself: Streamlit's header shows a "Stop" of its own while a script runs."""
+    return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name=name, exact=exact)
+
+
+def screenshot_whole(page, path, viewport: dict) -> None:
+    """Streamlit scrolls inside its main section: grow the window to the content's height, then shoot."""
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": viewport["width"], "height": min(max(height, viewport["height"]), 6000)})
+    next_frame(page)
+    page.screenshot(path=path, full_page=True)
+    page.set_viewport_size(viewport)

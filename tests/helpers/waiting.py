@@ -1,0 +1,48 @@
+"""Waiting on a condition, never on time passing.
+
+A test that sleeps and then asserts fails whenever the machine is busier than the sleep
+assumed. `wait_until` polls the condition the assertion needs and returns as soon as it holds;
+its deadline only bounds how long a test that has really failed takes to say so, so it is
+generous. `parked` is the deterministic way to say "nothing more will happen": the training
+thread is blocked at its gate, so its step cannot advance until someone lets it go.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+DEADLINE = 120.0  # seconds: a test that really fails says so after this long, a passing one never waits for it
+
+
+def wait_until(condition: Callable[[], T], what: str = "the condition", timeout: float = DEADLINE) -> T:
+    """Poll `condition` until it returns something truthy, and return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}; it never happened")
+        time.sleep(0.01)
+
+
+def _blocked_in(thread: threading.Thread, function: str) -> bool:
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def parked(run) -> bool:
+    """The run is paused and its thread waits at its gate: a step that was in flight when it was
+    paused has landed or been dropped, and no other can start until someone resumes it."""
+    thread = run._thread
+    return (run.state == "paused" and thread is not None and thread.is_alive()
+            and _blocked_in(thread, "wait_until_running"))

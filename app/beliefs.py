@@ -9,7 +9,7 @@ from minigpt import (SamplingError, Step, beliefs, beliefs_figure, check_samplin
                      next_logits, step_attention_figure)
 
 from .charts import config as chart_config
-from .i18n import _, number
+from .i18n import _, n_, number
 from .models import LoadedModel
 from .text import md
 
@@ -82,8 +82,10 @@ def generation_by_probability(lm: LoadedModel, prompt: str, steps: list[Step]) -
     st.markdown(_("**{char}** had probability {prob:.3f}. The five likeliest were: {top}.", char=md(step.text),
                   prob=step.prob, top=top))
     context = prompt + "".join(s.text for s in steps[:pick])
-    window = context[-lm.block_size:]
+    window = context[-step.context:]  # exactly what the model read: after the cache refilled, fewer than block_size
     rows = last_query_attention(lm.model, lm.tokenizer.encode(window), lm.block_size)
-    st.caption(_("Where the last character before it looked, in each layer (mean of the heads), when the model chose "
-                 "it:"))
+    st.caption(n_("Where the last character before it looked, in each layer (mean of the heads), when the model "
+                  "chose it, over the {n} character it read:", "Where the last character before it looked, in each "
+                  "layer (mean of the heads), when the model chose it, over the {n} characters it read:",
+                  len(window)))
     st.plotly_chart(step_attention_figure(rows, window, tr=_), key="step_attention", config=chart_config())

@@ -127,6 +127,20 @@ def number(value: float, spec: str = ",") -> str:
     return _NumberFormatter(language()).format_field(value, spec)
 
 
+SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def textbook(value: float, digits: int = 2) -> str:
+    """A number as a textbook prints it: 0 as 0, 0.0004 as 0.0004, 3.2e-08 as 3.2 × 10⁻⁸; in the
+    language's decimal symbol."""
+    if value == 0:
+        return "0"
+    if 1e-4 <= abs(value) < 1e5:
+        return number(value, f".{digits}g")  # plain in this range: .g writes no exponent here
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    return f"{number(float(mantissa), f'.{digits - 1}f')} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
 def error_text(error: BaseException | Message) -> str:
     """A library error or message in the session's language. Inside it, a nested LabError is
     translated too, and so is a parameter that is itself a Message (Message("the upload"));

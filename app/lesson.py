@@ -21,7 +21,7 @@ from minigpt import (DEFAULT_PRESET, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS
 from . import beliefs, compare, heatmaps, models, prompts, runs, weights
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
-from .i18n import _, error_text, language, number
+from .i18n import _, error_text, language, number, textbook
 from .lesson_links import PAGE
 from .lesson_text import STEPS, Step
 from .models import LoadedModel
@@ -177,8 +177,8 @@ def mask_view(lm: LoadedModel) -> None:
                          key="lesson_mask")
     sums = attention[0, 0].sum(axis=-1)
     above = float(np.triu(attention[0, 0], k=1).sum())
-    st.caption(_("Every row adds up to {low:.4f}–{high:.4f}; all the weight above the diagonal together: {above:.1e}.",
-                 low=float(sums.min()), high=float(sums.max()), above=above))
+    st.caption(_("Every row adds up to {low:.4f}–{high:.4f}; all the weight above the diagonal together: {above}.",
+                 low=float(sums.min()), high=float(sums.max()), above=textbook(above)))
 
 
 def heads_view(lm: LoadedModel) -> None:

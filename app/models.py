@@ -6,14 +6,16 @@ or retrains a model; a run's weights are copied only when it has stepped.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import streamlit as st
 import torch
 
-from minigpt import (BUILTIN_CORPORA, find_task, Checkpoint, CheckpointError, CharTokenizer, MiniGPT, TrainConfig,
-                     demo_prompts, load_pretrained, load_zip, probe_text)
+from minigpt import (BUILTIN_CORPORA, Checkpoint, CheckpointError, CharTokenizer, CorpusError, MiniGPT, TrainConfig,
+                     demo_prompts, find_task, load_pretrained, load_zip, probe_text, task_for_corpus)
+from minigpt import validation_windows as minigpt_validation_windows
+from minigpt.data import Windows
 
 from .advice import state_label
 from .choices import SHIPPED, TRAINED, UPLOADED, current_device, model_source
@@ -73,6 +75,7 @@ class LoadedModel:
     block_size: int      # the context it was trained on: positions past it never trained
     identity: str        # the same for the same weights: what a page keys the results it keeps on
     corpus_text: str = field(default="", repr=False)  # the corpus it learned, when known
+    train_config: TrainConfig | None = None  # how it was trained, when known: its evaluation's windows come from it
 
     @property
     def device(self) -> str:
@@ -132,7 +135,7 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
     if not (isinstance(probe, str) and probe.strip() and not tokenizer.unknown_chars(probe)):
         probe = probe_text(tokenizer, text)
     return LoadedModel(checkpoint.model, tokenizer, source, corpus, status, steps, detail,
-                       probe[: checkpoint.block_size], checkpoint.block_size, identity, text)
+                       probe[: checkpoint.block_size], checkpoint.block_size, identity, text, checkpoint.train_config)
 
 
 def _pretrained_model() -> LoadedModel:
@@ -175,7 +178,8 @@ def _run_model() -> LoadedModel:
     return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, state_label(snap.state),
                        _("{step:,} / {total:,}", step=snap.step, total=snap.max_steps),
                        _("run `{run}` from the Train page", run=entry.run_id),
-                       entry.probe_text, entry.run.trainer.cfg.block_size, f"run:{entry.run_id}:{snap.step}")
+                       entry.probe_text, entry.run.trainer.cfg.block_size, f"run:{entry.run_id}:{snap.step}",
+                       train_config=entry.run.trainer.cfg)
 
 
 def first_prompt(model: LoadedModel) -> str:
@@ -193,16 +197,36 @@ def first_prompt(model: LoadedModel) -> str:
     return words[0][:8] + (" " if " " in model.tokenizer.stoi else "")
 
 
-def held_out(lm: LoadedModel) -> torch.Tensor | None:
-    """The validation tokens of the model's corpus, the part training never sees (a run's own
-    split; the last val_fraction of a shipped model's corpus), or None where the corpus is unknown."""
+def validation_windows(lm: LoadedModel) -> Windows | None:
+    """The windows the model's own training measured its validation loss on (minigpt's
+    validation_windows: its corpus's held-out split, its settings, a task's line starts), so that
+    every page reports the val loss training did; for a checkpoint that does not say how it was
+    trained, the default settings' windows; None where its corpus is unknown."""
     if lm.source == TRAINED:
         entry, _owner = session_run()
-        return entry.run.trainer.val_data if entry is not None else None
-    tail = lm.corpus_text[len(lm.corpus_text) - int(len(lm.corpus_text) * TrainConfig.val_fraction):]
-    if len(tail) <= lm.block_size or lm.tokenizer.unknown_chars(tail):  # one token per character
+        return entry.run.trainer.val_windows if entry is not None else None
+    if not lm.corpus_text or lm.tokenizer.unknown_chars(lm.corpus_text):
         return None
-    return torch.tensor(lm.tokenizer.encode(tail), dtype=torch.long)
+    task = task_for_corpus(lm.corpus)
+    ids = torch.tensor(lm.tokenizer.encode(lm.corpus_text), dtype=torch.long)
+    settings = lm.train_config or replace(TrainConfig(), block_size=lm.block_size)  # a checkpoint that does not say
+    try:
+        return minigpt_validation_windows(ids, settings, task.line_length if task is not None else 1)
+    except CorpusError:  # a held-out split too short for the settings
+        return None
+
+
+def windows_said(lm: LoadedModel, windows: Windows) -> str:
+    """What a loss measured on `windows` (validation_windows) is, in words: which number it matches."""
+    size = dict(batches=len(windows), size=len(windows[0][0]))
+    if lm.source == TRAINED:
+        return _("Measured on the {batches} batches of {size} held-out windows the run evaluates on, with its "
+                 "weights as they are now: at an evaluation step, the val loss the Train page shows.", **size)
+    if lm.train_config is None:
+        return _("Measured on {batches} batches of {size} windows of the held-out text, drawn with the default "
+                 "settings: the checkpoint does not say how it was trained.", **size)
+    return _("Measured on the {batches} batches of {size} held-out windows the model's training measured its "
+             "val loss on: the val loss it was saved with.", **size)
 
 
 def attention_maps(model: MiniGPT, tokenizer: CharTokenizer, text: str, scaled: bool | None = None) -> np.ndarray:

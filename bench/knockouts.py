@@ -1,5 +1,6 @@
 """How long a learner waits on the Experiments page's knock-outs, on the shipped default model:
-one knock-out re-evaluated (the copy, then the validation loss on the page's fixed windows), and
+one knock-out re-evaluated (the copy, then the validation loss on the model's own validation
+windows), and
 the importance of every head (each zeroed alone in turn). Medians of a few rounds, one thread;
 the budgets are 1 s and 5 s, printed beside the figures, never asserted.
 
@@ -19,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from bench.common import print_header, print_table  # noqa: E402
-from minigpt import (DEFAULT_CORPUS, Knockout, TrainConfig, head_importance, knocked_out, load_corpus,  # noqa: E402
-                     load_pretrained, mean_loss, validation_windows)
+from minigpt import (DEFAULT_CORPUS, Knockout, estimate_loss, head_importance, knocked_out, load_corpus,  # noqa: E402
+                     load_pretrained, task_for_corpus, validation_windows)
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -39,17 +40,17 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(1)
     checkpoint = load_pretrained(args.corpus)
-    model, tokenizer, block = checkpoint.model, checkpoint.tokenizer, checkpoint.block_size
-    text = load_corpus(args.corpus)
-    held_out = torch.tensor(tokenizer.encode(text[len(text) - int(len(text) * TrainConfig.val_fraction):]))
-    windows = validation_windows(held_out, block)
+    model, tokenizer = checkpoint.model, checkpoint.tokenizer
+    ids = torch.tensor(tokenizer.encode(load_corpus(args.corpus)))
+    task = task_for_corpus(args.corpus)
+    windows = validation_windows(ids, checkpoint.train_config, task.line_length if task is not None else 1)
     config = model.config
     print_header(f"Knock-outs on the shipped {args.corpus} model: {config.num_layers} layers x {config.num_heads} "
                  f"heads, {model.num_params():,} parameters, {len(windows)} x {windows[0][0].shape} windows")
     one = Knockout(heads=frozenset({(0, 0)}), positions=True)
-    knock, after = timed(lambda: mean_loss(knocked_out(model, one), windows), args.repeats)
+    knock, after = timed(lambda: estimate_loss(knocked_out(model, one), windows), args.repeats)
     importance, rise = timed(lambda: head_importance(model, windows), args.repeats)
-    base = mean_loss(model, windows)
+    base = estimate_loss(model, windows)
     print_table(["what", "median s", "budget s", "result"], [
         ["one knock-out re-evaluated (head 1.1 + positions)", f"{knock:.3f}", "1", f"val loss {base:.3f} -> {after:.3f}"],
         ["importance of every head", f"{importance:.3f}", "5",

@@ -184,6 +184,17 @@ def get_batch(
     return windows[:, :-1], windows[:, 1:]
 
 
+Windows = list[tuple[torch.Tensor, torch.Tensor]]  # (inputs, targets) batches
+
+
+def eval_windows(data: torch.Tensor, batch_size: int, block_size: int, batches: int, seed: int,
+                 period: int = 1) -> Windows:
+    """The fixed windows a loss is measured on: `batches` batches drawn from `data` by one generator
+    seeded with `seed`, on the CPU. The same arguments give the same windows, every time and everywhere."""
+    generator = torch.Generator().manual_seed(seed)
+    return [get_batch(data, batch_size, block_size, generator, period=period) for _ in range(batches)]
+
+
 def check_batch_fits(data: torch.Tensor, batch_size: int, block_size: int) -> None:
     """Refuse a batch larger than the number of distinct windows the split holds."""
     _check_windows(len(data), batch_size, block_size)

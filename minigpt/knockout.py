@@ -5,8 +5,9 @@ than n positions back, and the tie between the embedding and the LM head (the he
 an untied copy of the embedding with its rows shuffled). Each knock-out works on its own deep
 copy, so the loaded model, which other pages and other sessions share, never changes.
 
-What it costs is measured on fixed validation windows (the same ones before and after), so the
-change in loss is the knock-out's alone; `head_importance` zeroes each head alone in turn.
+What it costs is measured on the model's own validation windows (train.validation_windows: the
+same ones before and after, and the ones its training measured), so the change in loss is the
+knock-out's alone; `head_importance` zeroes each head alone in turn.
 """
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ import numpy as np
 import torch
 
 from .config import GPTConfig
-from .data import get_batch
+from .data import Windows
 from .messages import LabError
 from .model import MiniGPT
-
-EVAL_BATCHES, EVAL_BATCH_SIZE = 4, 32  # 128 windows: the loss to ~0.01 nats on the shipped models
+from .train import estimate_loss
 
 
 class KnockoutError(LabError, ValueError):
@@ -76,27 +76,9 @@ def knocked_out(model: MiniGPT, knockout: Knockout) -> MiniGPT:
     return twin
 
 
-def validation_windows(ids: torch.Tensor, block_size: int, seed: int = 0, batches: int = EVAL_BATCHES,
-                       batch_size: int = EVAL_BATCH_SIZE) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Fixed (inputs, targets) batches from validation tokens: the same windows every call."""
-    generator = torch.Generator().manual_seed(seed)
-    return [get_batch(ids, batch_size, block_size, generator) for _ in range(batches)]
-
-
-@torch.no_grad()
-def mean_loss(model: MiniGPT, windows: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
-    """The mean cross-entropy (nats) of `model` in eval mode over `windows`."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    losses = [model(x.to(device), y.to(device))[1].float().item() for x, y in windows]
-    model.train(was_training)
-    return float(np.mean(losses))
-
-
-def head_importance(model: MiniGPT, windows: list[tuple[torch.Tensor, torch.Tensor]]) -> np.ndarray:
+def head_importance(model: MiniGPT, windows: Windows) -> np.ndarray:
     """(layers, heads): how much the validation loss rises when that head alone is zeroed."""
-    base = mean_loss(model, windows)
+    base = estimate_loss(model, windows)
     twin, d_k = copy.deepcopy(model).eval(), model.config.d_k  # one copy, each head zeroed and put back in turn
     rise = np.zeros((model.config.num_layers, model.config.num_heads))
     for layer, head in np.ndindex(*rise.shape):
@@ -104,6 +86,6 @@ def head_importance(model: MiniGPT, windows: list[tuple[torch.Tensor, torch.Tens
         kept = columns.detach().clone()
         with torch.no_grad():
             columns.zero_()
-            rise[layer, head] = mean_loss(twin, windows) - base
+            rise[layer, head] = estimate_loss(twin, windows) - base
             columns.copy_(kept)
     return rise

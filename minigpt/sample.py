@@ -48,6 +48,7 @@ class Step:
     text: str
     prob: float                                  # model probability of the chosen token
     top: list[tuple[str, float]] = field(default_factory=list)  # model's top-5 (text, prob)
+    context: int = 0                             # the tokens the model read to choose it: the last ones before it
 
 
 @dataclass
@@ -177,12 +178,14 @@ def stream(
             probs = model_probs if untempered else next_token_distribution(logits, temperature, top_k, top_p)
             token = sample_index(probs, generator)
         top_probs, top_ids = torch.topk(model_probs, min(5, model_probs.numel()))
+        read = state.cache.length if use_cache else min(len(state.ids), block_size)  # after a refill, fewer
         state.ids.append(token)
         yield Step(
             token=token,
             text=tokenizer.chars[token],
             prob=float(model_probs[token]),
             top=[(tokenizer.chars[i], p) for p, i in zip(top_probs.tolist(), top_ids.tolist())],
+            context=read,
         )
 
 

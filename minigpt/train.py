@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .checkpoint import CheckpointError
 from .config import ConfigError, GPTConfig, TrainConfig
-from .data import check_batch_fits, get_batch, split_tokens
+from .data import Windows, check_batch_fits, eval_windows, get_batch, split_tokens
 from .device import cpu_has_amx, resolve_device
 from .diagnosis import unseen_validation_chars
 from .distributed import DistContext, all_reduce_mean
@@ -111,19 +111,27 @@ def build_optimizer(model: MiniGPT, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=fused)
 
 
+TRAIN_EVAL_SEED, VAL_EVAL_SEED = 1, 2  # added to the run's seed: the windows its two losses are measured on
+
+
 @torch.no_grad()
-def estimate_loss(model: MiniGPT, data: torch.Tensor, cfg: TrainConfig, seed: int, period: int = 1) -> float:
-    """Mean loss over cfg.eval_iters batches drawn with a fixed seed (same batches every time)."""
+def estimate_loss(model: MiniGPT, windows: Windows) -> float:
+    """The mean cross-entropy (nats) of `model`, in eval mode, over the batches `windows`."""
     was_training = model.training
     model.eval()
-    generator = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
-    losses = torch.zeros(cfg.eval_iters)
-    for i in range(cfg.eval_iters):
-        x, y = get_batch(data, cfg.batch_size, cfg.block_size, generator, device, period)
-        losses[i] = model(x, y)[1].float()
+    losses = [model(x.to(device), y.to(device))[1].float().item() for x, y in windows]
     model.train(was_training)
-    return losses.mean().item()
+    return sum(losses) / len(losses)
+
+
+def validation_windows(ids: torch.Tensor, cfg: TrainConfig, period: int = 1) -> Windows:
+    """The windows a run with `cfg` on the corpus tokens `ids` measures its validation loss on: the
+    held-out split, drawn as the Trainer draws them. Whatever measures a model's loss (the Train
+    page, Experiments, a knock-out) measures it here, so that it is the number training reported.
+    `period`: a task's line length, so that every window starts at a line, as in training."""
+    _, val = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)
+    return eval_windows(val, cfg.batch_size, cfg.block_size, cfg.eval_iters, cfg.seed + VAL_EVAL_SEED, period)
 
 
 class Trainer:
@@ -153,6 +161,11 @@ class Trainer:
         self.tokenizer = tokenizer
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         self.train_data, self.val_data = split_tokens(ids, cfg.val_fraction, cfg.block_size, self.period)
+        # the fixed windows both losses are measured on at every evaluation (validation_windows' own)
+        self.train_windows = eval_windows(self.train_data, cfg.batch_size, cfg.block_size, cfg.eval_iters,
+                                          cfg.seed + TRAIN_EVAL_SEED, self.period)
+        self.val_windows = eval_windows(self.val_data, cfg.batch_size, cfg.block_size, cfg.eval_iters,
+                                        cfg.seed + VAL_EVAL_SEED, self.period)
         # kept after release(): what a page says about a finished run
         self.unseen = unseen_validation_chars(text, cfg.val_fraction)
         self.task_lines = min(len(self.val_data) // self.period, self.TASK_LINES) if task is not None else 0
@@ -240,8 +253,8 @@ class Trainer:
 
     def evaluate(self) -> tuple[float, float]:
         """(train, val) loss estimates on fixed batches."""
-        train = estimate_loss(self.model, self.train_data, self.cfg, self.cfg.seed + 1, self.period)
-        val = estimate_loss(self.model, self.val_data, self.cfg, self.cfg.seed + 2, self.period)
+        train = estimate_loss(self.model, self.train_windows)
+        val = estimate_loss(self.model, self.val_windows)
         self.last_val_loss = val
         if self.best_val is None or val < self.best_val[1]:
             self.best_val = (self.step, val)
@@ -320,7 +333,7 @@ class Trainer:
         if self.model is not None:
             self.model.use_generator(None)
         self.model = self.train_model = self.optimizer = None
-        self.train_data = self.val_data = None
+        self.train_data = self.val_data = self.train_windows = self.val_windows = None
 
     def state_dict(self) -> dict:
         """What resuming needs besides the weights: step, optimizer and random state."""

@@ -24,6 +24,7 @@ from .train import TrainEvent, lr_at
 
 MAX_POINTS = 2000
 MASK_COLOR = "#d9d9d9"
+LR_TICKS = "~g"  # learning rates as a textbook writes them: 0.0004, not 4.0e-4
 PAGE = 24  # positions per heatmap page: at most this many rows and columns, each labelled
 
 
@@ -178,7 +179,7 @@ def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
     max_lr = max((e.lr for e in rows), default=0.0)
     fig.update_xaxes(title_text=_("step"))
     fig.update_yaxes(title_text=_("cross-entropy loss (nats)"), rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text=_("learning rate"), secondary_y=True, showgrid=False, tickformat=".1e",
+    fig.update_yaxes(title_text=_("learning rate"), secondary_y=True, showgrid=False, tickformat=LR_TICKS,
                      range=[0, 1.05 * max_lr if max_lr > 0 else 1], nticks=4)
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=20, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
@@ -191,13 +192,13 @@ def lr_figure(cfg: TrainConfig, tr: Translate = english) -> go.Figure:
     _ = tr
     steps = np.arange(cfg.max_steps)
     fig = go.Figure(go.Scatter(x=steps, y=[lr_at(int(s), cfg) for s in steps], mode="lines", name=_("learning rate"),
-                               line=dict(color="#1E88E5"), hovertemplate=_("step") + " %{x}: %{y:.2e}<extra></extra>"))
+                               line=dict(color="#1E88E5"), hovertemplate=_("step") + " %{x}: %{y:.3~g}<extra></extra>"))
     if 0 < cfg.warmup_steps < cfg.max_steps:
         fig.add_vline(x=cfg.warmup_steps, line=dict(color="#757575", dash="dash", width=1),
                       annotation_text=_("warmup ends (step {step})", step=cfg.warmup_steps),
                       annotation_position="top right")
     fig.update_xaxes(title_text=_("step"))
-    fig.update_yaxes(title_text=_("learning rate"), tickformat=".1e", rangemode="tozero")
+    fig.update_yaxes(title_text=_("learning rate"), tickformat=LR_TICKS, rangemode="tozero")
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), showlegend=False)
     return fig
 

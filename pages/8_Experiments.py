@@ -3,8 +3,8 @@ import streamlit as st
 
 from app import charts, compare, heatmaps, lesson_links, models, navigation, prompts, race
 from app.i18n import _, error_text, number
-from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, generate, head_importance, importance_figure,
-                     knocked_out, mean_loss, validation_windows)
+from minigpt import (Knockout, KnockoutError, SamplingError, attention_panels, estimate_loss, generate, head_importance,
+                     importance_figure, knocked_out)
 
 SAMPLE_SEED, SAMPLE_TOKENS, SAMPLE_TEMPERATURE = 0, 120, 0.8
 IMPORTANCE = "head_importance_shown"  # session_state: the last importance grid, with the model it is of
@@ -57,7 +57,7 @@ prompt = models.first_prompt(lm)
 
 def measure(model, windows) -> tuple[float | None, str | SamplingError]:
     """A model's loss on the windows (None without them) and its sample from the prompt and seed."""
-    loss = mean_loss(model, windows) if windows is not None else None
+    loss = estimate_loss(model, windows) if windows is not None else None
     try:
         sample = generate(model, lm.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS, temperature=SAMPLE_TEMPERATURE,
                           seed=SAMPLE_SEED, block_size=lm.block_size)
@@ -66,8 +66,7 @@ def measure(model, windows) -> tuple[float | None, str | SamplingError]:
     return loss, sample
 
 
-held_out = models.held_out(lm)
-windows = validation_windows(held_out, lm.block_size) if held_out is not None else None
+windows = models.validation_windows(lm)
 if windows is None:
     st.info(_("This model's corpus is not known here, so there is no validation text to measure its loss on; "
               "the samples and the attention below still show what the knock-out changed."))
@@ -90,7 +89,7 @@ knocked = None if knockout.empty else measured(twin, knockout)
 if windows is not None:
     base = whole[0]
     whole_col, knocked_col = st.columns(2)
-    whole_col.metric(_("Val loss, whole model"), number(base, ".3f"))
+    whole_col.metric(_("Val loss, whole model"), number(base, ".3f"), help=models.windows_said(lm, windows))
     if knocked is not None:
         after = knocked[0]
         knocked_col.metric(_("Val loss, knocked out"), number(after, ".3f"), delta=f"{after - base:+.3f}",

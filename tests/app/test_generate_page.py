@@ -130,3 +130,36 @@ def test_an_empty_prompt_starts_from_a_newline_and_says_so():
     at.button(key="generate").click().run()
     assert any("empty prompt" in c.value for c in at.caption)
     assert len(at.session_state["generation"]["steps"]) == 5
+
+
+def test_a_generated_characters_attention_is_over_exactly_what_the_model_read_past_the_window():
+    """Issue: once the context is full the cache refills from its last three quarters, but the page
+    showed each step's attention over the last block_size characters: from step 27 on, 31 of 60 rows
+    were not the ones that chose the character. Replayed here by hand: every step's row is over the
+    window the model read, and equals the hand-written forward pass's on it."""
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    block = checkpoint.block_size  # 32: a full context keeps its last 24 and grows again
+    at = page(home(), "pages/2_Generate.py")
+    at.session_state["stream_delay"] = 0
+    at.slider(key="temperature").set_value(0.9)
+    at.number_input(key="gen_seed").set_value(4242)
+    at.number_input(key="max_new_tokens").set_value(60).run()
+    at.text_input[0].set_value("我们用注意力看")  # in the form: sent with its submit button
+    at.button(key="generate").click().run()
+    assert not at.exception
+    steps = at.session_state["generation"]["steps"]
+    ids, window, read = checkpoint.tokenizer.encode("我们用注意力看"), None, []
+    window = list(ids)
+    for step in steps:  # the refill rule, by hand
+        read.append(list(window))
+        ids.append(step.token)
+        window = ids[-(block - block // 4):] if len(window) == block else window + [step.token]
+    assert any(len(w) < block for w in read[30:])  # the case of the issue is in this generation
+    for pick in (5, 40, 53):
+        at.select_slider(key=f"picked_step:{len(steps)}").set_value(pick).run()
+        figure = plotly_spec(at, next(i for i, c in enumerate(at.get("plotly_chart")) if c.proto.id.endswith("step_attention")))
+        shown = plotly_array(figure["data"][0]["z"])
+        layers = hand_forward(checkpoint.model, read[pick])["layers"]
+        want = np.stack([layer["weights"][:, -1].mean(0).numpy() for layer in layers])
+        assert shown.shape == want.shape == (checkpoint.model.config.num_layers, len(read[pick])), pick
+        np.testing.assert_allclose(shown, want, atol=1e-5)

@@ -415,6 +415,16 @@ def test_numbers_are_written_the_languages_way(monkeypatch):
                             p=0.42, name="a.b") == "1.234,50 143.232 -0,50 0,003 42% a.b"
 
 
+def test_a_tiny_or_huge_number_is_written_as_a_textbook_writes_it(monkeypatch):
+    """0 as 0 (not 0.0e+00), small learning rates plainly, and only far-out magnitudes with a
+    power of ten, in the language's decimal symbol."""
+    monkeypatch.setattr(i18n, "language", lambda: "en")
+    assert [i18n.textbook(v) for v in (0.0, 0.0004, 0.5, 3.2e-8, -2.5e-9, 123456.0)] == \
+        ["0", "0.0004", "0.5", "3.2 × 10⁻⁸", "-2.5 × 10⁻⁹", "1.2 × 10⁵"]
+    monkeypatch.setattr(i18n, "language", lambda: "de")
+    assert i18n.textbook(3.2e-8) == "3,2 × 10⁻⁸"
+
+
 def test_a_bad_corpus_upload_is_refused_in_chinese():
     at = home("zh")
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("empty.txt", b"", "text/plain")).run()

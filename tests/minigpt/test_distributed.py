@@ -26,7 +26,7 @@ from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from minigpt import (ConfigError, TrainConfig, Trainer, build_model, folder_zip, from_pretrained, latest_checkpoint,
                      load_zip)
 from minigpt.cli import build_parser, main
-from minigpt.data import load_corpus, split_tokens
+from minigpt.data import eval_windows, load_corpus, split_tokens
 from minigpt.distributed import DistContext, all_reduce_mean, barrier, gather_ranks, launched_by_torchrun
 from minigpt.train import autocast_dtype, estimate_loss, estimate_mfu, flops_per_token
 
@@ -76,7 +76,7 @@ def _fixed_batch_loss(directory: Path) -> float:
     checkpoint = from_pretrained(directory)
     ids = torch.tensor(checkpoint.tokenizer.encode(load_corpus("demo-zh")))
     train, _ = split_tokens(ids, TrainConfig.val_fraction, 16)
-    return estimate_loss(checkpoint.model, train, TrainConfig(batch_size=64, block_size=16, eval_iters=8), seed=0)
+    return estimate_loss(checkpoint.model, eval_windows(train, batch_size=64, block_size=16, batches=8, seed=0))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ exactly as it was.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -16,7 +15,9 @@ import torch
 from helpers.maths import hand_forward
 from helpers.tiny import tiny_lm
 from minigpt import DEMO_SENTENCE, load_corpus, load_pretrained
-from minigpt.knockout import Knockout, KnockoutError, head_importance, knocked_out, mean_loss, validation_windows
+from minigpt.data import eval_windows
+from minigpt.knockout import Knockout, KnockoutError, head_importance, knocked_out
+from minigpt.train import estimate_loss
 
 
 @pytest.fixture(scope="module")
@@ -154,31 +155,15 @@ def test_a_knockout_of_a_part_the_model_lacks_says_which():
         knocked_out(model, Knockout(window=0))
 
 
-def test_the_loss_is_the_cross_entropy_by_hand_and_uniform_logits_give_ln_vocab():
-    model, tok = tiny_lm()
-    ids = torch.tensor(tok.encode("the cat sat on the mat. the dog sat on the log. " * 3))
-    windows = validation_windows(ids, block_size=8, batches=2, batch_size=4)
-    assert [x.shape for x, _ in windows] == [(4, 8)] * 2
-    assert all(torch.equal(a[0], b[0]) for a, b in zip(windows, validation_windows(ids, 8, batches=2, batch_size=4)))
-    hand = []
-    for x, y in windows:
-        probs = torch.softmax(model(x)[0].double(), dim=-1)
-        hand.append(-probs.gather(-1, y[..., None]).log().mean().item())
-    assert mean_loss(model, windows) == pytest.approx(np.mean(hand), abs=1e-5)
-    with torch.no_grad():
-        model.final_norm.weight.zero_(), model.final_norm.bias.zero_()  # every logit 0: a uniform guess
-    assert mean_loss(model, windows) == pytest.approx(math.log(tok.vocab_size), abs=1e-6)
-
-
 def test_head_importance_is_zero_for_a_head_that_already_adds_nothing(shipped):
     model, _ = shipped
     tokenizer = load_pretrained("course-zh").tokenizer
     ids = torch.tensor(tokenizer.encode(load_corpus("course-zh")[-3000:]))
-    windows = validation_windows(ids, block_size=32, batches=1, batch_size=8)
+    windows = eval_windows(ids, batch_size=8, block_size=32, batches=1, seed=0)
     silent = knocked_out(model, Knockout(heads=frozenset({(1, 2)})))
     rise = head_importance(silent, windows)
     assert rise.shape == (model.config.num_layers, model.config.num_heads)
     assert rise[1, 2] == 0.0
     assert np.count_nonzero(np.abs(rise) > 1e-4) >= rise.size - 2  # the others all matter, more or less
-    single = mean_loss(knocked_out(silent, Knockout(heads=frozenset({(0, 1)}))), windows) - mean_loss(silent, windows)
+    single = estimate_loss(knocked_out(silent, Knockout(heads=frozenset({(0, 1)}))), windows) - estimate_loss(silent, windows)
     assert rise[0, 1] == pytest.approx(single, abs=1e-6)

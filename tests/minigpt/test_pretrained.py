@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from helpers.maths import hand_forward
-from minigpt import DEFAULT_CORPUS, TASKS, TrainConfig, generate, load_corpus, load_pretrained, uniform_loss
-from minigpt.data import split_tokens
+from minigpt import (BUILTIN_CORPORA, DEFAULT_CORPUS, TASKS, TrainConfig, generate, load_corpus, load_pretrained,
+                     task_for_corpus, uniform_loss, validation_windows)
+from minigpt.data import eval_windows, split_tokens
 from minigpt.tasks import accuracy
 from minigpt.train import estimate_loss
 
@@ -20,8 +21,8 @@ def _val_loss(corpus: str) -> tuple[float, float]:
     checkpoint = load_pretrained(corpus)
     ids = torch.tensor(checkpoint.tokenizer.encode(load_corpus(corpus)))
     _, val = split_tokens(ids, TrainConfig.val_fraction, checkpoint.block_size)
-    cfg = TrainConfig(batch_size=32, block_size=checkpoint.block_size, eval_iters=20)
-    return estimate_loss(checkpoint.model, val, cfg, seed=0), uniform_loss(checkpoint.tokenizer.vocab_size)
+    windows = eval_windows(val, batch_size=32, block_size=checkpoint.block_size, batches=20, seed=0)
+    return estimate_loss(checkpoint.model, windows), uniform_loss(checkpoint.tokenizer.vocab_size)
 
 
 def _longest_copied_run(sample: str, corpus: str) -> int:
@@ -71,3 +72,14 @@ def test_the_shipped_task_models_answer_new_questions(name):
     score = accuracy(checkpoint.model, lines, task)
     assert score.chars >= 0.95 and score.lines >= 0.8
     assert checkpoint.meta["probe_text"] == task.probe(load_corpus(f"task-{name}"))
+
+
+@pytest.mark.parametrize("corpus", sorted(BUILTIN_CORPORA))
+def test_a_shipped_models_validation_windows_give_the_val_loss_its_training_recorded(corpus):
+    """The val loss each checkpoint recorded when it was trained, measured again on the windows any
+    page measures it on: the same number, so Train and Experiments cannot disagree."""
+    checkpoint = load_pretrained(corpus)
+    task = task_for_corpus(corpus)
+    ids = torch.tensor(checkpoint.tokenizer.encode(load_corpus(corpus)))
+    windows = validation_windows(ids, checkpoint.train_config, task.line_length if task is not None else 1)
+    assert estimate_loss(checkpoint.model, windows) == pytest.approx(checkpoint.meta["val_loss"], abs=5e-5)

@@ -92,6 +92,27 @@ def test_kv_cache_refills_its_window_when_the_context_passes_max_len():
         window = ids[-12:] if len(window) == 16 else window + [expected]
 
 
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "rerun"])
+def test_each_step_says_how_many_characters_the_model_read_to_choose_it(use_cache):
+    """Past a full context the cache keeps its last 12 of 16 tokens and grows again, while a rerun
+    always reads the last 16: each step's `context` is that window, replayed here by hand, and the
+    probability the step reports is the model's on exactly that window."""
+    model, tok = tiny_lm()  # max_len 16
+    steps = list(stream(model, tok, "the cat", max_new_tokens=40, temperature=1.0, seed=5, use_cache=use_cache))
+    ids = tok.encode("the cat")
+    window = list(ids)
+    for step in steps:
+        assert step.context == len(window), (len(ids), step.context, len(window))
+        probs = torch.softmax(model(torch.tensor([window]))[0][0, -1].double(), -1)
+        assert step.prob == pytest.approx(probs[step.token].item(), abs=1e-5)
+        ids.append(step.token)
+        if use_cache:
+            window = ids[-12:] if len(window) == 16 else window + [step.token]
+        else:
+            window = ids[-16:]
+    assert min(s.context for s in steps) < 16 if use_cache else all(s.context == 16 for s in steps[9:])
+
+
 def test_a_shorter_block_size_keeps_the_model_inside_its_trained_positions():
     model, tok = tiny_lm()  # max_len 16, but pretend it was trained on blocks of 8
     steps = list(stream(model, tok, "the cat", max_new_tokens=20, temperature=0.0, block_size=8))

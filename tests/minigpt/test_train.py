@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.tiny import TEXT, tiny_config, tiny_lm, tiny_tokenizer
 from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, TrainingDiverged, build_model,
-                     from_pretrained, load_corpus, lr_at, save_pretrained)
+                     estimate_loss, from_pretrained, load_corpus, lr_at, save_pretrained, validation_windows)
+from minigpt.data import eval_windows
 
 
 def _trainer(seed=0, **overrides) -> Trainer:
@@ -203,3 +204,40 @@ def test_early_stopping_ends_a_run_once_val_loss_stops_improving():
     assert best == len(vals) - 1 - cfg.early_stop_patience  # exactly `patience` evaluations without a new low
     assert all(v >= vals[best] for v in vals[best + 1:])
     assert trainer.evaluate()[1] == pytest.approx(vals[best], abs=1e-6)  # it ends on the best weights
+
+
+def test_the_loss_is_the_cross_entropy_by_hand_and_uniform_logits_give_ln_vocab():
+    model, tok = tiny_lm()
+    ids = torch.tensor(tok.encode("the cat sat on the mat. the dog sat on the log. " * 3))
+    windows = eval_windows(ids, batch_size=4, block_size=8, batches=2, seed=0)
+    assert [x.shape for x, _ in windows] == [(4, 8)] * 2
+    again = eval_windows(ids, batch_size=4, block_size=8, batches=2, seed=0)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(windows, again))
+    hand = []
+    for x, y in windows:
+        probs = torch.softmax(model(x)[0].double(), dim=-1)
+        hand.append(-probs.gather(-1, y[..., None]).log().mean().item())
+    assert estimate_loss(model, windows) == pytest.approx(np.mean(hand), abs=1e-5)
+    with torch.no_grad():
+        model.final_norm.weight.zero_(), model.final_norm.bias.zero_()  # every logit 0: a uniform guess
+    assert estimate_loss(model, windows) == pytest.approx(math.log(tok.vocab_size), abs=1e-6)
+
+
+def test_validation_windows_are_the_held_out_tail_and_a_tasks_windows_start_at_its_lines():
+    ids = torch.arange(1300) % 13  # thirteen-token "lines": a window starts at a line when its first id is 0
+    cfg = TrainConfig(batch_size=8, block_size=13, eval_iters=5, val_fraction=0.1, seed=3)
+    windows = validation_windows(ids, cfg, period=13)
+    assert len(windows) == cfg.eval_iters and all(x.shape == (8, 13) for x, _ in windows)
+    assert all((x[:, 0] == 0).all() for x, _ in windows)  # every window at a line's start
+    positions = torch.arange(1300)
+    starts = validation_windows(positions, cfg, period=13)  # the same draws on token positions
+    assert all((x >= 1300 - 130).all() for x, _ in starts)  # the last tenth only: never a training token
+    for x, y in windows:
+        assert torch.equal(y[:, :-1], x[:, 1:])  # targets: the next token
+
+
+def test_a_trainer_reports_the_val_loss_of_its_validation_windows():
+    trainer = _trainer()
+    list(trainer.events())
+    ids = torch.tensor(trainer.tokenizer.encode(TEXT))
+    assert estimate_loss(trainer.model, validation_windows(ids, trainer.cfg)) == pytest.approx(trainer.evaluate()[1])

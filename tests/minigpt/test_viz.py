@@ -12,7 +12,7 @@ import pytest
 
 from helpers.figures import plotly_array
 from helpers.maths import hand_lr
-from minigpt import PRESETS, TASKS, lr_figure, overfitting, right_key_mask, scaling_experiment, viz
+from minigpt import PRESETS, TASKS, TrainConfig, lr_figure, overfitting, right_key_mask, scaling_experiment, viz
 from minigpt.sample import Step
 from minigpt.train import TrainEvent
 from minigpt.viz import attention_heatmap, right_key_figure, task_figure
@@ -150,6 +150,8 @@ def test_loss_figure_marks_overfitting_and_the_uniform_guess_and_keeps_lr_ticks_
     assert any("ln V = 5.34" in a.text for a in fig.layout.annotations)
     assert any("overfitting" in a.text for a in fig.layout.annotations)
     assert fig.layout.yaxis2.range[0] == 0  # the lr axis starts at 0: no negative ticks
+    # ticks as a textbook writes them (0.0004), never 4.1e-4: d3's ~g stays plain from 1e-6 to 1e21
+    assert fig.layout.yaxis2.tickformat == "~g" and viz.lr_figure(TrainConfig()).layout.yaxis.tickformat == "~g"
 
 
 def test_scaling_figures_show_both_conditions_per_d_k():

@@ -16,8 +16,9 @@ st.page_link(lesson_links.PAGE, label=_("**New here? Start the lesson:** 15 shor
                                   "predicts to training your own"), icon="🎓",
              query_params={lesson_links.PARAM: "1", "lang": language()})
 st.info(_("**Or find your own way:** open **Train** and press **Start**: the default *Small* preset learns the "
-          "built-in course text's style in about half a minute. Then write with it on **Generate** and watch where "
-          "it looks on **Attention**. The **Glossary** gives every term in Chinese and English."))
+          "built-in course text's style, and its ETA says how long that takes on this server. Then write with it "
+          "on **Generate** and watch where it looks on **Attention**. The **Glossary** gives every term in Chinese "
+          "and English."))
 
 summary = st.container(border=True)
 

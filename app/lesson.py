@@ -18,7 +18,7 @@ from minigpt import (DEFAULT_PRESET, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS
                      position_labels, position_similarity, positions_figure, scaling_experiment, scaling_figure,
                      similarity_figure, surprisal, uniform_loss)
 
-from . import beliefs, compare, heatmaps, models, prompts, runs, weights
+from . import beliefs, compare, heatmaps, models, prompts, runs, train_form, weights
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, language, number, textbook
@@ -235,12 +235,18 @@ def loss_view(lm: LoadedModel) -> None:
 
 
 def _train(corpus_key: str | None, label: str, key: str) -> None:
-    """One click: the Tiny preset on this corpus (None: the session's), as this session's run."""
+    """One click: the Tiny preset on this corpus (None: the session's), as this session's run. The
+    learner is told first that it becomes the model every page uses; the Train page's form keeps
+    its own settings."""
+    st.caption(_("The button trains a new run and makes it the model every page uses, the lesson's next steps "
+                 "too; a run of yours it replaces is kept for comparison. The sidebar's button brings back the "
+                 "shipped model in one click."))
     if not st.button(label, key=key, type="primary"):
         return
     corpus = builtin_corpus(corpus_key) if corpus_key else current_corpus()
     entry, owner = runs.session_run()
     preset = PRESETS[PRESET]
+    train_form.ensure_filled(runs.run_settings(entry) if entry is not None and owner else None)  # before it changes
     try:
         runs.start_run(corpus, preset.model, preset.train)
     except (ConfigError, CorpusError, RunLimitError) as err:
@@ -281,10 +287,9 @@ def train_view(lm: LoadedModel) -> None:
 
 
 def fit_view(lm: LoadedModel) -> None:
-    _train(OVERFIT_CORPUS, _("Train the Tiny preset on the demo's 448 characters"), "lesson_overfit")
+    _train(OVERFIT_CORPUS, _("Train the Tiny preset on the demo's {chars} characters",
+                             chars=len(builtin_corpus(OVERFIT_CORPUS).text)), "lesson_overfit")
     _live_curves("lesson_fit_curves")
-    st.caption(_("A run replaces the model the lesson uses: the next steps work on it. Home brings back the shipped "
-                 "model."))
 
 
 def sampling_view(lm: LoadedModel) -> None:

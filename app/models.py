@@ -18,7 +18,7 @@ from minigpt import validation_windows as minigpt_validation_windows
 from minigpt.data import Windows
 
 from .advice import state_label
-from .choices import SHIPPED, TRAINED, UPLOADED, current_device, model_source
+from .choices import MODEL_SOURCE, SHIPPED, TRAINED, UPLOADED, current_device, model_source
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, n_, number
 from .navigation import HOME
@@ -112,6 +112,28 @@ def loaded_model() -> LoadedModel:
     if source == UPLOADED:
         return _uploaded_model()
     return _pretrained_model()
+
+
+def loaded_corpus() -> str | None:
+    """The corpus the session's model learned, as the learner sees it, without building the model:
+    the sidebar's line. None when the source has nothing loaded yet."""
+    source = model_source()
+    if source == TRAINED:
+        entry, _owner = session_run()
+        return entry.corpus if entry is not None else None
+    if source == UPLOADED:
+        upload = st.session_state.get(UPLOADED_CHECKPOINT)
+        try:
+            return str(upload.load(current_device()).meta.get("corpus") or _("unknown")) if upload else None
+        except CheckpointError:
+            return None
+    corpus = current_corpus()
+    return corpus.key if corpus.key in BUILTIN_CORPORA else None
+
+
+def use_shipped_model() -> None:
+    """Button callback: back to the model shipped for the session's corpus (its run stays as it is)."""
+    st.session_state[MODEL_SOURCE] = SHIPPED
 
 
 def require_model() -> LoadedModel:

@@ -12,10 +12,10 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from minigpt import N_
+from minigpt import BUILTIN_CORPORA, N_
 
 from . import compare
-from .choices import current_device, model_source, model_source_label
+from .choices import SHIPPED, current_device, model_source, model_source_label
 from .corpora import current_corpus
 from .i18n import _, choose_language, language_switch, streamlit_chrome_css
 from .runs import NOTICE, read_run_from_url, session_run
@@ -65,9 +65,17 @@ def setup_page(script: str) -> None:
         for page, label, page_icon, _offer in PAGES:
             st.page_link(page, label=_(label), icon=page_icon, query_params={"lang": lang})
         st.divider()
-        st.caption(_("**Corpus** {corpus}  \n**Model** {model}  \n**Device** {device}",
-                     corpus=md(current_corpus().label), model=model_source_label(model_source()),
-                     device=current_device()))
+        from . import models  # here: models imports this module's HOME
+
+        source, learned = model_source(), models.loaded_corpus()
+        model = (_("{source}, trained on {corpus}", source=model_source_label(source), corpus=md(learned))
+                 if learned else model_source_label(source))
+        st.caption(_("**Model** {model}  \n**Corpus for new runs** {corpus}  \n**Device** {device}",
+                     model=model, corpus=md(current_corpus().label), device=current_device()))
+        if source != SHIPPED and current_corpus().key in BUILTIN_CORPORA:
+            st.button(_("Back to the shipped model"), key="use_shipped", on_click=models.use_shipped_model,
+                      help=_("Generate, Attention and the other pages use the model shipped for {corpus} again; "
+                             "your run stays as it is.", corpus=current_corpus().key))
         if entry is not None:
             st.caption(_("**Run** `{run}` (yours)", run=entry.run_id) if owner
                        else _("**Run** `{run}` (watching)", run=entry.run_id))

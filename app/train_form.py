@@ -14,17 +14,14 @@ from .i18n import _, error_text, n_
 FORM_FILLED = "train_form_filled"   # session_state: the form has its first values in this session
 EARLY_STOP, PATIENCE = "early_stop", 3
 
+# each preset's button: its name, and what it is for; the help adds its numbers, from PRESETS itself
 PRESET_LABELS = {
-    "tiny": (N_("Tiny · seconds"), N_("1 layer, d_model 32, 300 steps: the quickest look at a loss curve.")),
-    "small": (N_("Small · ~30 s"), N_("2 layers, d_model 64, 600 steps, early stopping: the default, and enough "
-                 "to learn the course text's style.")),
-    "demo": (N_("The demo's model · ~1 min"), N_("The reference demo's model (3 layers, d_model 64, 4 heads) and "
-                "2,000 steps: on the course text it starts to overfit, which the "
-                "chart shows.")),
-    "bigger": (N_("Bigger · ~5 min"), N_("4 layers, d_model 128, up to 1,500 steps on 64-character windows, with "
-                  "early stopping: it learns fastest, and overfits soonest.")),
-    "task": (N_("Task · ~20 s"), N_("For the task corpora (reverse, copy, sort): 2 layers, d_model 64, 1,200 steps on "
-                "windows of one whole 13-character line, no dropout.")),
+    "tiny": (N_("Tiny"), N_("The quickest look at a loss curve.")),
+    "small": (N_("Small"), N_("The default, and enough to learn the course text's style.")),
+    "demo": (N_("The demo's model"), N_("The reference demo's model: on the course text it starts to overfit, which "
+                                        "the chart shows.")),
+    "bigger": (N_("Bigger"), N_("It learns fastest, and overfits soonest.")),
+    "task": (N_("Task"), N_("For the task corpora (reverse, copy, sort): each window is one whole line.")),
 }
 
 
@@ -169,9 +166,19 @@ def help_for(key: str) -> str:
 
 
 def preset_label(name: str) -> tuple[str, str]:
-    """A preset's button label and help, in the page's language."""
-    label, blurb = PRESET_LABELS[name]
-    return _(label), _(blurb)
+    """A preset's button label and help, in the page's language: its name, what it is for and its
+    settings, the numbers filled in from the preset (no time: that depends on the server; a run's
+    ETA is measured from its own speed once it starts)."""
+    label, use = PRESET_LABELS[name]
+    preset = PRESETS[name]
+    return _(label), _("{use} {settings}.", use=_(use), settings=describe(preset.model, preset.train))
+
+
+def active_preset(model: GPTConfig, train: TrainConfig) -> str | None:
+    """The preset whose settings the form holds, if any: every field of the form, and early stopping."""
+    def values(m: GPTConfig, t: TrainConfig) -> tuple:
+        return (*(getattr(m if f.config is GPTConfig else t, f.name) for f in FIELDS), t.early_stop_patience > 0)
+    return next((name for name, p in PRESETS.items() if values(p.model, p.train) == values(model, train)), None)
 
 
 def describe(model: GPTConfig, train: TrainConfig) -> str:

@@ -1,6 +1,7 @@
 """The Train page's presets on the default corpus: wall time, final losses and the best val loss
-against ln(vocab), the loss of guessing uniformly. What the preset buttons promise ("~10 s",
-"~30 s", "a few minutes") and what the first-hour note quotes are measured here. The task preset
+against ln(vocab), the loss of guessing uniformly. The buttons promise no time (it depends on the
+server and how busy it is: a run's ETA comes from its own speed); this says what one machine
+takes. The task preset
 trains on its own corpora instead (every task by default), and adds the held-out accuracy.
 
     python -m bench.presets                      # every preset, one run each, one torch thread

@@ -226,8 +226,7 @@ class Preset:
     train: TrainConfig
 
 
-# On the built-in course-zh corpus, one CPU thread (python -m bench.presets; README, "Presets"):
-# tiny 3 s, small 24 s, demo 46 s, bigger 5 min (stopped early at step 1,000).
+# the Train page's presets; python -m bench.presets measures how long each takes on a machine
 PRESETS = {
     "tiny": Preset("tiny", GPTConfig(d_model=32, num_heads=2, num_layers=1, d_ff=128, max_len=64, dropout=0.0),
                    TrainConfig(batch_size=16, block_size=32, max_steps=300, warmup_steps=30, eval_interval=50)),

@@ -25,10 +25,13 @@ train_form.ensure_filled(runs.run_settings(entry) if entry is not None else None
 keep = {"persist_state": "session"}
 
 st.markdown(_("**Presets** fill in every setting below:"))
+active = train_form.active_preset(*train_form.configs())
 for col, name in zip(st.columns(len(train_form.PRESET_LABELS)), train_form.PRESET_LABELS):
     label, blurb = train_form.preset_label(name)
     col.button(label, key=f"preset:{name}", on_click=train_form.apply_preset, args=(name,), help=blurb,
-               use_container_width=True)
+               use_container_width=True, type="primary" if name == active else "secondary")
+st.caption(_("The form holds the {preset} preset's settings.", preset=train_form.preset_label(active)[0]) if active
+           else _("The form holds settings of your own, not a preset's."))
 
 with st.expander(_("Hyperparameters"), expanded=entry is None):
     model_col, train_col = st.columns(2)

@@ -16,10 +16,10 @@ import torch
 
 from app import i18n
 from app.lesson_text import STEPS
-from helpers.apptest import home, page, plotly_spec, wait_finished
+from helpers.apptest import home, page, plotly_spec, unescaped, wait_finished
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
-from minigpt import DEFAULT_CORPUS, GPTConfig, MiniGPT, PRESETS, TrainConfig, load_corpus, load_pretrained
+from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, GPTConfig, MiniGPT, TrainConfig, load_corpus, load_pretrained
 from minigpt.data import split_tokens
 from minigpt.sample import refill_keep
 
@@ -235,3 +235,28 @@ def test_the_model_facts_the_words_state_hold_in_the_code():
     assert "spread about 1/√d_model" in STEPS[1].body[1]
     assert float(model.token_embed.weight.detach().std()) == pytest.approx(64 ** -0.5, rel=0.05)
     assert model.lm_head.weight is model.token_embed.weight and "weight tying" in STEPS[8].body[1]
+
+
+@pytest.mark.trains
+def test_the_lesson_says_its_run_replaces_the_model_before_the_click_and_leaves_the_train_form_alone():
+    """Issue: one click in steps 11 and 12 silently made a Tiny run the model everywhere, left the
+    Train form on Tiny though Home promises the Small default, and the sidebar still said course-zh.
+    Now the step says so before the click, the form stays as the learner left it, the sidebar names
+    the corpus the loaded model learned, and one click brings back the shipped model."""
+    at = page(home("en", lesson="12"), LESSON)
+    assert any("makes it the model every page uses" in c.value for c in at.caption)  # before any click
+    assert "run" not in at.query_params
+    at.button(key="lesson_overfit").click().run()
+    wait_finished(at)
+    at.run()
+    sidebar = unescaped(" ".join(c.value for c in at.sidebar.caption))
+    assert "trained on demo-zh" in sidebar and "Corpus for new runs** course-zh" in sidebar, sidebar
+    at = page(at, "pages/1_Train.py")  # the form as the learner left it: never touched, the default preset
+    small = PRESETS[DEFAULT_PRESET]
+    assert at.session_state["d_model"] == small.model.d_model and at.session_state["max_steps"] == small.train.max_steps
+    assert any("Small preset's settings" in c.value for c in at.caption)
+    at.sidebar.button(key="use_shipped").click().run()  # one click back
+    at = page(at, "streamlit_app.py")
+    values = {m.label: m.value for m in at.metric}
+    assert values["Corpus"] == DEFAULT_CORPUS and values["Status"] == "pretrained"
+    assert not any(b.key == "use_shipped" for b in at.sidebar.button)

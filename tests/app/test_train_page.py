@@ -300,3 +300,27 @@ def test_a_settings_link_fills_another_sessions_form_and_a_bad_one_says_why():
     bad = page(home(train="num_heads:3"), "pages/1_Train.py")
     assert any("cannot train" in w.value and "divisible" in w.value for w in bad.warning)
     assert bad.select_slider(key="num_heads").value == minigpt.PRESETS[minigpt.DEFAULT_PRESET].model.num_heads
+
+
+def test_a_preset_button_promises_no_time_and_its_help_quotes_the_presets_own_numbers():
+    """Issue: "Small · ~30 s" took 58 s on a busy machine. The buttons name the preset; the help's
+    numbers come from the preset; the time a run takes is its ETA, from its own measured speed."""
+    at = page(home(), "pages/1_Train.py")
+    for name, preset in PRESETS.items():
+        button = at.button(key=f"preset:{name}")
+        assert not any(ch.isdigit() for ch in button.label), button.label
+        m, t = preset.model, preset.train
+        for quoted in (f"d_model {m.d_model}", f"{m.num_layers} layer", f"block_size {t.block_size}",
+                       f"batch {t.batch_size}", f"lr {t.lr:g}", f"{t.max_steps:,} steps"):
+            assert quoted in button.help, (name, quoted)
+
+
+def test_the_form_says_which_preset_it_holds():
+    at = page(home(), "pages/1_Train.py")
+    assert any("Small preset's settings" in c.value for c in at.caption)  # the default
+    assert at.button(key="preset:small").proto.type == "primary"
+    at.button(key="preset:tiny").click().run()
+    assert any("Tiny preset's settings" in c.value for c in at.caption)
+    at.number_input(key="max_steps").set_value(PRESETS["tiny"].train.max_steps + 1).run()
+    assert any("settings of your own" in c.value for c in at.caption)
+    assert all(at.button(key=f"preset:{name}").proto.type == "secondary" for name in PRESETS)

@@ -40,3 +40,13 @@ def html_button(figures: Sequence[go.Figure], name: str, key: str) -> None:
                        icon=":material/download:",
                        help=_("One page with these charts that opens in any browser, offline, and stays "
                               "interactive: hover, zoom, and the PNG button."))
+
+
+SWIPE = "swipe_hint"  # the key prefix of the hints a phone shows over a table wider than itself
+
+
+def swipe_hint(key: str) -> None:
+    """Over a table with more columns than a phone is wide: a line saying it scrolls sideways, shown
+    on narrow screens only (the page's CSS), where a phone draws no scrollbar and just cuts it off."""
+    with st.container(key=f"{SWIPE}_{key}"):
+        st.caption(_("⇆ Swipe the table sideways: it has more columns than this screen is wide."))

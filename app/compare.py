@@ -14,7 +14,7 @@ from minigpt import N_, RunEntry, RunRecord, RunShelf, differing_settings, resul
 
 from . import runs, train_form
 from .charts import config as chart_config
-from .charts import html_button
+from .charts import html_button, swipe_hint
 from .i18n import _, language
 from .text import md
 
@@ -174,8 +174,9 @@ def compare_section() -> None:
         st.plotly_chart(figure, key="compare_curves", config=chart_config())
         html_button([figure], _("Compare runs"), "compare")
         settings_table(picked)
+        swipe_hint("compare_results")
         st.dataframe(results_table(picked), hide_index=True, key="compare_results", column_config={
-            "run": st.column_config.TextColumn(_("run")), "steps": st.column_config.NumberColumn(_("steps")),
+            "run": st.column_config.TextColumn(_("run"), pinned=True), "steps": st.column_config.NumberColumn(_("steps")),
             "train_loss": st.column_config.NumberColumn(_("last train loss"), format="%.3f"),
             "val_loss": st.column_config.NumberColumn(_("last val loss"), format="%.3f"),
             "best_val": st.column_config.NumberColumn(_("best val loss"), format="%.3f"),
@@ -225,6 +226,7 @@ def settings_table(records: list[RunRecord]) -> None:
 
     def highlight(row: pd.Series) -> list[str]:
         return [""] + ["background-color: #FFF3C4" if value != row.iloc[0] else "" for value in row.iloc[1:]]
+    swipe_hint("compare_settings")
     st.dataframe(shown.style.apply(highlight, axis=1), key="compare_settings")
 
 

@@ -94,7 +94,7 @@ STEPS = (
                "roughly how far along the text a character is. Together they give every position its own pattern, "
                "and the similarity of two positions depends only on the distance between them."),
         ),
-        formula=r"PE_{(pos,\,2i)}=\sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right),\qquad PE_{(pos,\,2i+1)}=\cos\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)",
+        formula=r"\begin{gathered}PE_{(pos,\,2i)}=\sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)\\ PE_{(pos,\,2i+1)}=\cos\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)\end{gathered}",
         try_this=N_("In the heatmap, compare the fast stripes of the first dimensions with the slow ones of the "
                     "last; in the similarity map, follow the bright band along the diagonal, where each position "
                     "looks most like itself and its neighbours."),
@@ -145,7 +145,7 @@ STEPS = (
                "none, and the gradients that should teach the model which keys matter nearly vanish. Dividing by "
                "√d_k brings the spread of the scores back to about 1, whatever the size of the attention head."),
         ),
-        formula=r"\operatorname{Var}(q\cdot k)=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k\quad\Longrightarrow\quad\operatorname{Var}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right)=1",
+        formula=r"\begin{gathered}\operatorname{Var}(q\cdot k)=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k\\ \Longrightarrow\quad\operatorname{Var}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right)=1\end{gathered}",
         try_this=N_("Tick “Without 1/√d_k scaling” and watch the row collapse onto a single key; then read the "
                     "charts below: without the division, the entropy falls and the largest weight climbs toward 1 "
                     "as d_k grows."),
@@ -170,7 +170,7 @@ STEPS = (
                "−∞ is 0, a masked key gets an attention weight of exactly 0, and the remaining weights of each row"
                " add up to 1. The first position can see only itself, so all of its weight lands there."),
         ),
-        formula=r"w_{ij}=\frac{e^{s_{ij}}}{\sum_{m\le i} e^{s_{im}}}\ \ (j\le i),\qquad w_{ij}=0\ \ (j>i:\ s_{ij}=-\infty)",
+        formula=r"\begin{gathered}w_{ij}=\frac{e^{s_{ij}}}{\sum_{m\le i} e^{s_{im}}}\ \ (j\le i)\\ w_{ij}=0\ \ (j>i:\ s_{ij}=-\infty)\end{gathered}",
         try_this=N_("Hover over the heatmap: the cells above the diagonal are empty, the first row is a single "
                     "full cell, and the weights of every row add up to 1."),
         question=N_("Why is the upper triangle of the heatmap empty?"),
@@ -196,7 +196,7 @@ STEPS = (
                "head pick up a habit of its own: one may watch the previous character, another the start of a "
                "phrase, another an earlier copy of the same character."),
         ),
-        formula=r"\mathrm{head}_h=\mathrm{Attention}\!\left(XW^Q_h,\;XW^K_h,\;XW^V_h\right),\qquad \mathrm{MultiHead}(X)=\mathrm{Concat}\!\left(\mathrm{head}_1,\dots,\mathrm{head}_H\right)W^O",
+        formula=r"\begin{gathered}\mathrm{head}_h=\mathrm{Attention}\!\left(XW^Q_h,\;XW^K_h,\;XW^V_h\right)\\ \mathrm{MultiHead}(X)=\mathrm{Concat}\!\left(\mathrm{head}_1,\dots,\mathrm{head}_H\right)W^O\end{gathered}",
         try_this=N_("Pick a layer and compare its heads: look for one that lights up mostly the cell just left of "
                     "the diagonal (the previous character), and for one whose weights are spread wide."),
         question=N_("How is d_k related to the model's width d_model?"),
@@ -222,7 +222,7 @@ STEPS = (
                " gradient a direct road through every layer (your model has {layers}). Inside each branch, **layer normalization** "
                "comes first (Pre-LN), which keeps training steady."),
         ),
-        formula=r"x \leftarrow x+\mathrm{Attn}\big(\mathrm{LN}(x)\big),\qquad x \leftarrow x+\mathrm{FFN}\big(\mathrm{LN}(x)\big),\qquad \mathrm{FFN}(x)=\mathrm{GELU}(xW_1+b_1)\,W_2+b_2",
+        formula=r"\begin{gathered}x \leftarrow x+\mathrm{Attn}\big(\mathrm{LN}(x)\big)\\ x \leftarrow x+\mathrm{FFN}\big(\mathrm{LN}(x)\big)\\ \mathrm{FFN}(x)=\mathrm{GELU}(xW_1+b_1)\,W_2+b_2\end{gathered}",
         try_this=N_("Read the logit lens row by row: it decodes the residual stream after each layer through the "
                     "final normalization and the tied head, so you can see at which layer the right next character"
                     " rises to the top."),
@@ -301,7 +301,7 @@ STEPS = (
                "then **cosine decay** lowers it smoothly to {tiny_min_lr:g} at the last step. The Tiny preset "
                "runs {tiny_steps} steps, the first {tiny_warmup} of them warmup."),
         ),
-        formula=r"\eta_t=\begin{cases}\eta_{\max}\,\dfrac{t+1}{t_w}, & t<t_w\\[6pt]\eta_{\min}+\tfrac{1}{2}\left(\eta_{\max}-\eta_{\min}\right)\left(1+\cos\dfrac{\pi\,(t-t_w)}{T-t_w}\right), & t\ge t_w\end{cases}",
+        formula=r"\begin{aligned}\eta_t&=\eta_{\max}\,\frac{t+1}{t_w}&&(t<t_w)\\ \eta_t&=\eta_{\min}+\tfrac{1}{2}\left(\eta_{\max}-\eta_{\min}\right)&&\\ &\qquad\times\left(1+\cos\frac{\pi\,(t-t_w)}{T-t_w}\right)&&(t\ge t_w)\end{aligned}",
         try_this=N_("Find where the learning-rate curve turns from its straight climb into the cosine, then press "
                     "the button to train the Tiny preset and watch its loss fall live; it takes seconds."),
         question=N_("What does gradient clipping do?"),

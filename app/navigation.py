@@ -17,6 +17,7 @@ from minigpt import BUILTIN_CORPORA, N_
 from . import compare
 from .choices import SHIPPED, current_device, model_source, model_source_label
 from .corpora import current_corpus
+from .charts import SWIPE
 from .i18n import _, choose_language, language_switch, streamlit_chrome_css
 from .runs import NOTICE, read_run_from_url, session_run
 from .text import md
@@ -41,6 +42,12 @@ PAGES = (
 WRAP_LINKS = ("[data-testid=stPageLink-NavLink] span:has(> [data-testid=stMarkdownContainer]), "
               "[data-testid=stPageLink-NavLink] [data-testid=stMarkdownContainer] p "
               "{ white-space: normal; overflow: visible } ")
+# on a phone: displayed formulas in smaller type (the lesson's are written to fit then), and the line
+# that says a wide table scrolls sideways (charts.swipe_hint), which only a phone shows
+FIT_PHONES = (f"[class*=st-key-{SWIPE}] {{ display: none }} "
+              "@media (max-width: 640px) { [data-testid=stMain] .katex-display { font-size: 0.78em; "
+              "overflow-x: auto; overflow-y: hidden } "
+              f"[class*=st-key-{SWIPE}] {{ display: block }} }} ")
 
 _process_configured = False
 
@@ -60,7 +67,7 @@ def setup_page(script: str) -> None:
     with st.sidebar:
         # the page's own CSS as markdown, which the browser draws with the page: st.html's code loads
         # on first use, and until it has, every link on a first visit showed cut off
-        st.markdown(f"<style>{WRAP_LINKS}{streamlit_chrome_css()}</style>", unsafe_allow_html=True)
+        st.markdown(f"<style>{WRAP_LINKS}{FIT_PHONES}{streamlit_chrome_css()}</style>", unsafe_allow_html=True)
         language_switch()
         for page, label, page_icon, _offer in PAGES:
             st.page_link(page, label=_(label), icon=page_icon, query_params={"lang": lang})

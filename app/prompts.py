@@ -50,10 +50,15 @@ def _fit(key: str, tokenizer: CharTokenizer) -> None:
     st.session_state[key] = tokenizer.fit(st.session_state.get(key, ""))
 
 
+def text_key(lm: "LoadedModel") -> str:
+    """The session key of the attention pages' text: one text per vocabulary, shared by the pages."""
+    return f"attention_text:{lm.vocab_id}"
+
+
 def attention_text(lm: "LoadedModel") -> tuple[str, str]:
     """The text box of the attention pages, one text per vocabulary, kept across both pages;
     returns the text and the widget's key."""
-    key = f"attention_text:{lm.vocab_id}"
+    key = text_key(lm)
     st.session_state.setdefault(key, lm.sample_text)  # no value=: the removal button sets it too
     text = st.text_input(_("Text"), key=key, persist_state="session",
                          help=_("Any text the model knows the characters of: Chinese, Latin letters, spaces and "

@@ -13,6 +13,11 @@ def md(text: str) -> str:
     return "".join(markdown_stream([text]))
 
 
+def shown_char(c: str) -> str:
+    """One character as a learner can see it: a space, a line break or a tab drawn as a sign."""
+    return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(c, c if c.isprintable() else repr(c)[1:-1])
+
+
 def markdown_stream(pieces: Iterable[str]) -> Iterator[str]:
     """Text pieces made safe for st.write_stream's markdown: specials escaped, line breaks
     kept, and spaces that start a line made non-breaking (four would open a code block)."""

@@ -19,6 +19,7 @@ _MODULES = {  # module -> the public names it holds
         "load_corpus", "probe_text"),
     "explain": ("PATTERNS", "AttentionRow", "Beliefs", "HeadStats", "attention_row", "beliefs",
         "character_table", "embedding_pca", "head_stats", "head_table", "last_query_attention", "logit_lens",
+        "nearest_rows",
         "next_logits", "position_similarity", "surprisal"),
     "diagnosis": ("Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",
         "unseen_validation_chars"),

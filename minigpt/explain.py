@@ -188,6 +188,16 @@ def embedding_pca(embeddings: np.ndarray, components: int = 2) -> tuple[np.ndarr
     return centred @ vt[:components].T, (s**2 / (s**2).sum())[:components]
 
 
+def nearest_rows(embeddings: np.ndarray, row: int, k: int = 5) -> list[int]:
+    """The k rows of an embedding table (V, d_model) most alike row `row` (cosine similarity in all
+    d_model dimensions, not in a 2-D picture of them), most alike first; never the row itself."""
+    table = np.asarray(embeddings, dtype=np.float64)
+    unit = table / np.clip(np.linalg.norm(table, axis=1, keepdims=True), 1e-12, None)
+    similarity = unit @ unit[row]
+    similarity[row] = -np.inf
+    return [int(i) for i in np.argsort(-similarity, kind="stable")[:k]]
+
+
 @torch.no_grad()
 def logit_lens(model: MiniGPT, ids: list[int]) -> np.ndarray:
     """(num_layers + 1, T, V): the next-character probabilities read out of the residual stream

@@ -210,6 +210,11 @@ def _masked(weights: np.ndarray) -> np.ndarray:
     return z
 
 
+def _sign(c: str) -> str:
+    """A character in a list of characters: a space or a line break drawn as a sign, not lost."""
+    return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(c, _tick(c))
+
+
 def _tick(c: str) -> str:
     return c if c.isprintable() and not c.isspace() else repr(c)[1:-1] or "·"
 
@@ -355,16 +360,14 @@ def right_key_figure(steps: Sequence[int], scores: np.ndarray, chance: float, ch
 
 
 def steps_table(steps: Sequence[Step], tr: Translate = english) -> pd.DataFrame:
-    """One row per generated character: the choice, its model probability and the top-5."""
+    """One row per generated character: the choice, its model probability and the model's five
+    likeliest characters, in one narrow column, so that the table fits a phone (their probabilities
+    are in the step inspector)."""
     _ = tr
-    step_header, chosen_header, prob_header = _("step"), _("chosen"), _("p(chosen)")
-    rows = []
-    for i, step in enumerate(steps):
-        row = {step_header: i + 1, chosen_header: step.text, prob_header: round(step.prob, 4)}
-        for rank, (text, p) in enumerate(step.top, start=1):
-            row[f"#{rank}"] = f"{text!r} {p:.2f}" if text.isspace() else f"{text} {p:.2f}"
-        rows.append(row)
-    return pd.DataFrame(rows)
+    step_header, chosen_header, prob_header, top_header = _("step"), _("chosen"), _("p(chosen)"), _("likeliest five")
+    return pd.DataFrame([{step_header: i + 1, chosen_header: _sign(step.text), prob_header: round(step.prob, 4),
+                          top_header: " ".join(_sign(text) for text, _p in step.top)} for i, step in enumerate(steps)],
+                        columns=[step_header, chosen_header, prob_header, top_header])
 
 
 def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:
@@ -608,14 +611,26 @@ def similarity_figure(similarity: np.ndarray, tr: Translate = english) -> go.Fig
     return fig
 
 
-def embeddings_figure(coords: np.ndarray, chars: Sequence[str], share: np.ndarray,
-                      tr: Translate = english) -> go.Figure:
-    """Every character's embedding on the table's first two principal axes, labelled."""
+def embeddings_figure(coords: np.ndarray, chars: Sequence[str], share: np.ndarray, labelled: Sequence[int] = (),
+                      chosen: int | None = None, neighbours: Sequence[int] = (), tr: Translate = english) -> go.Figure:
+    """Every character's embedding on the table's first two principal axes: a dot each, named on
+    hover; a label only on `labelled` (a learner's text), on `chosen` (red) and on its nearest
+    `neighbours` (orange): hundreds of labels at once are one unreadable cloud."""
     _ = tr
-    labels = [_tick(c) for c in chars]
-    fig = go.Figure(go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers+text", text=labels,
-                               textposition="top center", marker=dict(size=5, color="#1E88E5", opacity=0.6),
+    ticks = [_tick(c) for c in chars]
+    marked = {i: "#E53935" for i in ([chosen] if chosen is not None else [])}
+    marked.update({i: "#FB8C00" for i in neighbours if i not in marked})
+    named = sorted(set(labelled) | set(marked))
+    fig = go.Figure(go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers", text=ticks,
+                               marker=dict(size=5, color="#1E88E5", opacity=0.45), showlegend=False,
                                hovertemplate="%{text}<extra></extra>"))
+    if named:
+        fig.add_trace(go.Scatter(x=coords[named, 0], y=coords[named, 1], mode="markers+text",
+                                 text=[ticks[i] for i in named], textposition="top center", showlegend=False,
+                                 marker=dict(size=[11 if i in marked else 7 for i in named],
+                                             color=[marked.get(i, "#1E88E5") for i in named]),
+                                 textfont=dict(color=[marked.get(i, "#37474F") for i in named]),
+                                 hovertemplate="%{text}<extra></extra>"))
     fig.update_xaxes(title_text=_("first principal axis ({share:.0%} of the variance)", share=float(share[0])))
     fig.update_yaxes(title_text=_("second principal axis ({share:.0%} of the variance)", share=float(share[1])))
     fig.update_layout(height=520, margin=dict(l=10, r=10, t=20, b=10))

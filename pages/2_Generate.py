@@ -105,8 +105,12 @@ if result and result["vocab"] == lm.vocab_id:
         st.markdown(_("**Step by step**: the character drawn, the probability the model gave it, and its five "
                       "likeliest characters (before temperature, top-k and top-p)."))
         chosen = _("p(chosen)")
-        st.dataframe(steps_table(result["steps"], tr=_), hide_index=True, key="steps_table",
-                     column_config={chosen: st.column_config.ProgressColumn(chosen, min_value=0.0, max_value=1.0,
-                                                                            format="%.3f")})
+        table = steps_table(result["steps"], tr=_)
+        step_col, char_col, _prob, top_col = table.columns  # narrow enough together for a phone's width
+        st.dataframe(table, hide_index=True, key="steps_table", column_config={
+            step_col: st.column_config.NumberColumn(step_col, width=48),
+            char_col: st.column_config.TextColumn(char_col, width=56),
+            chosen: st.column_config.ProgressColumn(chosen, min_value=0.0, max_value=1.0, format="%.3f", width=110),
+            top_col: st.column_config.TextColumn(top_col, width=120)})
         if result["steps"]:
             beliefs.generation_by_probability(lm, result["context"], result["steps"])

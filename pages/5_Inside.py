@@ -47,8 +47,10 @@ table = head_table(attention)
 pattern_names = {key: _(name) for key, name in PATTERNS.items()}
 table["pattern"] = [pattern_names.get(p, "–") for p in table["pattern"]]
 number = {"format": "%.3f"}
+charts.swipe_hint("inside_heads")
 st.dataframe(table, hide_index=True, key="inside_heads", column_config={
-    "layer": st.column_config.NumberColumn(_("layer")), "head": st.column_config.NumberColumn(_("head")),
+    "layer": st.column_config.NumberColumn(_("layer"), pinned=True),
+    "head": st.column_config.NumberColumn(_("head"), pinned=True),
     "entropy": st.column_config.NumberColumn(_("mean entropy"), **number),
     "max_weight": st.column_config.NumberColumn(_("mean max weight"), **number),
     "previous": st.column_config.NumberColumn(_("on the previous character"), **number),

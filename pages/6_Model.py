@@ -4,8 +4,11 @@ import streamlit as st
 
 from app import charts, lesson_links, models, navigation, prompts
 from app.i18n import _
-from minigpt import (embedding_pca, embeddings_figure, logit_lens, logit_lens_figure, position_similarity,
+from app.text import md, shown_char
+from minigpt import (embedding_pca, embeddings_figure, logit_lens, logit_lens_figure, nearest_rows, position_similarity,
                      positions_figure, similarity_figure)
+
+NEIGHBOURS = 5  # the nearest characters labelled beside the chosen one
 
 navigation.setup_page(__file__)
 
@@ -33,14 +36,25 @@ st.caption(_("Left: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1
              "far.", block=lm.block_size))
 
 st.subheader(_("Embeddings and the tied head"))
-coords, share = embedding_pca(lm.model.token_embed.weight.detach().cpu().numpy())
-st.plotly_chart(embeddings_figure(coords, lm.tokenizer.chars, share, tr=_), key="model_embeddings",
-                config=charts.config())
-st.caption(_("Every one of the {vocab} characters' embedding vectors (d_model = {d_model} numbers) drawn on the two "
-             "directions along which they differ most (principal components). With weight tying the same table E "
-             "works both ways: a character's row of E is its vector on the way in, and on the way out the logits "
-             "are h · Eᵀ, the final vector's dot product with every character's row.", vocab=lm.tokenizer.vocab_size,
-             d_model=config.d_model))
+table = lm.model.token_embed.weight.detach().cpu().numpy()
+coords, share = embedding_pca(table)
+chars = lm.tokenizer.chars
+own = st.session_state.get(prompts.text_key(lm), lm.sample_text)  # the Text box below, shared with Attention
+in_text = list(dict.fromkeys(lm.tokenizer.stoi[c] for c in own if c in lm.tokenizer.stoi))  # in reading order
+chosen = st.selectbox(_("Find a character, and the characters whose vectors are nearest to it"), range(len(chars)),
+                      index=in_text[0] if in_text else 0, format_func=lambda i: shown_char(chars[i]),
+                      key=f"embedding_pick:{lm.vocab_id}", help=_("Type to search the vocabulary."))
+near = nearest_rows(table, chosen, NEIGHBOURS)
+st.plotly_chart(embeddings_figure(coords, chars, share, labelled=in_text, chosen=chosen, neighbours=near, tr=_),
+                key="model_embeddings", config=charts.config())
+st.caption(_("Every one of the {vocab} characters' embedding vectors (d_model = {d_model} numbers) is a dot, drawn on "
+             "the two directions along which they differ most (principal components); hover to name one. Labelled: "
+             "the characters of your text (the Text box below), and in red {char} with, in orange, the {k} whose "
+             "vectors point most the same way in all {d_model} numbers: {near}. With weight tying the same table E "
+             "works both ways: a character's row of E is its vector on the way in, and on the way out the logits are "
+             "h · Eᵀ, the final vector's dot product with every character's row.", vocab=lm.tokenizer.vocab_size,
+             d_model=config.d_model, char=md(shown_char(chars[chosen])), k=len(near),
+             near=md(" ".join(shown_char(chars[i]) for i in near))))
 
 st.subheader(_("The prediction, layer by layer (logit lens)"))
 text, text_key = prompts.attention_text(lm)

@@ -1,7 +1,7 @@
 """Glossary: the course's terms in every language of the app, searchable either way."""
 import streamlit as st
 
-from app import glossary, lesson_links, navigation
+from app import charts, glossary, lesson_links, navigation
 from app.i18n import _
 from app.text import md
 
@@ -20,5 +20,6 @@ if query.strip():
 if table.empty:
     st.info(_("No term matches “{query}”.", query=md(query.strip())))
 else:
+    charts.swipe_hint("glossary_table")
     st.dataframe(table, hide_index=True, key="glossary_table", width="stretch",
                  height=35 * (len(table) + 1) + 3)  # every term at once: the page is the table

@@ -91,7 +91,7 @@ def test_generate_with_temperature_zero_is_deterministic():
     assert texts[0] == texts[1] and len(texts[0]) == len("深度") + 40
     assert at.code[0].value == texts[0]
     table = at.dataframe[0].value
-    assert len(table) == 40 and {"chosen", "p(chosen)", "#1"} <= set(table.columns)
+    assert len(table) == 40 and {"chosen", "p(chosen)", "likeliest five"} <= set(table.columns)
 
 
 def test_a_demo_seed_button_sets_the_prompt():

@@ -157,6 +157,19 @@ LINK_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] [data-te
   .filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.textContent)"""
 
 
+# a displayed formula wider than its box (KaTeX's struts reach a pixel or two past it)
+FORMULA_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
+  .filter(f => f.scrollWidth > f.clientWidth + 3).map(f => `${f.textContent.slice(0, 40)} (${f.scrollWidth} > ${f.clientWidth})`)"""
+# a table whose columns run past its box with no visible line just before it saying it scrolls sideways
+TABLE_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')].filter(grid => {
+    const s = grid.querySelector('.dvn-scroller');
+    if (!s || s.scrollWidth <= s.clientWidth + 1) return false;
+    const box = grid.closest('[data-testid=stElementContainer]'), before = box && box.previousElementSibling;
+    const hint = before && (before.matches('[class*=st-key-swipe_hint]') ? before : before.querySelector('[class*=st-key-swipe_hint]'));
+    return !(hint && hint.offsetHeight > 0);
+  }).map(grid => (grid.closest('[class*=st-key-]')?.className.match(/st-key-\\S+/) || ['a table'])[0])"""
+
+
 @pytest.mark.parametrize("screen", SCREENS)
 def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen):
     """Issue B4: at 390 px the √d_k charts' titles overlapped, heatmaps shrank to 53 px and tables
@@ -175,6 +188,8 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
         assert not (cut := settled(page, CLIPPED)), f"{path}: chart text cut off at its edge: {cut}"
         assert not (cut := settled(page, LINK_CUT)), f"{path or '/'}: a link's words cut off: {cut}"
         assert not (laid := settled(page, OVERLAP)), f"{path}: charts on top of each other: {laid}"
+        assert not (cut := settled(page, FORMULA_CUT)), f"{path}: a formula cut off: {cut}"
+        assert not (cut := settled(page, TABLE_CUT)), f"{path}: a table's columns cut off, nothing says it scrolls: {cut}"
         if path == "/Attention":
             text = page.get_by_role("textbox", name="Text").input_value()
             plot = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
@@ -462,4 +477,48 @@ def test_the_lesson_in_chinese_from_a_teachers_link_with_next_through_every_step
             page.wait_for_function("(n) => new URL(location.href).searchParams.get('lesson') === String(n)",
                                    arg=n + 1)
     assert main_button(page, "下一步 →").first.is_disabled()
+    context.close()
+
+
+def test_on_a_phone_in_chinese_formulas_and_tables_fit_and_the_embedding_picker_labels_a_few(browser, server, shots):
+    """Issue: on a phone the lesson's formulas ran off the edge (KaTeX up to 650 px at 390 px) with no
+    sign that they scroll, Generate's table cut its columns, and the embedding scatter labelled all
+    689 characters. Every formula of the lesson now fits; Generate's table fits; a table wider than
+    the screen says so above it; the scatter labels the text's characters and a picked one's nearest.
+    Screenshots zh_phone_*.png."""
+    viewport = SCREENS["phone"]
+    context = new_context(browser, viewport=viewport, is_mobile=True, has_touch=True, locale="zh-CN")
+    page = context.new_page()
+    for n, step in enumerate(STEPS, start=1):
+        if step.formula is None:
+            continue
+        page.goto(f"{server.url}/Lesson?lesson={n}&lang=zh", wait_until="domcontentloaded")
+        wait_rendered(page, "课程")
+        page.wait_for_selector(".katex-display")
+        assert not (cut := settled(page, FORMULA_CUT)), f"step {n}: a formula cut off: {cut}"
+        assert not settled(page, WIDER), f"step {n} is wider than the phone"
+        if n in (5, 11):
+            screenshot_whole(page, shots / f"zh_phone_lesson_{n:02d}.png", viewport)
+    page.goto(f"{server.url}/Generate?lang=zh", wait_until="domcontentloaded")
+    wait_rendered(page, "生成")
+    page.get_by_role("textbox", name="提示词").press("Enter")
+    page.wait_for_selector('[data-testid="stDataFrame"]')
+    drawn(page)
+    scroller = page.locator("[data-testid=stDataFrame] .dvn-scroller").first
+    assert scroller.evaluate("s => s.scrollWidth <= s.clientWidth + 1"), "Generate's table is wider than the phone"
+    screenshot_whole(page, shots / "zh_phone_generate.png", viewport)
+    page.goto(f"{server.url}/Inside?lang=zh", wait_until="domcontentloaded")
+    wait_rendered(page, "注意力内部")
+    assert page.locator("[data-testid=stDataFrame] .dvn-scroller").first.evaluate("s => s.scrollWidth > s.clientWidth")
+    assert not (cut := settled(page, TABLE_CUT)), cut  # wider than the phone, and it says so
+    page.locator("[class*=st-key-swipe_hint]").first.wait_for()
+    screenshot_whole(page, shots / "zh_phone_inside.png", viewport)
+    page.goto(f"{server.url}/Model?lang=zh", wait_until="domcontentloaded")
+    wait_rendered(page, "模型内部")
+    scatter = page.locator("[data-testid=stPlotlyChart]").filter(has=page.locator(".scatterlayer")).nth(0)
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .textpoint")
+    labels = page.locator(".js-plotly-plot .scatterlayer .textpoint").count()
+    assert 0 < labels < 40, f"{labels} labels on the embedding scatter"
+    scatter.scroll_into_view_if_needed()
+    screenshot_whole(page, shots / "zh_phone_model.png", viewport)
     context.close()

@@ -17,7 +17,7 @@ from helpers.maths import hand_forward, hand_positions
 from helpers.tiny import tiny_lm
 from minigpt import DEMO_SENTENCE, character_table, load_pretrained, surprisal, uniform_loss
 from minigpt.explain import (attention_row, beliefs, embedding_pca, head_stats, head_table, last_query_attention,
-                             logit_lens, next_logits, position_similarity)
+                             logit_lens, nearest_rows, next_logits, position_similarity)
 
 
 @pytest.fixture(scope="module")
@@ -241,3 +241,13 @@ def test_surprisal_is_minus_ln_p_of_each_next_character_and_its_mean_the_loss():
     assert nats == pytest.approx(expected, abs=1e-6)
     assert float(np.exp(-nats).max()) <= 1.0 and nats.shape == (len(ids) - 1,)
     assert uniform_loss(tokenizer.vocab_size) == pytest.approx(math.log(tokenizer.vocab_size))
+
+
+def test_the_nearest_characters_are_the_rows_with_the_largest_cosine_by_hand():
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(40, 8))
+    table[7] = 3 * table[3] + 0.01 * rng.normal(size=8)  # the same direction as row 3, three times as long
+    near = nearest_rows(table, 3, k=4)
+    by_hand = sorted((i for i in range(40) if i != 3), key=lambda i: -float(
+        table[i] @ table[3] / math.sqrt(float(table[i] @ table[i]) * float(table[3] @ table[3]))))[:4]
+    assert near == by_hand and near[0] == 7 and 3 not in near

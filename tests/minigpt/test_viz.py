@@ -170,9 +170,9 @@ def test_steps_table_lists_choice_probability_and_top_five():
     steps = [Step(token=1, text="度", prob=0.9, top=[("度", 0.9), ("学", 0.05), (" ", 0.02), ("a", 0.01), ("b", 0.01)]),
              Step(token=2, text="学", prob=0.3, top=[("习", 0.6), ("学", 0.3), ("a", 0.05), ("b", 0.03), (" ", 0.02)])]
     table = viz.steps_table(steps)
-    assert list(table.columns) == ["step", "chosen", "p(chosen)", "#1", "#2", "#3", "#4", "#5"]
+    assert list(table.columns) == ["step", "chosen", "p(chosen)", "likeliest five"]
     assert list(table["chosen"]) == ["度", "学"] and list(table["p(chosen)"]) == [0.9, 0.3]  # every row, not the first
-    assert table.loc[0, "#1"] == "度 0.90" and table.loc[0, "#3"] == "' ' 0.02" and table.loc[1, "#1"] == "习 0.60"
+    assert list(table["likeliest five"]) == ["度 学 ␣ a b", "习 学 a b ␣"]  # a space shown as a sign
     chinese = viz.steps_table(steps, tr=lambda m, **p: {"p(chosen)": "p（抽中）"}.get(m, m))
     assert list(chinese["p（抽中）"]) == [0.9, 0.3]
 
@@ -237,3 +237,17 @@ def test_the_weight_figure_stacks_keys_scores_and_values_in_bands_that_do_not_ov
     texts = [a.text for a in layout.annotations]
     assert "<b>1. The query and the keys</b>" in texts and parts[0].layout.title.text in texts
     assert all(a.text in texts for a in parts[1].layout.annotations)  # the three rows' own titles
+
+
+def test_the_embedding_scatter_labels_only_the_text_the_chosen_character_and_its_neighbours():
+    chars = [chr(0x4E00 + i) for i in range(300)]
+    coords = np.random.default_rng(1).normal(size=(300, 2))
+    fig = viz.embeddings_figure(coords, chars, np.array([0.2, 0.1]), labelled=[5, 9, 11], chosen=40,
+                                neighbours=[41, 9, 42])
+    dots, named = fig.data
+    assert dots.mode == "markers" and len(dots.x) == 300  # every character, unlabelled
+    assert named.mode == "markers+text" and list(named.text) == [chars[i] for i in (5, 9, 11, 40, 41, 42)]
+    colour = dict(zip(named.text, named.marker.color))
+    assert colour[chars[40]] == "#E53935" and colour[chars[41]] == colour[chars[9]] == "#FB8C00"
+    assert colour[chars[5]] == "#1E88E5"
+    assert len(viz.embeddings_figure(coords, chars, np.array([0.2, 0.1])).data) == 1  # nothing to name: no labels

@@ -53,3 +53,43 @@ def test_a_race_at_the_servers_cap_says_so_and_trains_nothing(monkeypatch):
 @pytest.mark.trains
 def test_the_race_in_chinese():
     assert_chinese(race_page("zh"), "Experiments, after a race")
+
+
+@pytest.mark.trains
+def test_the_race_trains_what_its_settings_say_and_names_the_layer_where_scaling_mattered_most(monkeypatch):
+    """One head of the chosen d_k (d_model = d_k, as the label says), the chosen layers, steps and
+    learning rate; with two layers, the verdict names the one whose softmax let through the most
+    more with the scaling, read off the chart's own numbers."""
+    from app import race
+
+    seen = []
+    real = race.scaling_race
+    monkeypatch.setattr(race, "scaling_race", lambda config, train, *a, **k: seen.append((config, train))
+                        or real(config, train, *a, **k))
+    at = page(home(), "pages/8_Experiments.py")
+    at.select_slider(key="race_d_k").set_value(32)
+    at.select_slider(key="race_layers").set_value(2)
+    at.select_slider(key="race_lr").set_value(0.01)
+    at.select_slider(key="race_steps").set_value(100)
+    at.button(key="race").click().run()
+    assert not at.exception
+    (config, train), = seen
+    assert (config.d_model, config.num_heads, config.d_k, config.num_layers) == (32, 1, 32, 2)
+    assert (train.max_steps, train.lr) == (100, 0.01)
+    charts = {spec["layout"]["title"]["text"]: spec for spec in map(json.loads, (c.proto.spec for c in at.get("plotly_chart")))}
+    traces = charts["How much of a change in the scores softmax lets through"]["data"]
+    by_layer = {t["name"]: plotly_array(t["y"])[-1] for t in traces}
+    ratios = [by_layer[f"with 1/√d_k · layer {n}"] / by_layer[f"without · layer {n}"] for n in (1, 2)]
+    named = next(m.value for m in at.markdown if m.value.startswith("After 100 steps"))
+    assert f"layer {1 + ratios.index(max(ratios))}'s rows" in named, (ratios, named)
+
+
+@pytest.mark.trains
+def test_when_the_two_losses_agree_the_page_says_why():
+    at = race_page()
+    points = at.session_state["race_shown"]
+    gap = points[-1].unscaled.loss - points[-1].scaled.loss
+    note = [i.value for i in at.info if "Why the two losses agree" in i.value]
+    assert bool(note) == (abs(gap) < 0.05 * points[-1].scaled.loss)
+    if note:
+        assert f"within {abs(gap):.3f} nats" in note[0] and "task-sort" in note[0]

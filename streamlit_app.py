@@ -31,7 +31,7 @@ with corpus_col:
                           key=choices.CORPUS, persist_state="session",
                           help=_("The text new runs train on. The shipped models learned the built-in corpora."))
     st.caption(corpora.corpus_description(corpus))
-    uploads.uploader(_("…or upload a .txt file (UTF-8)"), ["txt"], uploads.CORPUS_UPLOAD, uploads.on_corpus_upload)
+    uploads.uploader(_("…or upload a .txt file (UTF-8, UTF-16 or GBK)"), uploads.CORPUS_UPLOAD, uploads.on_corpus_upload)
     if error := uploads.upload_error(uploads.CORPUS_UPLOAD):
         st.error(error)
 
@@ -44,7 +44,7 @@ with model_col:
                       key=choices.MODEL_SOURCE,
                       persist_state="session", help=_("The model Generate and Attention use."))
     if source == choices.UPLOADED:
-        uploads.uploader(_("Checkpoint (.zip from the Train page's download)"), ["zip"], uploads.CHECKPOINT_UPLOAD,
+        uploads.uploader(_("Checkpoint (.zip from the Train page's download)"), uploads.CHECKPOINT_UPLOAD,
                          uploads.on_checkpoint_upload)
         if error := uploads.upload_error(uploads.CHECKPOINT_UPLOAD):
             st.error(error)
@@ -60,12 +60,10 @@ with summary:
     except models.ModelUnavailable as reason:
         st.info(str(reason))
     else:
-        cols = st.columns(5)
-        cols[0].metric(_("Corpus"), model.corpus)
-        cols[1].metric(_("Parameters"), number(model.num_params))
-        cols[2].metric(_("Device"), model.device)
-        cols[3].metric(_("Status"), model.status)
-        cols[4].metric(_("Steps trained"), model.steps)
+        for col, (label, value) in zip([*st.columns(3), *st.columns(3)], (  # two rows: no value cut off
+                (_("Corpus"), model.corpus), (_("Parameters"), number(model.num_params)), (_("Steps trained"), model.steps),
+                (_("Status"), model.status), (_("Device"), model.device))):
+            col.metric(label, value)
         st.caption(_("Loaded: {source}; {description}.", source=model.detail, description=model.describe()))
 
 st.subheader(_("Where next"))

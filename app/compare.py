@@ -181,7 +181,7 @@ def compare_section() -> None:
             "val_loss": st.column_config.NumberColumn(_("last val loss"), format="%.3f"),
             "best_val": st.column_config.NumberColumn(_("best val loss"), format="%.3f"),
             "seconds": st.column_config.NumberColumn(_("time (s)"), format="%.1f"),
-            "tokens_per_sec": st.column_config.NumberColumn(_("tokens/s"), format="%.0f"),
+            "tokens_per_sec": st.column_config.NumberColumn(_("characters/s"), format="%.0f"),
         })
         if training and (now is None or now.name != live.name):
             st.rerun()  # the run finished or was replaced: a full rerun stops the polling

@@ -88,13 +88,16 @@ def language_switch() -> None:
 
 
 def streamlit_chrome_css() -> str:
-    """Outside English, CSS that paints the hints Streamlit 1.67 writes under a focused text box in
-    English ("Press Enter to apply", "… to submit form") over in the catalog's words."""
+    """Outside English, CSS that paints words Streamlit 1.67 writes in English over in the catalog's:
+    the hints under a focused text box ("Press Enter to apply", "… to submit form") and a
+    multiselect's "Select all"."""
     if language() == SOURCE:
         return ""
     hint = "[data-testid=InputInstructions]"
     apply, submit = _("Press Enter to apply"), _("Press Enter to submit")
-    return painted_css(hint, apply, "0.75rem") + painted_css(f"[data-testid=stForm] {hint}", submit, "0.75rem")
+    select_all = '[role=option][data-key="__select_all__"] > div'  # a multiselect's first line, "Select all"
+    return (painted_css(hint, apply, "0.75rem") + painted_css(f"[data-testid=stForm] {hint}", submit, "0.75rem")
+            + painted_css(select_all, _("Select all"), "1rem"))
 
 
 def painted_css(selector: str, text: str, size: str) -> str:

@@ -14,14 +14,15 @@ import streamlit as st
 
 from minigpt import (DEFAULT_PRESET, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS, REFILL_KEPT, ConfigError,
                      CorpusError, RunLimitError, SamplingError, TrainConfig, attention_panels, character_table,
-                     generate, logit_lens, logit_lens_figure, loss_figure, lr_figure, next_logits, overfitting,
+                     generate, loss_figure, lr_figure, next_logits, overfitting,
                      position_labels, position_similarity, positions_figure, scaling_experiment, scaling_figure,
                      similarity_figure, surprisal, uniform_loss)
 
-from . import beliefs, compare, heatmaps, models, prompts, runs, train_form, weights
+from . import beliefs, compare, fields, heatmaps, models, prompts, runs, train_form, weights
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
-from .i18n import _, error_text, language, number, textbook
+from .i18n import _, error_text, language, n_, number, textbook
+from .lens import logit_lens_view
 from .lesson_links import PAGE
 from .lesson_text import STEPS, Step
 from .models import LoadedModel
@@ -97,7 +98,7 @@ def _text(lm: LoadedModel, least: int = 1) -> str | None:
     text, key = prompts.attention_text(lm)
     text = prompts.readable(text, lm, key)
     if text and len(text) < least:
-        st.info(_("Type at least {n} characters.", n=least))
+        st.info(n_("Type at least {n} character.", "Type at least {n} characters.", least))
         return None
     return text
 
@@ -196,9 +197,7 @@ def heads_view(lm: LoadedModel) -> None:
 def ffn_view(lm: LoadedModel) -> None:
     text = _text(lm)
     if text:
-        lens = logit_lens(lm.model, lm.tokenizer.encode(text))
-        st.plotly_chart(logit_lens_figure(lens, text, lm.tokenizer.chars, tr=_), key="lesson_lens",
-                        config=chart_config())
+        logit_lens_view(lm, text, key="lesson_lens")
 
 
 def head_view(lm: LoadedModel) -> None:
@@ -295,12 +294,13 @@ def fit_view(lm: LoadedModel) -> None:
 def sampling_view(lm: LoadedModel) -> None:
     cols = st.columns(3)
     temperature = cols[0].slider(_("Temperature"), 0.0, 2.0, value=0.8, step=0.05, key="lesson_temperature")
-    top_k = cols[1].number_input(_("Top-k (0 = off)"), 0, lm.tokenizer.vocab_size, value=0, step=1, key="lesson_top_k")
+    top_k = fields.whole_number(_("Top-k (0 = off)"), 0, lm.tokenizer.vocab_size, value=0, key="lesson_top_k",
+                                where=cols[1])
     top_p = cols[2].slider(_("Top-p"), 0.05, 1.0, value=1.0, step=0.05, key="lesson_top_p")
     prompt = _prompt(lm)
-    if prompt:
-        beliefs.next_character(lm, prompt, temperature, int(top_k), top_p)
-        beliefs.three_temperatures(lm, prompt, 0, int(top_k), top_p)
+    if prompt and top_k is not None:
+        beliefs.next_character(lm, prompt, temperature, top_k, top_p)
+        beliefs.three_temperatures(lm, prompt, 0, top_k, top_p)
 
 
 def kv_view(lm: LoadedModel) -> None:
@@ -333,19 +333,26 @@ def kv_view(lm: LoadedModel) -> None:
         same = next((i for i, (a, b) in enumerate(zip(text_cached, text_rerun)) if a != b), len(text_cached))
         if text_cached == text_rerun:
             st.caption(_("The same prompt, seed and settings both ways: the two texts are the same."))
+            st.code(text_cached, language=None, wrap_lines=True)
         else:
-            st.caption(_("The same prompt, seed and settings both ways: the texts agree for their first {same} "
-                         "characters, as long as everything fits in the {block} positions the model reads. After that "
-                         "the cached way starts again from the last {refill:.0%} of the context, while the other way "
-                         "always rereads all {block}, so the two part.", same=same, block=lm.block_size,
-                         refill=REFILL_KEPT))
-        st.code(text_cached, language=None, wrap_lines=True)
+            st.caption(n_("The same prompt, seed and settings both ways: the texts agree for their first {n} "
+                          "character, as long as everything fits in the {block} positions the model reads. After that "
+                          "the cached way starts again from the last {refill:.0%} of the context, while the other way "
+                          "always rereads all {block}, so the two part.",
+                          "The same prompt, seed and settings both ways: the texts agree for their first {n} "
+                          "characters, as long as everything fits in the {block} positions the model reads. After that "
+                          "the cached way starts again from the last {refill:.0%} of the context, while the other way "
+                          "always rereads all {block}, so the two part.", same, block=lm.block_size, refill=REFILL_KEPT))
+            for label, text in ((_("With the KV cache"), text_cached), (_("Without the cache"), text_rerun)):
+                st.markdown(f"**{label}**")
+                st.code(text, language=None, wrap_lines=True)
 
 
 def pages_view(lm: LoadedModel) -> None:
     for page, label, icon, offer in _pages():
         if Path(page).name not in (Path(PAGE).name, "streamlit_app.py"):
-            st.page_link(page, label=f"**{_(label)}**: {_(offer)}", icon=icon, query_params={"lang": language()})
+            st.page_link(page, label=_("**{page}**: {offer}", page=_(label), offer=_(offer)), icon=icon,
+                         query_params={"lang": language()})
 
 
 VIEWS: dict[str, Callable[[LoadedModel], None]] = {

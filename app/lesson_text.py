@@ -70,7 +70,8 @@ STEPS = (
         ),
         formula=r"x_{pos} = E[\,\mathrm{id}\,]\cdot\sqrt{d_{\text{model}}} + PE_{pos}",
         try_this=N_("Type a few characters with one of them repeated: the same character always gets the same id, "
-                    "and the second length column is exactly √d_model times the first."),
+                    "and the column “length × √d_model” is exactly √d_model times the column “length of its "
+                    "embedding row”."),
         question=N_("Why is the embedding multiplied by √d_model?"),
         options=(
             N_("So that its size matches the positional encoding added to it"),

@@ -67,7 +67,10 @@ def setup_page(script: str) -> None:
     with st.sidebar:
         # the page's own CSS as markdown, which the browser draws with the page: st.html's code loads
         # on first use, and until it has, every link on a first visit showed cut off
-        st.markdown(f"<style>{WRAP_LINKS}{FIT_PHONES}{streamlit_chrome_css()}</style>", unsafe_allow_html=True)
+        from .uploads import uploaders_css  # here: uploads imports models, which imports this module
+
+        st.markdown(f"<style>{WRAP_LINKS}{FIT_PHONES}{streamlit_chrome_css()}{uploaders_css()}</style>",
+                    unsafe_allow_html=True)
         language_switch()
         for page, label, page_icon, _offer in PAGES:
             st.page_link(page, label=_(label), icon=page_icon, query_params={"lang": lang})

@@ -12,6 +12,9 @@ from minigpt import DEFAULT_PRESET, N_, PRESETS, ConfigError, GPTConfig, TrainCo
 from .i18n import _, error_text, n_
 
 FORM_FILLED = "train_form_filled"   # session_state: the form has its first values in this session
+# the whole-number boxes' ranges: a model a small shared server trains in minutes (fields.whole_number)
+RANGES = {"max_steps": (10, 20_000), "warmup_steps": (0, 5_000), "eval_interval": (1, 5_000),
+          "train_seed": (0, 2**31 - 1)}
 EARLY_STOP, PATIENCE = "early_stop", 3
 
 # each preset's button: its name, and what it is for; the help adds its numbers, from PRESETS itself
@@ -138,6 +141,10 @@ def from_param(value: str) -> tuple[GPTConfig, TrainConfig]:
         if key not in by_key:
             raise ConfigError("{key!r} is not a setting of the form.", key=key[:20])
         f = by_key[key]
+        low, high = RANGES.get(key, (number, number))
+        if not low <= number <= high:
+            raise ConfigError("{key} must be from {low:,} to {high:,}, got {value:g}.", key=key, low=low, high=high,
+                              value=number)
         target = model if f.config is GPTConfig else train
         kind = type(target[f.name])
         target[f.name] = bool(number) if kind is bool else int(number) if kind is int else number

@@ -36,20 +36,29 @@ def accept_checkpoint_upload(name: str, data: bytes) -> None:
     st.session_state[MODEL_SOURCE] = UPLOADED
 
 
-def uploader(label: str, types: list[str], key: str, on_change: Callable[[], None]) -> None:
-    """st.file_uploader, with the button and size line that Streamlit 1.67 writes in English
-    whatever the page's language painted over in the catalog's words (its keyed container
-    scopes the style to this uploader)."""
+TYPES = {CORPUS_UPLOAD: ["txt"], CHECKPOINT_UPLOAD: ["zip"]}  # what each uploader takes
+
+
+def uploader(label: str, key: str, on_change: Callable[[], None]) -> None:
+    """st.file_uploader in a keyed container, which uploaders_css() paints in the page's language."""
     with st.container(key=f"uploader_{key}"):
-        if language() != SOURCE:
-            box = f".st-key-uploader_{key}"
-            upload = _("Upload")
-            limit = _("At most {size} MB per file · {types}", size=st.get_option("server.maxUploadSize"),
-                      types=", ".join(t.upper() for t in types))
-            st.html("<style>" + painted_css(f"{box} button [data-testid=stMarkdownContainer] p", upload, "0.875rem")
-                    + painted_css(f"{box} [data-testid=stFileUploaderDropzoneInstructions] span", limit, "0.8rem")
-                    + "</style>")
-        st.file_uploader(label, type=types, key=key, on_change=on_change)
+        st.file_uploader(label, type=TYPES[key], key=key, on_change=on_change)
+
+
+def uploaders_css() -> str:
+    """Outside English, CSS that paints the button and the size line Streamlit 1.67 writes in English
+    over in the catalog's words, scoped to each uploader's container. It goes out with the page's
+    own CSS (navigation), so that a first visit never shows the English before it."""
+    if language() == SOURCE:
+        return ""
+    css = []
+    for key, types in TYPES.items():
+        box = f".st-key-uploader_{key}"
+        limit = _("At most {size} MB per file · {types}", size=st.get_option("server.maxUploadSize"),
+                  types=", ".join(t.upper() for t in types))
+        css += [painted_css(f"{box} button [data-testid=stMarkdownContainer] p", _("Upload"), "0.875rem"),
+                painted_css(f"{box} [data-testid=stFileUploaderDropzoneInstructions] span", limit, "0.8rem")]
+    return "".join(css)
 
 
 def on_corpus_upload() -> None:

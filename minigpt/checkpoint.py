@@ -297,7 +297,10 @@ def load_files(
     names that came along (to recognise a folder of pickles)."""
     names = set(files) | set(others or [])
     if CONFIG_NAME not in files:
-        if any(n.endswith(PICKLE_SUFFIXES) for n in names) and not any(n.endswith(".safetensors") for n in names):
+        # a pickle by its bytes where we have them (a zip's entries), by its name where we do not (a folder)
+        unread = [n for n in names - set(files) if n.endswith(PICKLE_SUFFIXES)]
+        if (any(_looks_pickled(data) for data in files.values()) or unread) and \
+                not any(n.endswith(".safetensors") for n in names):
             raise CheckpointError("{source} holds only pickle files: pickle-based checkpoints (torch.save) are "
                                   "refused: they can run code when loaded; convert to safetensors.", source=source)
         raise CheckpointError("{source} has no config.json, so it is not a MiniGPT checkpoint.", source=source)
@@ -314,6 +317,11 @@ def load_files(
     if with_optimizer and config.get("optimizer") is not None:
         optimizer_state = _optimizer_state(files, config["optimizer"], source)
     return Checkpoint(model.to(device).eval(), tokenizer, train_config, meta, optimizer_state)
+
+
+def _looks_pickled(data: bytes) -> bool:
+    """A pickle (protocol 2 and later begin with the PROTO opcode) or torch.save's zip around one."""
+    return data[:1] == b"\x80" or (data[:4] == b"PK\x03\x04" and b"data.pkl" in data)
 
 
 def _parse_config(data: bytes) -> dict[str, Any]:

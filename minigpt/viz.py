@@ -196,7 +196,7 @@ def lr_figure(cfg: TrainConfig, tr: Translate = english) -> go.Figure:
     if 0 < cfg.warmup_steps < cfg.max_steps:
         fig.add_vline(x=cfg.warmup_steps, line=dict(color="#757575", dash="dash", width=1),
                       annotation_text=_("warmup ends (step {step})", step=cfg.warmup_steps),
-                      annotation_position="top right")
+                      annotation_position="bottom right")  # the curve peaks at the line's top: the label goes low
     fig.update_xaxes(title_text=_("step"))
     fig.update_yaxes(title_text=_("learning rate"), tickformat=LR_TICKS, rangemode="tozero")
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), showlegend=False)

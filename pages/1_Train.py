@@ -1,7 +1,7 @@
 """Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
 import streamlit as st
 
-from app import advice, charts, choices, compare, corpora, lesson_links, navigation, runs, train_form
+from app import advice, charts, choices, compare, corpora, fields, lesson_links, navigation, runs, train_form
 from app.i18n import _, error_text, language, number
 from app.text import format_duration, md
 from minigpt import (ConfigError, CorpusError, NotOwnerError, RunLimitError, loss_figure, overfitting, task_figure,
@@ -48,14 +48,15 @@ with st.expander(_("Hyperparameters"), expanded=entry is None):
         st.checkbox(_("Divide attention scores by √d_k"), key="scale_attention", help=h("scale_attention"), **keep)
     with train_col:
         st.markdown(_("**Training**"))
-        st.number_input(_("Steps"), 10, 20_000, step=100, key="max_steps", help=h("max_steps"), **keep)
+        in_range = [fields.whole_number(_("Steps"), *train_form.RANGES["max_steps"], step=100, key="max_steps",
+                                        help=h("max_steps"), **keep)]
         st.slider(_("Batch size"), 1, 64, key="batch_size", help=h("batch_size"), **keep)
         st.slider(_("block_size (characters per window)"), 4, 256, key="block_size", help=h("block_size"), **keep)
         st.select_slider(_("Learning rate"), [1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 1e-2, 3e-2],
                          format_func=lambda v: f"{v:g}", key="lr", help=h("lr"), **keep)
-        st.number_input(_("Warmup steps"), 0, 5_000, key="warmup_steps", help=h("warmup_steps"), **keep)
-        st.number_input(_("Evaluate every … steps"), 1, 5_000, key="eval_interval", help=h("eval_interval"), **keep)
-        st.number_input(_("Seed"), 0, 2**31 - 1, key="train_seed", help=h("train_seed"), **keep)
+        in_range += [fields.whole_number(label, *train_form.RANGES[key], key=key, help=h(key), **keep)
+                     for label, key in ((_("Warmup steps"), "warmup_steps"),
+                                        (_("Evaluate every … steps"), "eval_interval"), (_("Seed"), "train_seed"))]
         st.checkbox(_("Stop early when the validation loss stops improving"), key=train_form.EARLY_STOP,
                     help=h(train_form.EARLY_STOP), **keep)
 
@@ -70,7 +71,7 @@ except (ConfigError, CorpusError) as err:
     settings_ok = False
     st.error(md(error_text(err)))
 else:
-    settings_ok = True
+    settings_ok = None not in in_range  # a box outside its range has said so under itself
 registry = runs.registry()
 busy = registry.active_count()
 own_active = owner and entry is not None and entry.is_active()
@@ -147,7 +148,7 @@ def live_panel() -> None:
     cols = st.columns(5)
     cols[0].metric(_("State"), advice.state_label(snap.state), help=advice.metric_help("state"))
     cols[1].metric(_("Step (of {total:,})", total=snap.max_steps), number(snap.step), help=advice.metric_help("step"))
-    cols[2].metric(_("Tokens/s"), number(snap.tokens_per_sec, ",.0f"), help=advice.metric_help("tokens"))
+    cols[2].metric(_("Characters/s"), number(snap.tokens_per_sec, ",.0f"), help=advice.metric_help("tokens"))
     cols[3].metric(_("ETA"), format_duration(snap.eta_seconds) if snap.state == "running" else "–",
                    help=advice.metric_help("eta"))
     last_val = snap.evals[-1].val_loss if snap.evals else None
@@ -205,7 +206,7 @@ st.download_button(_("Download checkpoint (.zip)"), data=lambda: runs.run_checkp
 st.download_button(_("Download the history (.csv)"), data=lambda: history_table(entry.run.snapshot().history).to_csv(
                    index=False), file_name=f"minigpt-{entry.run_id}-history.csv", mime="text/csv", on_click="ignore",
                    key="download_history", help=_("Every logged step: train loss, validation loss, learning rate, "
-                                                  "tokens/s and time, one row each."))
+                                                  "characters/s and time, one row each."))
 compare.keep_button(entry)
 st.markdown(_("**Share a read-only view** of this run (copy it with the icon on the right):"))
 st.code(runs.readonly_link(entry), language=None)

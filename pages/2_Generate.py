@@ -3,7 +3,7 @@ import time
 
 import streamlit as st
 
-from app import beliefs, lesson_links, models, navigation, prompts
+from app import beliefs, fields, lesson_links, models, navigation, prompts
 from app.i18n import _, error_text
 from app.text import markdown_stream, md
 from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt, steps_table, stream
@@ -43,8 +43,8 @@ top_p = cols[2].slider(_("Top-p"), 0.05, 1.0, value=1.0, step=0.05, key="top_p",
                        help=_("Draw only among the likeliest characters whose probabilities add up to p (1 = off)."))
 max_new = cols[3].number_input(_("Max new tokens"), value=200, step=10, key="max_new_tokens", **keep,
                                help=_("How many characters to write, from 1 to {limit:,}.", limit=MAX_NEW_TOKENS))
-seed = cols[4].number_input(_("Seed"), 0, 2**31 - 1, value=0, key="gen_seed", **keep,
-                            help=_("The same seed and settings give the same text."))
+seed = fields.whole_number(_("Seed"), 0, 2**31 - 1, value=0, key="gen_seed", where=cols[4], **keep,
+                           help=_("The same seed and settings give the same text."))
 
 with st.form("generate_form", border=False):
     prompt = st.text_input(_("Prompt"), key=prompt_key, help=_("Press Enter or Generate. Chinese, Latin letters, "
@@ -53,10 +53,10 @@ with st.form("generate_form", border=False):
     clicked = st.form_submit_button(_("Generate"), type="primary", key="generate")
 
 beliefs.next_character(lm, st.session_state.get(prompt_key, ""), temperature, int(top_k), top_p)
-beliefs.three_temperatures(lm, st.session_state.get(prompt_key, ""), int(seed), int(top_k), top_p)
+beliefs.three_temperatures(lm, st.session_state.get(prompt_key, ""), seed or 0, int(top_k), top_p)
 
 output = st.empty()  # one slot: a new request replaces the old answer at once, never under it
-if clicked:
+if clicked and seed is not None:  # a seed out of range has said so under its box
     st.session_state.pop(RESULT, None)
     unknown = lm.tokenizer.unknown_chars(prompt)
     k = int(top_k)
@@ -80,7 +80,7 @@ if clicked:
             def pieces():
                 yield prompt
                 for step in stream(lm.model, lm.tokenizer, prepared, max_new_tokens=int(max_new),
-                                   temperature=temperature, top_k=k or None, top_p=top_p, seed=int(seed),
+                                   temperature=temperature, top_k=k or None, top_p=top_p, seed=seed,
                                    block_size=lm.block_size):
                     steps.append(step)
                     yield step.text

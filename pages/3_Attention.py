@@ -1,13 +1,11 @@
 """Attention: interactive heatmaps of the loaded model's attention, and a time-lapse of a run's."""
 import math
 
-import numpy as np
 import streamlit as st
 
-from app import charts, heatmaps, lesson_links, models, navigation, prompts, runs
+from app import heatmaps, lesson_links, models, navigation, prompts, runs, timelapse
 from app.i18n import _
-from app.text import md
-from minigpt import N_, attention_npz, attention_panels, right_key_figure, top_key_changes
+from minigpt import N_, attention_npz, attention_panels, top_key_changes
 
 navigation.setup_page(__file__)
 
@@ -67,30 +65,5 @@ if text:
     elif unscaled:
         st.caption(_("This model was trained without the scaling, so this is its own attention."))
 
-st.subheader(_("Time-lapse: how attention formed during training"))
 entry, _owner = runs.session_run()
-evals = [r for r in entry.run.snapshot().evals if r.attention is not None] if entry is not None else []
-if not evals:
-    st.info(_("Start a run on the Train page. At each evaluation it keeps the attention on a probe text and a sample "
-              "of its writing; replay them here, step by step, to watch heads go from uniform to sharp and the text "
-              "from noise to the corpus' style."))
-else:
-    st.markdown(_("Run `{run}` on “{probe}”, at each of its {count} evaluations so far.", run=entry.run_id,
-                  probe=md(entry.probe_text), count=len(evals)))
-    steps = [r.step for r in evals]
-    chosen = (st.select_slider(_("Evaluation step"), steps, value=steps[-1], key="timelapse_step")
-              if len(steps) > 1 else steps[0])
-    record = evals[steps.index(chosen)]
-    st.markdown(_("**Step {step:,}** · val loss {loss:.3f}", step=record.step, loss=record.val_loss))
-    probe = entry.probe_text[: record.attention.shape[-1]]
-    probe_line = heatmaps.task_line(probe)
-    if probe_line is not None:
-        scores = np.stack([probe_line.scores(r.attention) for r in evals])
-        st.markdown(_("How much weight the best head of each layer puts on the right keys, at each evaluation:"))
-        st.plotly_chart(right_key_figure(steps, scores, probe_line.chance, chosen=record.step, tr=_),
-                        key="right_key_chart", config=charts.config())
-    span = heatmaps.pick_page(len(probe), key=f"timelapse_page:{len(probe)}")
-    panels = attention_panels(record.attention, view=view, layer=min(layer, record.attention.shape[0] - 1), tr=_)
-    heatmaps.draw_panels(panels, probe, span, key="timelapse", expected=probe_line.mask if probe_line else None)
-    st.markdown(_("**Sample at step {step:,}**", step=record.step))
-    st.code(record.sample, language=None, wrap_lines=True)
+timelapse.timelapse_section(entry, view, layer)

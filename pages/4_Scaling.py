@@ -1,7 +1,7 @@
 """√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
 import streamlit as st
 
-from app import charts, lesson_links, navigation
+from app import charts, fields, lesson_links, navigation
 from app.i18n import _
 from minigpt import N_, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment, scaling_figure, score_std_figure
 
@@ -47,12 +47,14 @@ def experiment() -> None:
                                default=list(DEMO_D_KS), key="scaling_d_ks", placeholder=_("Choose d_k values"),
                                **keep)
     seq_len = cols[1].slider(_("seq_len (keys per query)"), 2, 128, value=DEMO_SEQ_LEN, key="scaling_seq_len", **keep)
-    seed = cols[2].number_input(_("Seed"), 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", **keep)
+    seed = fields.whole_number(_("Seed"), 0, 2**31 - 1, value=DEMO_SEED, key="scaling_seed", where=cols[2], **keep)
     num_samples = cols[3].slider(_("Samples"), 1, 64, value=1, key="scaling_samples",
                                  help=_("Independent (seq_len × d_k) draws averaged per d_k."), **keep)
 
     if not d_ks:
         st.info(_("Choose at least one d_k."))
+        return
+    if seed is None:  # out of range: said under its box
         return
     table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
 
@@ -63,12 +65,14 @@ def experiment() -> None:
                          config=charts.config())
     demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
                                                                                          DEMO_SEED, 1)
+    demo = dict(d_ks=", ".join(str(d) for d in DEMO_D_KS), seq_len=DEMO_SEQ_LEN, seed=DEMO_SEED)
     if demo_settings:
-        st.caption(_("At these settings (the demo's: d_k 4, 16, 64 and 256, seq_len 16, seed 42, one sample) the "
-                     "numbers are the ones the reference demo prints."))
+        st.caption(_("At these settings (d_k {d_ks}, seq_len {seq_len}, seed {seed}, one sample) the numbers are the "
+                     "ones the reference demo prints: the course's MiniGPT example program, whose experiment on "
+                     "√d_k this page reruns.", **demo))
     else:
-        st.caption(_("The reference demo's own numbers are at its settings: d_k 4, 16, 64 and 256, seq_len 16, seed 42, "
-                     "one sample."))
+        st.caption(_("The reference demo (the course's MiniGPT example program, whose experiment on √d_k this page "
+                     "reruns) prints its numbers at d_k {d_ks}, seq_len {seq_len}, seed {seed}, one sample.", **demo))
     # a plain table: four rows need no scrolling or sorting, and st.dataframe's grid takes longer to redraw
     # than the three charts together
     headers = {"score_std_unscaled": _("std of q·k"), "score_std_scaled": _("std of q·k/√d_k"),

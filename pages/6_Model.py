@@ -2,11 +2,11 @@
 the prediction read out after every layer (the logit lens)."""
 import streamlit as st
 
-from app import charts, lesson_links, models, navigation, prompts
+from app import charts, lens, lesson_links, models, navigation, prompts
 from app.i18n import _
 from app.text import md, shown_char
-from minigpt import (embedding_pca, embeddings_figure, logit_lens, logit_lens_figure, nearest_rows, position_similarity,
-                     positions_figure, similarity_figure)
+from minigpt import (embedding_pca, embeddings_figure, nearest_rows, position_similarity, positions_figure,
+                     similarity_figure)
 
 NEIGHBOURS = 5  # the nearest characters labelled beside the chosen one
 
@@ -60,9 +60,4 @@ st.subheader(_("The prediction, layer by layer (logit lens)"))
 text, text_key = prompts.attention_text(lm)
 text = prompts.readable(text, lm, text_key)
 if text:
-    lens = logit_lens(lm.model, lm.tokenizer.encode(text))
-    st.plotly_chart(logit_lens_figure(lens, text, lm.tokenizer.chars, tr=_), key="model_lens",
-                    config=charts.config())
-    st.caption(_("Each cell is the likeliest next character after that position, read out of the residual stream "
-                 "after the embedding and after each layer through the final LayerNorm and the tied head; its colour "
-                 "is that character's probability. The last row is the model's own prediction."))
+    lens.logit_lens_view(lm, text, key="model_lens")

@@ -63,7 +63,18 @@ MUTANTS = {
     "sampling multiplies by temperature": ("minigpt/sample.py", [(
         "filter_logits(logits / temperature,", "filter_logits(logits * temperature,")]),
     "val loss on the training split": ("minigpt/train.py", [(
-        "val = estimate_loss(self.model, self.val_data,", "val = estimate_loss(self.model, self.train_data,")]),
+        "self.val_windows = eval_windows(self.val_data,", "self.val_windows = eval_windows(self.train_data,")]),
+    "a page's val loss on the training split": ("minigpt/train.py", [(
+        "    _, val = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)\n    return eval_windows(val,",
+        "    val, _ = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)\n    return eval_windows(val,")]),
+    "a page's windows ignore a task's lines": ("app/models.py", [(
+        "task.line_length if task is not None else 1)", "1)")]),
+    "a page's windows on another seed than training's": ("minigpt/train.py", [(
+        "cfg.eval_iters, cfg.seed + VAL_EVAL_SEED, period)", "cfg.eval_iters, cfg.seed, period)")]),
+    "generate: the attention row over the last block_size, not what was read": ("app/beliefs.py", [(
+        "window = context[-step.context:]", "window = context[-lm.block_size:]")]),
+    "a step's context counted before the cache refills": ("minigpt/sample.py", [(
+        "read = state.cache.length if use_cache else", "read = min(len(state.ids), block_size) if use_cache else")]),
     "lr set after optimizer.step()": ("minigpt/train.py", [(
         '        lr = lr_at(self.step, self.cfg)\n        for group in self.optimizer.param_groups:\n'
         '            group["lr"] = lr\n        self.optimizer.step()',
@@ -122,8 +133,8 @@ MUTANTS = {
         "return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)",
         "return 0.5 * (1.0 + math.cos(math.pi * progress)) * cfg.lr")]),
     "evaluation with dropout on": ("minigpt/train.py", [(
-        "    was_training = model.training\n    model.eval()\n    generator",
-        "    was_training = model.training\n    model.train()\n    generator")]),
+        "    was_training = model.training\n    model.eval()\n    device",
+        "    was_training = model.training\n    model.train()\n    device")]),
     "targets not shifted": ("minigpt/data.py", [(
         "return windows[:, :-1], windows[:, 1:]", "return windows[:, :-1], windows[:, :-1]")]),
     "validation split is the head": ("minigpt/data.py", [(
@@ -223,7 +234,7 @@ MUTANTS = {
         "rows = mask.any(axis=1)\n", "rows = np.ones(T, dtype=bool)\n")]),
     "loss floor forgets the next line's first letter (task)": ("minigpt/tasks.py", [(
         "if j % self.line_length < self.length)", "if 0 < j % self.line_length < self.length)")]),
-    "time-lapse outlines nothing (task)": ("pages/3_Attention.py", [(
+    "time-lapse outlines nothing (task)": ("app/timelapse.py", [(
         'key="timelapse", expected=probe_line.mask if probe_line else None)', 'key="timelapse")')]),
     # knock-outs: each of these reports what a different part did
     "a zeroed head zeroes W_O's rows, not its columns (knock-out)": ("minigpt/knockout.py", [(

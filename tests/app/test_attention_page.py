@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from app import runs
-from helpers.apptest import home, own_run, page, plotly_spec, start_tiny_run
+from helpers.apptest import home, own_run, page, plotly_spec, start_tiny_run, wait_finished
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
@@ -131,3 +131,22 @@ def test_the_time_lapse_replays_the_run_evaluations():
     assert len(steps) >= 2
     at.select_slider(key="timelapse_step").set_value(steps[0]).run()
     assert any(m.value.startswith(f"**Step {int(steps[0]):,}** · val loss") for m in at.markdown)
+
+
+@pytest.mark.trains
+def test_play_shows_every_evaluation_of_the_time_lapse_in_order_then_stops():
+    """Issue: the time-lapse had no Play button. Play starts at the first evaluation and each timer
+    tick (a rerun here: AppTest has no timer) shows the next, until the last, where it stops."""
+    at = start_tiny_run(max_steps=20, eval_interval=5)
+    entry = wait_finished(at)
+    steps = [r.step for r in entry.run.snapshot().evals]
+    assert steps == [0, 5, 10, 15, 20]
+    page(at, "pages/3_Attention.py")
+    at.button(key="timelapse_play").click().run()
+    shown = []
+    for _tick in range(len(steps) + 2):
+        shown.append(next(int(m.value.split("**")[1].split()[1].replace(",", "")) for m in at.markdown
+                          if m.value.startswith("**Step ")))
+        at.run()
+    assert shown[:len(steps)] == steps and set(shown[len(steps):]) == {steps[-1]}  # in order, then it stays
+    assert "timelapse_playing" not in at.session_state

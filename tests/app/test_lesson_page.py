@@ -260,3 +260,28 @@ def test_the_lesson_says_its_run_replaces_the_model_before_the_click_and_leaves_
     values = {m.label: m.value for m in at.metric}
     assert values["Corpus"] == DEFAULT_CORPUS and values["Status"] == "pretrained"
     assert not any(b.key == "use_shipped" for b in at.sidebar.button)
+
+
+def test_the_chinese_lesson_names_its_columns_and_puts_full_width_colons_in_its_links():
+    """Step 2's "try this" names the table's own columns; step 15's links read **page**：offer."""
+    chinese = i18n.catalog("zh")
+    at = page(home("zh", lesson="2"), LESSON)
+    hint = " ".join(i.value for i in at.info)
+    for column in ("length × √d_model", "length of its embedding row"):
+        assert f"“{chinese.gettext(column)}”" in hint, column
+    at = page(home("zh", lesson="15"), LESSON)
+    labels = [link.proto.label for link in at.get("page_link") if link.proto.label.startswith("**")]  # the step's
+    assert labels and all("：" in label and ": " not in label for label in labels), labels
+
+
+@pytest.mark.trains
+def test_the_kv_step_labels_both_texts_when_they_part():
+    at = page(home("en", lesson="14"), LESSON)
+    at.button(key="lesson_kv").click().run()
+    assert not at.exception
+    cached, rerun = at.session_state["lesson_kv_shown"][2]
+    if cached[1] != rerun[1]:
+        assert [c.value for c in at.code][-2:] == [cached[1], rerun[1]]
+        assert {"**With the KV cache**", "**Without the cache**"} <= {m.value for m in at.markdown}
+    else:
+        assert at.code[-1].value == cached[1]

@@ -56,7 +56,7 @@ def test_every_hyperparameter_and_metric_explains_itself():
     wait_for_step(at, 1)
     metric_help = {m.label: m.proto.help for m in at.metric}
     assert "nats" in metric_help["Val loss (nats)"] and "ln V" in metric_help["Val loss (nats)"]
-    assert "characters the model trains on each second" in metric_help["Tokens/s"]
+    assert "characters the model trains on each second" in metric_help["Characters/s"]
     page(at, "pages/3_Attention.py")
     captions = " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
     assert "max_len" in captions and "block_size" in captions and "first row is always 1.0" in captions
@@ -324,3 +324,25 @@ def test_the_form_says_which_preset_it_holds():
     at.number_input(key="max_steps").set_value(PRESETS["tiny"].train.max_steps + 1).run()
     assert any("settings of your own" in c.value for c in at.caption)
     assert all(at.button(key=f"preset:{name}").proto.type == "secondary" for name in PRESETS)
+
+
+def test_a_number_out_of_range_is_refused_under_its_box_in_the_pages_language():
+    """Issue: a too-large number showed its error only on hover, in Streamlit's English."""
+    at = page(home("zh"), "pages/1_Train.py")
+    high = train_form.RANGES["max_steps"][1]
+    at.number_input(key="max_steps").set_value(high + 1).run()
+    assert not at.exception and at.button(key="start").disabled
+    said = [e.value for e in at.error]
+    assert any(f"{high + 1:,}" in e and f"{high:,}" in e and "整数" in e for e in said), said
+    at.number_input(key="max_steps").set_value(high).run()
+    assert not at.error and not at.button(key="start").disabled
+    link = page(home(train=f"max_steps:{high + 1}"), "pages/1_Train.py")  # a link cannot get past it either
+    assert any("cannot train" in w.value and "max_steps" in w.value for w in link.warning)
+
+
+@pytest.mark.trains
+def test_throughput_has_one_name_in_each_language():
+    for lang, name in (("en", "Characters/s"), ("zh", "字符/秒")):
+        at = start_tiny_run(lang)
+        wait_for_step(at, 1)
+        assert name in {m.label for m in at.metric}

@@ -160,6 +160,9 @@ LINK_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] [data-te
 # a displayed formula wider than its box (KaTeX's struts reach a pixel or two past it)
 FORMULA_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
   .filter(f => f.scrollWidth > f.clientWidth + 3).map(f => `${f.textContent.slice(0, 40)} (${f.scrollWidth} > ${f.clientWidth})`)"""
+# a metric's value cut off with an ellipsis (Streamlit keeps it on one line)
+METRIC_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stMetricValue] div')]
+  .filter(v => v.scrollWidth > v.clientWidth + 1).map(v => v.textContent)"""
 # a table whose columns run past its box with no visible line just before it saying it scrolls sideways
 TABLE_CUT = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')].filter(grid => {
     const s = grid.querySelector('.dvn-scroller');
@@ -189,6 +192,7 @@ def test_every_page_fits_a_phone_and_a_projector(browser, server, shots, screen)
         assert not (cut := settled(page, LINK_CUT)), f"{path or '/'}: a link's words cut off: {cut}"
         assert not (laid := settled(page, OVERLAP)), f"{path}: charts on top of each other: {laid}"
         assert not (cut := settled(page, FORMULA_CUT)), f"{path}: a formula cut off: {cut}"
+        assert not (cut := settled(page, METRIC_CUT)), f"{path}: a metric's value cut off: {cut}"
         assert not (cut := settled(page, TABLE_CUT)), f"{path}: a table's columns cut off, nothing says it scrolls: {cut}"
         if path == "/Attention":
             text = page.get_by_role("textbox", name="Text").input_value()
@@ -248,6 +252,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
         links = page.locator("[data-testid=stSidebar] a[href]").all()
         assert len(links) == len(ZH_PAGES) and all("lang=zh" in link.get_attribute("href") for link in links)
         assert not (cut := settled(page, CLIPPED)), f"{path}: chart text cut off at its edge: {cut}"
+        assert not (cut := settled(page, METRIC_CUT)), f"{path}: a metric's value cut off: {cut}"  # 已训练… once
         shown = page.evaluate(VISIBLE_TEXT)  # what the page itself shows, Streamlit's own words included
         assert not english_words(shown, GLOSSED), f"{path or '/'}: {english_words(shown, GLOSSED)}"
         screenshot_whole(page, shots / f"zh_{(path or '/home').strip('/').lower()}.png", viewport)
@@ -351,6 +356,9 @@ def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(brows
     knocked = page.get_by_test_id("stMetric").filter(has_text=words["knocked"])
     assert knocked.count() == 0  # nothing knocked out yet
     page.get_by_test_id("stMultiSelect").first.click()
+    select_all = page.locator('[role=option][data-key="__select_all__"] > div')  # Streamlit's own English
+    assert select_all.evaluate("el => getComputedStyle(el, '::after').content") == \
+        {"en": "none", "zh": '"全选"'}[lang]
     page.get_by_role("option", name="1 · 1", exact=True).click()
     page.keyboard.press("Escape")
     knocked.get_by_test_id("stMetricDelta").wait_for()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import io
 import os
+import pickle
 import struct
 import zipfile
 from pathlib import Path
@@ -143,6 +144,18 @@ def test_the_files_of_a_zip_together_may_not_unpack_past_the_total_limit(monkeyp
         load_zip(data)
     assert opened == []  # judged before a byte was unpacked
     two = _stored_zip({name: os.urandom(size) for name in ("a.bin", "b.bin")})  # 4 MB in all: within the total
-    with pytest.raises(CheckpointError) as refused:  # past the size checks, refused for its contents
-        load_zip(two)
-    assert "unpacks to" not in str(refused.value)
+    with pytest.raises(CheckpointError, match="no config.json, so it is not a MiniGPT checkpoint"):
+        load_zip(two)  # past the size checks, refused for what it holds: random bytes, no pickle
+
+
+def test_a_zip_of_other_files_is_not_a_minigpt_checkpoint_and_a_pickle_inside_is_named_as_one(tmp_path):
+    """Issue: a random .zip was refused as "holds only pickle files" when it held none (its files
+    ended in .bin). A pickle is known by its bytes, not its name."""
+    with pytest.raises(CheckpointError, match="no config.json, so it is not a MiniGPT checkpoint"):
+        load_zip(_stored_zip({"weights.bin": os.urandom(2048), "notes.txt": b"hello"}))
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(3)}, buffer)
+    with pytest.raises(CheckpointError, match="holds only pickle files"):
+        load_zip(_stored_zip({"pytorch_model.bin": buffer.getvalue()}))
+    with pytest.raises(CheckpointError, match="holds only pickle files"):
+        load_zip(_stored_zip({"weights.bin": pickle.dumps({"w": [1.0]}, protocol=4)}))

@@ -251,3 +251,11 @@ def test_the_nearest_characters_are_the_rows_with_the_largest_cosine_by_hand():
     by_hand = sorted((i for i in range(40) if i != 3), key=lambda i: -float(
         table[i] @ table[3] / math.sqrt(float(table[i] @ table[i]) * float(table[3] @ table[3]))))[:4]
     assert near == by_hand and near[0] == 7 and 3 not in near
+
+
+def test_the_logit_lens_first_row_names_each_character_itself_through_the_tied_head(shipped):
+    """What the page says of the lens's first row: before any layer, the vector is the character's own
+    row of E (scaled, plus its position), and the tied head scores a row highest against itself."""
+    model, ids = shipped
+    first = logit_lens(model, ids)[0]
+    assert list(first.argmax(-1)) == ids and first.max(-1).min() > 0.9

@@ -125,3 +125,19 @@ def test_two_sessions_racing_at_once_stay_within_the_servers_cap(max_runs, finis
     refused = [r for r in results if isinstance(r, RunLimitError)]
     assert len(refused) == 2 - finished and all("limit" in str(r) for r in refused)
     assert registry.active_count() == 0
+
+
+def test_the_entropy_and_max_weight_are_each_rows_by_hand_averaged():
+    """Per layer: the mean over every (batch, head, query) row of -Σ w ln w over its keys, and of the
+    row's largest weight, from the attention weights themselves (masked keys weigh 0 and add 0)."""
+    model, tok = tiny_lm()
+    text = "the cat sat on the mat. the dog"
+    x = torch.tensor([tok.encode(text[:12]), tok.encode(text[12:24])])
+    y = torch.tensor([tok.encode(text[1:13]), tok.encode(text[13:25])])
+    signal = softmax_signal(model, x, y)
+    weights = torch.stack([model.attention_maps(row[None]).double() for row in x], dim=1)  # (L, B, H, T, T)
+    for layer, w in enumerate(weights):
+        rows = w.reshape(-1, w.shape[-1])
+        entropy = [-sum(p * math.log(p) for p in row.tolist() if p > 0) for row in rows]
+        assert signal.entropy[layer] == pytest.approx(sum(entropy) / len(entropy), abs=1e-5)
+        assert signal.max_weight[layer] == pytest.approx(rows.max(-1).values.mean().item(), abs=1e-6)

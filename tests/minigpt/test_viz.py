@@ -25,6 +25,8 @@ def test_the_learning_rate_chart_is_warmup_then_cosine():
     for step in (0, 1, cfg.warmup_steps - 1, cfg.warmup_steps, 150, cfg.max_steps - 1):
         assert y[step] == pytest.approx(hand_lr(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.max_steps))
     assert y[0] == pytest.approx(cfg.lr / cfg.warmup_steps) and max(y) == pytest.approx(cfg.lr)
+    label, = lr_figure(cfg).layout.annotations  # "warmup ends": low on the line, clear of the curve's peak there
+    assert label.yref == "y domain" and label.y == 0 and label.yanchor == "bottom"
 
 
 REVERSE, COPY, SORT = TASKS["reverse"], TASKS["copy"], TASKS["sort"]

@@ -298,9 +298,10 @@ MUTANTS = {
         "(squares - 2 * (w ** 3).sum(-1) + squares ** 2)", "(squares - (w ** 3).sum(-1) + squares ** 2)")]),
     "race: both models scaled": ("minigpt/race.py", [(
         "build_model(replace(config, scale_attention=scaled)", "build_model(replace(config, scale_attention=True)")]),
-    "race: entropy summed over the queries": ("minigpt/race.py", [(
+    # (summing over the queries instead of the keys is no bug: both means divide one total by B·H·T)
+    "race: entropy averaged over the keys, not summed": ("minigpt/race.py", [(
         "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).sum(-1).mean().item())",
-        "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).sum(-2).mean().item())")]),
+        "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).mean(-1).mean().item())")]),
     # the √d_k race, on the Experiments page
     "race page: the verdict names the layer where scaling mattered least": ("app/race.py", [(
         "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmax())",

@@ -1,24 +1,25 @@
 """Home: what MiniGPT Lab is, the loaded model, and the choice of corpus, model and device."""
 import streamlit as st
 
-from app import choices, corpora, lesson_links, models, navigation, runs, uploads
+from app import choices, corpora, loaded_model, navigation, runs, site, uploads, url
 from app.i18n import _, language, number
-from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, available_devices
+from app.lesson_text import STEPS
+from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, available_devices
 
-navigation.setup_page(__file__)
+navigation.setup_page(site.HOME.script)
 
 st.title("MiniGPT Lab")
 st.markdown(_(
     "A tiny character-level GPT you can train, sample and look inside, in your browser. A small model ships with "
     "the app, so **Generate** and **Attention** work right away; **Train** grows your own while you watch, and "
     "**√d_k scaling** shows why attention divides by √d_k."))
-st.page_link(lesson_links.PAGE, label=_("**New here? Start the lesson:** 15 short steps through the model, from what it "
-                                  "predicts to training your own"), icon="🎓",
-             query_params={lesson_links.PARAM: "1", "lang": language()})
-st.info(_("**Or find your own way:** open **Train** and press **Start**: the default *Small* preset learns the "
+st.page_link(site.LESSON.script, label=_("**New here? Start the lesson:** {steps} short steps through the model, from "
+                                        "what it predicts to training your own", steps=len(STEPS)), icon="🎓",
+             query_params={url.LESSON: "1", url.LANG: language()})
+st.info(_("**Or find your own way:** open **Train** and press **Start**: the default *{preset}* preset learns the "
           "built-in course text's style, and its ETA says how long that takes on this server. Then write with it "
           "on **Generate** and watch where it looks on **Attention**. The **Glossary** gives every term in Chinese "
-          "and English."))
+          "and English.", preset=_(PRESETS[DEFAULT_PRESET].label)))
 
 summary = st.container(border=True)
 
@@ -56,8 +57,8 @@ with device_col:
 with summary:
     st.subheader(_("The loaded model"))
     try:
-        model = models.loaded_model()
-    except models.ModelUnavailable as reason:
+        model = loaded_model.session_model()
+    except loaded_model.ModelUnavailable as reason:
         st.info(str(reason))
     else:
         for col, (label, value) in zip([*st.columns(3), *st.columns(3)], (  # two rows: no value cut off
@@ -67,7 +68,7 @@ with summary:
         st.caption(_("Loaded: {source}; {description}.", source=model.detail, description=model.describe()))
 
 st.subheader(_("Where next"))
-links = navigation.PAGES[1:]
-for col, (script, label, icon, offer) in zip(st.columns(len(links)), links):
-    col.page_link(script, label=f"**{_(label)}**", icon=icon, query_params={"lang": language()})
-    col.caption(_(offer))
+links = [page for page in site.PAGES if page != site.HOME]
+for col, page in zip(st.columns(len(links)), links):
+    col.page_link(page.script, label=f"**{_(page.label)}**", icon=page.icon, query_params={url.LANG: language()})
+    col.caption(navigation.offer(page))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from minigpt import N_, Overfitting, UnseenCharacters
+from minigpt import DEFAULT_CORPUS, N_, corpus_chars
+from minigpt.lab.diagnosis import Overfitting, UnseenCharacters
 
 from .i18n import _, n_
 from .text import md
@@ -46,10 +47,11 @@ def perplexity_note(val: float) -> str:
              "among {ppl:,.0f} characters at random.", loss=val, ppl=math.exp(val))
 
 
-def overfitting_warning(over: Overfitting, corpus_chars: int, early_stopping: bool) -> str:
+def overfitting_warning(over: Overfitting, corpus_length: int, early_stopping: bool) -> str:
     remedies = [_("more dropout"), _("a smaller model")]
-    if corpus_chars < SMALL_CORPUS:
-        remedies.insert(0, _("a larger corpus (course-zh has about 10,000 characters)"))
+    if corpus_length < SMALL_CORPUS:
+        remedies.insert(0, _("a larger corpus ({corpus} has {chars:,} characters)", corpus=DEFAULT_CORPUS,
+                             chars=corpus_chars(DEFAULT_CORPUS)))
     if not early_stopping:
         remedies.append(_("early stopping, which ends the run on its best weights"))
     return _("**Overfitting.** Since step {best_step:,} the validation loss has risen from {best_val:.2f} to "
@@ -58,7 +60,7 @@ def overfitting_warning(over: Overfitting, corpus_chars: int, early_stopping: bo
              "text it has not seen; the smaller the corpus and the larger the model, the sooner this comes. "
              "Try {remedies} or {last}.",
              best_step=over.best_step, best_val=over.best_val, val=over.val, train_at_best=over.train_at_best,
-             train=over.train, chars=corpus_chars, remedies=_(", ").join(remedies[:-1]), last=remedies[-1])
+             train=over.train, chars=corpus_length, remedies=_(", ").join(remedies[:-1]), last=remedies[-1])
 
 
 def worse_than_guessing(val: float, uniform: float, vocab: int) -> str:

@@ -33,7 +33,7 @@ def config() -> dict:
 def html_button(figures: Sequence[go.Figure], name: str, key: str) -> None:
     """Save these charts as one HTML page (plotly.js inside, so it opens offline), built only when
     the button is clicked."""
-    from minigpt import figures_html  # here: config() is on every page's path, and this brings in Plotly
+    from minigpt.viz import figures_html
     title = f"MiniGPT Lab · {name}"
     st.download_button(_("Save as HTML"), data=lambda: figures_html(figures, title), file_name=f"minigpt-{key}.html",
                        mime="text/html", on_click="ignore", key=f"html_{key}", type="tertiary",

@@ -10,25 +10,29 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from minigpt import N_, RunEntry, RunRecord, RunShelf, differing_settings, results_table
+from minigpt import N_, ConfigError, CorpusError, GPTConfig, TrainConfig
+from minigpt.lab.run_records import RunRecord, RunShelf, differing_settings, results_table
+from minigpt.serve.registry import RunEntry, RunLimitError
 
-from . import runs, train_form
+from . import runs, train_form, url
 from .charts import config as chart_config
 from .charts import html_button, swipe_hint
-from .i18n import _, language
+from .corpora import Corpus
+from .i18n import _, error_text, language
+from .navigation import on_every_page
+from .site import TRAIN
 from .text import md
 
 if TYPE_CHECKING:  # pandas is heavy to import, and every page reads ?compare= through this module
     import pandas as pd
 
-KEPT = "kept_runs"          # session_state: the ids this session kept, oldest first
-NOTICE = "kept_runs_notice"  # session_state: a kept run let go to make room, said once
-MINE = "kept_runs_mine"      # session_state: {record id: (run id, step)} for the runs this session kept itself
-COUNT = "kept_runs_count"    # session_state: how many this session kept, for the default names
+KEPT_KEY = "kept_runs"          # session_state: the ids this session kept, oldest first
+NOTICE_KEY = "kept_runs_notice"  # session_state: a kept run let go to make room, said once
+MINE_KEY = "kept_runs_mine"      # session_state: {record id: (run id, step)} for the runs this session kept itself
+COUNT_KEY = "kept_runs_count"    # session_state: how many this session kept, for the default names
 LIVE = "live"                # the id, in the choice of runs, of the session's current run, compared as it trains
 MAX_KEPT = 6                # per session; the server keeps at most RunShelf.max_records in all
-PARAM = "compare"           # ?compare=id,id: the kept runs, so that a refresh or a shared link brings them back
-URL_READ = "compare_url_read"  # session_state: ?compare= was read on this session's first page
+URL_READ_KEY = "compare_url_read"  # session_state: ?compare= was read on this session's first page
 ID = re.compile(r"^[A-Za-z0-9_-]{12}$")
 SETTING_LABELS = {  # a setting's row in the table: the Train form's label where it has one
     "corpus": N_("Corpus"), "d_model": N_("d_model (width)"), "num_heads": N_("num_heads (heads)"),
@@ -51,18 +55,18 @@ def shelf() -> RunShelf:
     return RunShelf()
 
 
-def keep(entry: RunEntry, name: str = "") -> RunRecord:
+def keep_run(entry: RunEntry, name: str = "") -> RunRecord:
     """Put the run as it is now on the shelf, as one of this session's kept runs (the oldest let go
     past MAX_KEPT, with a notice)."""
     ss = st.session_state
-    kept = ss.setdefault(KEPT, [])
+    kept = ss.setdefault(KEPT_KEY, [])
     model, train = runs.run_settings(entry)
     snap = entry.run.snapshot()
     record = RunRecord.of_run(name or next_name(), entry.corpus, model, train, snap)
     kept.append(shelf().put(record))
-    ss.setdefault(MINE, {})[record.record_id] = (entry.run_id, snap.step)
+    ss.setdefault(MINE_KEY, {})[record.record_id] = (entry.run_id, snap.step)
     if len(kept) > MAX_KEPT:
-        ss[NOTICE] = _("The oldest kept run was let go to make room: a session keeps {n}.", n=MAX_KEPT)
+        ss[NOTICE_KEY] = _("The oldest kept run was let go to make room: a session keeps {n}.", n=MAX_KEPT)
         del kept[0]
     return record
 
@@ -70,39 +74,53 @@ def keep(entry: RunEntry, name: str = "") -> RunRecord:
 def next_name() -> str:
     """"run N" for the next kept run, N one past the highest this session's comparison shows."""
     ss = st.session_state
-    taken = {r.name for r in shelf().get(ss.get(KEPT, []))}
-    n = ss.get(COUNT, 0) + 1
+    taken = {r.name for r in shelf().get(ss.get(KEPT_KEY, []))}
+    n = ss.get(COUNT_KEY, 0) + 1
     while _("run {n}", n=n) in taken:
         n += 1
-    ss[COUNT] = n
+    ss[COUNT_KEY] = n
     return _("run {n}", n=n)
 
 
+def start_run_keeping_the_last(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool = False) -> bool:
+    """Start this session's run (Train's Start and Reset, the lesson's button) and keep the run it
+    replaces for the comparison. Settings that cannot train, or a server at its cap, are said on
+    the page and change nothing. True when the run started."""
+    entry, owner = runs.session_run()
+    try:
+        runs.start_run(corpus, model, train, paused=paused)
+    except (ConfigError, CorpusError, RunLimitError) as err:
+        st.error(md(error_text(err)))
+        return False
+    keep_before_replacing(entry if owner else None)
+    return True
+
+
 def keep_before_replacing(entry: RunEntry | None) -> None:
-    """Train's Start and Reset replaced the session's run (pass the old one, once the new one has
-    started): keep it, unless it never trained a step or was kept as it is now."""
+    """The session's run was replaced (pass the old one, once the new one has started): keep it,
+    unless it never trained a step or was kept as it is now."""
     if entry is None:
         return
     step = entry.run.snapshot().step
-    if step > 0 and (entry.run_id, step) not in st.session_state.get(MINE, {}).values():
-        keep(entry)
+    if step > 0 and (entry.run_id, step) not in st.session_state.get(MINE_KEY, {}).values():
+        keep_run(entry)
 
 
 def keep_button(entry: RunEntry) -> None:
     """On Train: keep this run's curve and settings, under a name, for the Experiments page."""
     name_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
-    name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=st.session_state.get(COUNT, 0) + 1),
+    name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=st.session_state.get(COUNT_KEY, 0) + 1),
                                key="keep_name", max_chars=40, help=_("A name already kept gets a number after it."))
     if button_col.button(_("Keep for comparison"), key="keep_run",
                          help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs. "
                                 "A run that Start replaces is kept on its own.")):
-        record = keep(entry, unique(name.strip()))
+        record = keep_run(entry, unique(name.strip()))
         st.toast(_("Kept “{name}”: compare it on Experiments.", name=md(record.name)))
 
 
 def unique(name: str) -> str:
     """`name`, or "name (2)", "name (3)"…: not one of this session's kept runs' names."""
-    taken = {r.name for r in shelf().get(st.session_state.get(KEPT, []))}
+    taken = {r.name for r in shelf().get(st.session_state.get(KEPT_KEY, []))}
     if name and name not in taken:
         return name
     n = 2
@@ -122,31 +140,32 @@ def live_record(entry: RunEntry | None) -> RunRecord | None:
     return replace(RunRecord.of_run(name, entry.corpus, model, train, snap), record_id=LIVE)
 
 
+@on_every_page
 def read_and_sync_url() -> None:
     """Every page: on a session's first page run adopt ?compare=id,id (a refresh, or a link someone
     shared: the records are read-only either way), then keep the session's kept runs in the address."""
     ss = st.session_state
-    if URL_READ not in ss:
-        ss[URL_READ] = True
-        linked = [i for i in st.query_params.get(PARAM, "").split(",") if ID.match(i)][:MAX_KEPT]
+    if URL_READ_KEY not in ss:
+        ss[URL_READ_KEY] = True
+        linked = [i for i in st.query_params.get(url.COMPARE, "").split(",") if ID.match(i)][:MAX_KEPT]
         found = [r.record_id for r in shelf().get(linked)]
         if len(found) < len(linked):
-            ss[NOTICE] = _("Some runs of this comparison are no longer on this server (it keeps a limited number).")
+            ss[NOTICE_KEY] = _("Some runs of this comparison are no longer on this server (it keeps a limited number).")
         if found:
-            ss[KEPT] = list(dict.fromkeys(ss.get(KEPT, []) + found))[-MAX_KEPT:]
-    kept = ",".join(ss.get(KEPT, []))
-    if kept and st.query_params.get(PARAM) != kept:
-        st.query_params[PARAM] = kept
-    elif not kept and PARAM in st.query_params:
-        del st.query_params[PARAM]
+            ss[KEPT_KEY] = list(dict.fromkeys(ss.get(KEPT_KEY, []) + found))[-MAX_KEPT:]
+    kept = ",".join(ss.get(KEPT_KEY, []))
+    if kept and st.query_params.get(url.COMPARE) != kept:
+        st.query_params[url.COMPARE] = kept
+    elif not kept and url.COMPARE in st.query_params:
+        del st.query_params[url.COMPARE]
 
 
 def compare_section() -> None:
     st.subheader(_("Compare runs"))
-    notice = st.session_state.pop(NOTICE, None)
+    notice = st.session_state.pop(NOTICE_KEY, None)
     if notice:
         st.warning(notice)
-    records = shelf().get(st.session_state.get(KEPT, []))
+    records = shelf().get(st.session_state.get(KEPT_KEY, []))
     entry, _owner = runs.session_run()
     live = live_record(entry)
     if not records and live is None:
@@ -154,7 +173,7 @@ def compare_section() -> None:
                   "changed, and the first is kept: the two curves and the one setting that differs, side by side."))
         return
     by_id = {r.record_id: r for r in records} | ({LIVE: live} if live is not None else {})
-    kept_as_is = live is not None and (entry.run_id, entry.run.snapshot().step) in st.session_state.get(MINE, {}).values()
+    kept_as_is = live is not None and (entry.run_id, entry.run.snapshot().step) in st.session_state.get(MINE_KEY, {}).values()
     default = [i for i in by_id if i != LIVE][-4:] + ([LIVE] if live is not None and not kept_as_is else [])
     chosen = st.multiselect(_("Runs to compare"), list(by_id), default=default,
                             format_func=lambda i: by_id[i].name, key="compare_chosen", placeholder=_("Choose runs"),
@@ -163,7 +182,7 @@ def compare_section() -> None:
         return
     training = LIVE in chosen and entry.run.state == "running"
 
-    from minigpt import compare_figure  # here: every page imports this module, and the figures bring in Plotly
+    from minigpt.viz import compare_figure
 
     @st.fragment(run_every=2.0 if training else None)
     def side_by_side() -> None:
@@ -189,14 +208,13 @@ def compare_section() -> None:
     side_by_side()
     shared = [i for i in chosen if i != LIVE]
     if shared:
-        base = (st.context.url or "").split("?")[0]
         st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else; the "
                       "address bar keeps them too, so a refresh brings them back):"))
-        st.code(f"{base}?{PARAM}={','.join(shared)}&lang={language()}", language=None)
+        st.code(url.link(**{url.COMPARE: ",".join(shared), url.LANG: language()}), language=None)
     if LIVE in chosen:
         st.caption(_("The link leaves out “this run”, which changes as it trains: keep it on the Train page to "
                      "share it as it is."))
-    rename([r for r in records if r.record_id in st.session_state.get(MINE, {})])
+    rename([r for r in records if r.record_id in st.session_state.get(MINE_KEY, {})])
     duplicate([by_id[i] for i in chosen])
 
 
@@ -239,4 +257,4 @@ def duplicate(records: list[RunRecord]) -> None:
     if button_col.button(_("Duplicate and change one thing"), key="duplicate_run"):
         record = by_id[source]
         train_form.fill(record.model, record.train)
-        st.switch_page("pages/1_Train.py")
+        st.switch_page(TRAIN.script)

@@ -5,12 +5,13 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, load_corpus
+import minigpt.lab.tasks  # noqa: F401  (registers the task corpora: Home lists them with the texts)
+from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, corpus_chars, load_corpus
 
 from .choices import CORPUS
 from .i18n import _
 
-UPLOADED_CORPUS = "uploaded_corpus"
+UPLOADED_CORPUS_KEY = "uploaded_corpus"
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,13 @@ def builtin_corpus(name: str) -> Corpus:
 
 
 def corpus_options() -> list[str]:
-    uploaded = st.session_state.get(UPLOADED_CORPUS)
+    uploaded = st.session_state.get(UPLOADED_CORPUS_KEY)
     return list(BUILTIN_CORPORA) + ([uploaded.key] if uploaded else [])
 
 
 def corpus_description(key: str) -> str:
     if key in BUILTIN_CORPORA:
-        return _(BUILTIN_CORPORA[key])
+        return _(BUILTIN_CORPORA[key].description, chars=corpus_chars(key))
     corpus = current_corpus()
     if corpus.encoding != "UTF-8":
         return _("Your upload, {chars:,} characters, read as {encoding}.", chars=len(corpus.text),
@@ -43,7 +44,7 @@ def corpus_description(key: str) -> str:
 
 def corpus_option_label(key: str) -> str:
     """How the corpus selectbox names an option: built-in names as they are, an upload by its file."""
-    uploaded = st.session_state.get(UPLOADED_CORPUS)
+    uploaded = st.session_state.get(UPLOADED_CORPUS_KEY)
     if uploaded is not None and key == uploaded.key:
         return _("{name} (uploaded)", name=uploaded.label)
     return key
@@ -51,7 +52,7 @@ def corpus_option_label(key: str) -> str:
 
 def current_corpus() -> Corpus:
     key = st.session_state.get(CORPUS, DEFAULT_CORPUS)
-    uploaded = st.session_state.get(UPLOADED_CORPUS)
+    uploaded = st.session_state.get(UPLOADED_CORPUS_KEY)
     if uploaded is not None and key == uploaded.key:
         return uploaded
     return builtin_corpus(key if key in BUILTIN_CORPORA else DEFAULT_CORPUS)
@@ -60,12 +61,12 @@ def current_corpus() -> Corpus:
 def use_uploaded_corpus(name: str, text: str, encoding: str = "UTF-8") -> Corpus:
     """Make an upload's text the session's corpus."""
     corpus = Corpus(f"{name} (uploaded)", name, text, encoding)
-    st.session_state[UPLOADED_CORPUS] = corpus
+    st.session_state[UPLOADED_CORPUS_KEY] = corpus
     st.session_state[CORPUS] = corpus.key
     return corpus
 
 
 def forget_uploaded_corpus() -> None:
     """The learner removed the file: back to the default corpus."""
-    if st.session_state.pop(UPLOADED_CORPUS, None) is not None:
+    if st.session_state.pop(UPLOADED_CORPUS_KEY, None) is not None:
         st.session_state[CORPUS] = DEFAULT_CORPUS

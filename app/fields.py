@@ -11,6 +11,9 @@ import streamlit as st
 from .i18n import _
 
 
+REMEMBERED = {"persist_state": "session"}  # a setting keeps its value across pages and reloads
+
+
 def whole_number(label: str, low: int, high: int, *, key: str, where=st, **kwargs) -> int | None:
     """The box's number, or None (and the reason, said) when it lies outside low..high."""
     value = where.number_input(label, key=key, step=kwargs.pop("step", 1), **kwargs)

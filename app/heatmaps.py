@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from minigpt import PAGE, Task, attention_heatmap, find_task, right_key_chance, right_key_mask, right_key_scores
+from minigpt.lab.tasks import Task, find_task, right_key_chance, right_key_mask, right_key_scores
+from minigpt.viz import POSITIONS_PER_HEATMAP, attention_heatmap
 
 from .advice import task_label
 from .charts import config as chart_config
@@ -18,8 +19,8 @@ PER_ROW = 2  # two panels side by side stay readable on a 1280 px projector; a p
 
 
 def position_pages(length: int) -> list[tuple[int, int]]:
-    """(start, stop) of each page of at most PAGE positions."""
-    return [(a, min(a + PAGE, length)) for a in range(0, length, PAGE)]
+    """(start, stop) of each page of at most POSITIONS_PER_HEATMAP positions."""
+    return [(a, min(a + POSITIONS_PER_HEATMAP, length)) for a in range(0, length, POSITIONS_PER_HEATMAP)]
 
 
 def pick_page(length: int, key: str) -> tuple[int, int]:
@@ -30,7 +31,7 @@ def pick_page(length: int, key: str) -> tuple[int, int]:
     chosen = st.select_slider(_("Positions shown"), range(len(pages)), key=key,
                               format_func=lambda i: f"{pages[i][0] + 1}–{pages[i][1]}",
                               help=_("A heatmap shows at most {page} positions, so that every character keeps a "
-                                     "readable label; rows here show only the keys of the same page.", page=PAGE))
+                                     "readable label; rows here show only the keys of the same page.", page=POSITIONS_PER_HEATMAP))
     return pages[chosen]
 
 

@@ -27,10 +27,12 @@ from babel.numbers import get_decimal_symbol, get_group_symbol
 
 from minigpt import LabError, Message
 
+from . import url
+
 LOCALES = Path(__file__).with_name("locales")
 DOMAIN = "messages"
 SOURCE = "en"
-LANG, LANG_WIDGET = "lang", "lang_choice"     # session_state: the language, and the switch's own key
+LANG_KEY, LANG_WIDGET_KEY = "lang", "lang_choice"  # session_state: the language, and the switch's own key
 _NUMBER = re.compile(r"[+\- ]?,?(?:\.\d+)?[fdg%]?")   # the specs whose '.' and ',' the language rewrites
 
 
@@ -54,7 +56,7 @@ def display_name(lang: str) -> str:
 
 
 def language() -> str:
-    lang = st.session_state.get(LANG)
+    lang = st.session_state.get(LANG_KEY)
     return lang if lang in languages() else SOURCE
 
 
@@ -72,18 +74,18 @@ def from_code(code: str | None) -> str | None:
 def choose_language() -> str:
     """On a session's first page: the URL's ?lang=, else the browser's; then the session's choice."""
     ss = st.session_state
-    if LANG not in ss:
-        ss[LANG] = from_code(st.query_params.get("lang")) or from_code(st.context.locale) or SOURCE
+    if LANG_KEY not in ss:
+        ss[LANG_KEY] = from_code(st.query_params.get(url.LANG)) or from_code(st.context.locale) or SOURCE
     lang = language()
-    if st.query_params.get("lang") != lang:
-        st.query_params["lang"] = lang
+    if st.query_params.get(url.LANG) != lang:
+        st.query_params[url.LANG] = lang
     return lang
 
 
 def language_switch() -> None:
     """The sidebar's switch; the callback runs before the rerun, so the whole page turns at once."""
-    st.session_state[LANG_WIDGET] = language()
-    st.radio("🌐 " + _("Language"), languages(), format_func=display_name, key=LANG_WIDGET, horizontal=True,
+    st.session_state[LANG_WIDGET_KEY] = language()
+    st.radio("🌐 " + _("Language"), languages(), format_func=display_name, key=LANG_WIDGET_KEY, horizontal=True,
              on_change=_switched)
 
 
@@ -108,7 +110,7 @@ def painted_css(selector: str, text: str, size: str) -> str:
 
 def _switched() -> None:
     """The switch's callback: the session takes the new language (choose_language then mirrors it in the URL)."""
-    st.session_state[LANG] = st.session_state[LANG_WIDGET]
+    st.session_state[LANG_KEY] = st.session_state[LANG_WIDGET_KEY]
 
 
 def _(message: str, /, **params: Any) -> str:

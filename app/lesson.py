@@ -7,37 +7,37 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
-from minigpt import (DEFAULT_PRESET, DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, PRESETS, REFILL_KEPT, ConfigError,
-                     CorpusError, RunLimitError, SamplingError, TrainConfig, attention_panels, character_table,
-                     generate, loss_figure, lr_figure, next_logits, overfitting,
-                     position_labels, position_similarity, positions_figure, scaling_experiment, scaling_figure,
-                     similarity_figure, surprisal, uniform_loss)
+from minigpt import DEFAULT_PRESET, PRESETS, REFILL_KEPT, SamplingError, TrainConfig, generate, lr_schedule
+from minigpt.lab.diagnosis import overfitting, uniform_loss
+from minigpt.lab.explain import character_table, next_logits, position_similarity, surprisal
+from minigpt.lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
+from minigpt.viz import (attention_panels, loss_figure, lr_figure, position_labels, positions_figure, scaling_figure,
+                         similarity_figure)
 
-from . import beliefs, compare, fields, heatmaps, models, prompts, runs, train_form, weights
+from . import beliefs, compare, fields, heatmaps, loaded_model, one_weight, prompts, runs, train_form, url
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, language, n_, number, textbook
 from .lens import logit_lens_view
-from .lesson_links import PAGE
-from .lesson_text import STEPS, Step
-from .models import LoadedModel
+from .lesson_text import STEPS, LessonStep
+from .loaded_model import LoadedModel
+from .site import HOME, LESSON, PAGES
 from .text import md
 
-KV_SHOWN = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
+KV_SHOWN_KEY = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
 KV_CHARS = 200
 PRESET = "tiny"                # what the lesson trains: a model that learns in seconds
-OVERFIT_CORPUS = "demo-zh"     # the reference demo's 448 characters
+OVERFIT_CORPUS = "demo-zh"     # the reference demo's paragraph: a model can only memorise it
 
 
-def numbers(lm: LoadedModel) -> dict[str, int]:
+def numbers(loaded: LoadedModel) -> dict[str, int]:
     """The loaded model's numbers that the words quote."""
-    config = lm.model.config
-    return dict(vocab=lm.tokenizer.vocab_size, block=lm.block_size, d_model=config.d_model, d_k=config.d_k,
+    config = loaded.model.config
+    return dict(vocab=loaded.tokenizer.vocab_size, block=loaded.block_size, d_model=config.d_model, d_k=config.d_k,
                 heads=config.num_heads, layers=config.num_layers)
 
 
@@ -56,24 +56,23 @@ def quoted_numbers() -> dict[str, float]:
                 kv_chars=KV_CHARS)
 
 
-def show(n: int, lm: LoadedModel) -> None:
+def show(n: int, loaded: LoadedModel) -> None:
     step = STEPS[n - 1]
-    params = numbers(lm) | quoted_numbers()
+    params = numbers(loaded) | quoted_numbers()
     st.header(f"{n}. {_(step.title)}")
     for paragraph in step.body:
         st.markdown(_(paragraph, **params))
     if step.formula:
         st.latex(step.formula)
     st.info(_("**Try this:** {action}", action=_(step.try_this, **params)), icon="👉")
-    VIEWS[step.view](lm)
+    VIEWS[step.view](loaded)
     question(n, step, params)
     if step.page is not None:
-        label = next(_(label) for page, label, _icon, _offer in _pages() if page == step.page)
-        st.page_link(step.page, label=_("Go further on the {page} page", page=label), icon="➡️",
-                     query_params={"lang": language()})
+        st.page_link(step.page.script, label=_("Go further on the {page} page", page=_(step.page.label)), icon="➡️",
+                     query_params={url.LANG: language()})
 
 
-def question(n: int, step: Step, params: dict) -> None:
+def question(n: int, step: LessonStep, params: dict) -> None:
     st.subheader(_("Check yourself"))
     options = [_(option, **params) for option in step.options]  # the words as options: see steps_bar
     answer = st.radio(_(step.question, **params), options, index=None, key=f"lesson_answer:{n}")
@@ -86,68 +85,63 @@ def question(n: int, step: Step, params: dict) -> None:
         st.error(_("Not quite: try again. {why}", why=explanation))
 
 
-def _pages():
-    from .navigation import PAGES  # navigation draws every page's sidebar: imported when a step needs it
-    return PAGES
-
-
 # ----------------------------------------------------------------- the live views, one per step
 
-def _text(lm: LoadedModel, least: int = 1) -> str | None:
+def _text(loaded: LoadedModel, least: int = 1) -> str | None:
     """The learner's text, the one Attention and Inside attention show (or None, the page said why)."""
-    text, key = prompts.attention_text(lm)
-    text = prompts.readable(text, lm, key)
+    text, key = prompts.attention_text(loaded)
+    text = prompts.readable(text, loaded, key)
     if text and len(text) < least:
         st.info(n_("Type at least {n} character.", "Type at least {n} characters.", least))
         return None
     return text
 
 
-def _prompt(lm: LoadedModel) -> str | None:
+def _prompt(loaded: LoadedModel) -> str | None:
     """The lesson's prompt (its own: a widget key shared with Generate's form would lose its text)."""
-    key = f"lesson_prompt:{lm.vocab_id}"
-    st.session_state.setdefault(key, models.first_prompt(lm))
+    key = f"lesson_prompt:{loaded.vocab_id}"
+    st.session_state.setdefault(key, loaded_model.first_prompt(loaded))
     prompt = st.text_input(_("Prompt"), key=key, persist_state="session")
     if not prompt:
         st.info(_("Type a prompt."))
         return None
-    return prompt if prompts.known_or_explain(prompt, lm.tokenizer, key) else None
+    return prompt if prompts.known_or_explain(prompt, loaded.tokenizer, key) else None
 
 
-def next_view(lm: LoadedModel) -> None:
-    prompt = _prompt(lm)
+def next_view(loaded: LoadedModel) -> None:
+    prompt = _prompt(loaded)
     if prompt:
-        beliefs.next_character(lm, prompt, 1.0, 0, 1.0)
+        beliefs.next_character(loaded, prompt, 1.0, 0, 1.0)
 
 
-def embed_view(lm: LoadedModel) -> None:
-    text = _text(lm)
+def embed_view(loaded: LoadedModel) -> None:
+    text = _text(loaded)
     if not text:
         return
-    table = character_table(lm.model, lm.tokenizer.encode(text), list(text))
+    table = character_table(loaded.model, loaded.tokenizer.encode(text), list(text))
     table.insert(0, "position", position_labels(text))
     st.dataframe(table.drop(columns="char"), hide_index=True, key="lesson_characters", column_config={
         "position": st.column_config.TextColumn(_("character")), "id": st.column_config.NumberColumn(_("id")),
         "length": st.column_config.NumberColumn(_("length of its embedding row"), format="%.3f"),
         "scaled": st.column_config.NumberColumn(_("length × √d_model"), format="%.3f"),
     })
-    d_model = lm.model.config.d_model
+    d_model = loaded.model.config.d_model
     st.caption(_("√d_model = √{d_model} = {root:.2f}. The position's encoding added next is √(d_model / 2) = {pe:.2f} "
                  "long.", d_model=d_model, root=d_model ** 0.5, pe=(d_model / 2) ** 0.5))
 
 
-def positions_view(lm: LoadedModel) -> None:
-    pe = lm.model.pos_encoding[: lm.block_size].cpu().numpy()
+def positions_view(loaded: LoadedModel) -> None:
+    pe = loaded.model.pos_encoding[: loaded.block_size].cpu().numpy()
     pe_col, sim_col = st.columns(2)
     pe_col.plotly_chart(positions_figure(pe, tr=_), key="lesson_pe", config=chart_config())
     sim_col.plotly_chart(similarity_figure(position_similarity(pe), tr=_), key="lesson_pe_similarity",
                          config=chart_config())
 
 
-def qkv_view(lm: LoadedModel) -> None:
-    text = _text(lm, least=2)
+def qkv_view(loaded: LoadedModel) -> None:
+    text = _text(loaded, least=2)
     if text:
-        weights.one_weight(lm, text, False, prefix="lesson")
+        one_weight.weight_view(loaded, text, False, prefix="lesson")
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -155,12 +149,13 @@ def _random_scaling():
     return scaling_experiment(DEMO_D_KS, seq_len=DEMO_SEQ_LEN, seed=DEMO_SEED)
 
 
-def scaling_view(lm: LoadedModel) -> None:
-    text = _text(lm, least=2)
+def scaling_view(loaded: LoadedModel) -> None:
+    text = _text(loaded, least=2)
     if text:
         unscaled = st.checkbox(_("Without 1/√d_k scaling"), key="lesson_unscaled")
-        weights.one_weight(lm, text, unscaled, prefix="lesson")
-    st.markdown(_("**Random queries and keys** (the demo's experiment: d_k 4 to 256, 16 keys per query):"))
+        one_weight.weight_view(loaded, text, unscaled, prefix="lesson")
+    st.markdown(_("**Random queries and keys** (the demo's experiment: d_k {low} to {high}, {seq_len} keys per query):",
+                  low=min(DEMO_D_KS), high=max(DEMO_D_KS), seq_len=DEMO_SEQ_LEN))
     table = _random_scaling()
     entropy_col, max_col = st.columns(2)
     entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="lesson_scaling_entropy",
@@ -168,11 +163,11 @@ def scaling_view(lm: LoadedModel) -> None:
     max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="lesson_scaling_max", config=chart_config())
 
 
-def mask_view(lm: LoadedModel) -> None:
-    text = _text(lm)
+def mask_view(loaded: LoadedModel) -> None:
+    text = _text(loaded)
     if not text:
         return
-    attention = models.attention_maps(lm.model, lm.tokenizer, text)
+    attention = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text)
     span = heatmaps.pick_page(len(text), key=f"lesson_mask_page:{len(text)}")
     heatmaps.draw_panels([(_("layer {layer} · head {head}", layer=1, head=1), attention[0, 0])], text, span,
                          key="lesson_mask")
@@ -182,55 +177,55 @@ def mask_view(lm: LoadedModel) -> None:
                  low=float(sums.min()), high=float(sums.max()), above=textbook(above)))
 
 
-def heads_view(lm: LoadedModel) -> None:
-    text = _text(lm)
+def heads_view(loaded: LoadedModel) -> None:
+    text = _text(loaded)
     if not text:
         return
-    config = lm.model.config
+    config = loaded.model.config
     layer = st.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
                          key=f"lesson_heads_layer:{config.num_layers}")
-    attention = models.attention_maps(lm.model, lm.tokenizer, text)
+    attention = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text)
     span = heatmaps.pick_page(len(text), key=f"lesson_heads_page:{len(text)}")
     heatmaps.draw_panels(attention_panels(attention, view="heads", layer=layer, tr=_), text, span, key="lesson_heads")
 
 
-def ffn_view(lm: LoadedModel) -> None:
-    text = _text(lm)
+def ffn_view(loaded: LoadedModel) -> None:
+    text = _text(loaded)
     if text:
-        logit_lens_view(lm, text, key="lesson_lens")
+        logit_lens_view(loaded, text, key="lesson_lens")
 
 
-def head_view(lm: LoadedModel) -> None:
-    model = lm.model
+def head_view(loaded: LoadedModel) -> None:
+    model = loaded.model
     tied = model.lm_head.weight is model.token_embed.weight
     st.metric(_("The output layer's weights are the embedding table"), _("yes") if tied else _("no"))
-    prompt = _prompt(lm)
+    prompt = _prompt(loaded)
     if not prompt:
         return
-    logits = next_logits(model, lm.tokenizer.encode(prompt), lm.block_size)
+    logits = next_logits(model, loaded.tokenizer.encode(prompt), loaded.block_size)
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     top = np.argsort(-logits)[:8]
-    st.dataframe({_("next character"): [repr(lm.tokenizer.chars[i])[1:-1] for i in top],
+    st.dataframe({_("next character"): [repr(loaded.tokenizer.chars[i])[1:-1] for i in top],
                   _("logit"): [round(float(logits[i]), 3) for i in top],
                   _("probability"): [round(float(probs[i]), 4) for i in top]}, hide_index=True, key="lesson_logits")
-    beliefs.next_character(lm, prompt, 1.0, 0, 1.0)
+    beliefs.next_character(loaded, prompt, 1.0, 0, 1.0)
 
 
-def loss_view(lm: LoadedModel) -> None:
-    text = _text(lm, least=2)
+def loss_view(loaded: LoadedModel) -> None:
+    text = _text(loaded, least=2)
     if not text:
         return
-    ids = lm.tokenizer.encode(text)
-    nats = surprisal(lm.model, ids)
+    ids = loaded.tokenizer.encode(text)
+    nats = surprisal(loaded.model, ids)
     labels = position_labels(text)
     st.dataframe({_("after"): labels[:-1], _("next character"): [repr(c)[1:-1] for c in text[1:]],
                   _("its probability p"): np.round(np.exp(-nats), 4), _("−ln p (nats)"): np.round(nats, 3)},
                  hide_index=True, key="lesson_surprisal")
     mean_col, uniform_col = st.columns(2)
     mean_col.metric(_("Mean: the loss on your text"), number(float(nats.mean()), ".3f"))
-    uniform_col.metric(_("Guessing uniformly: ln {vocab}", vocab=lm.tokenizer.vocab_size),
-                       number(uniform_loss(lm.tokenizer.vocab_size), ".3f"))
+    uniform_col.metric(_("Guessing uniformly: ln {vocab}", vocab=loaded.tokenizer.vocab_size),
+                       number(uniform_loss(loaded.tokenizer.vocab_size), ".3f"))
 
 
 def _train(corpus_key: str | None, label: str, key: str) -> None:
@@ -246,12 +241,7 @@ def _train(corpus_key: str | None, label: str, key: str) -> None:
     entry, owner = runs.session_run()
     preset = PRESETS[PRESET]
     train_form.ensure_filled(runs.run_settings(entry) if entry is not None and owner else None)  # before it changes
-    try:
-        runs.start_run(corpus, preset.model, preset.train)
-    except (ConfigError, CorpusError, RunLimitError) as err:
-        st.error(md(error_text(err)))
-    else:
-        compare.keep_before_replacing(entry if owner else None)  # the run just replaced
+    compare.start_run_keeping_the_last(corpus, preset.model, preset.train)
 
 
 def _live_curves(key: str) -> None:
@@ -279,52 +269,54 @@ def _live_curves(key: str) -> None:
     curves()
 
 
-def train_view(lm: LoadedModel) -> None:
-    st.plotly_chart(lr_figure(PRESETS[PRESET].train, tr=_), key="lesson_lr", config=chart_config())
+def train_view(loaded: LoadedModel) -> None:
+    schedule = PRESETS[PRESET].train
+    st.plotly_chart(lr_figure(lr_schedule(schedule), schedule.warmup_steps, tr=_), key="lesson_lr",
+                    config=chart_config())
     _train(None, _("Train the Tiny preset on {corpus}", corpus=current_corpus().label), "lesson_train")
     _live_curves("lesson_train_curves")
 
 
-def fit_view(lm: LoadedModel) -> None:
+def fit_view(loaded: LoadedModel) -> None:
     _train(OVERFIT_CORPUS, _("Train the Tiny preset on the demo's {chars} characters",
                              chars=len(builtin_corpus(OVERFIT_CORPUS).text)), "lesson_overfit")
     _live_curves("lesson_fit_curves")
 
 
-def sampling_view(lm: LoadedModel) -> None:
+def sampling_view(loaded: LoadedModel) -> None:
     cols = st.columns(3)
     temperature = cols[0].slider(_("Temperature"), 0.0, 2.0, value=0.8, step=0.05, key="lesson_temperature")
-    top_k = fields.whole_number(_("Top-k (0 = off)"), 0, lm.tokenizer.vocab_size, value=0, key="lesson_top_k",
+    top_k = fields.whole_number(_("Top-k (0 = off)"), 0, loaded.tokenizer.vocab_size, value=0, key="lesson_top_k",
                                 where=cols[1])
     top_p = cols[2].slider(_("Top-p"), 0.05, 1.0, value=1.0, step=0.05, key="lesson_top_p")
-    prompt = _prompt(lm)
+    prompt = _prompt(loaded)
     if prompt and top_k is not None:
-        beliefs.next_character(lm, prompt, temperature, top_k, top_p)
-        beliefs.three_temperatures(lm, prompt, 0, top_k, top_p)
+        beliefs.next_character(loaded, prompt, temperature, top_k, top_p)
+        beliefs.three_temperatures(loaded, prompt, 0, top_k, top_p)
 
 
-def kv_view(lm: LoadedModel) -> None:
-    prompt = _prompt(lm)
+def kv_view(loaded: LoadedModel) -> None:
+    prompt = _prompt(loaded)
     if not prompt:
         return
     if st.button(_("Write {n} characters both ways", n=KV_CHARS), key="lesson_kv"):
-        settings = dict(temperature=0.8, seed=0, block_size=lm.block_size)
+        settings = dict(temperature=0.8, seed=0, block_size=loaded.block_size)
         seconds, texts = {True: [], False: []}, {}
         try:
             for cache in (True, False):  # warm-up: the first call of each pays for allocations
-                generate(lm.model, lm.tokenizer, prompt, max_new_tokens=8, use_cache=cache, **settings)
+                generate(loaded.model, loaded.tokenizer, prompt, max_new_tokens=8, use_cache=cache, **settings)
             for cache in (True, False, False, True):  # ABBA: drift on a busy machine evens out
                 start = time.perf_counter()
-                text = generate(lm.model, lm.tokenizer, prompt, max_new_tokens=KV_CHARS, use_cache=cache, **settings)
+                text = generate(loaded.model, loaded.tokenizer, prompt, max_new_tokens=KV_CHARS, use_cache=cache, **settings)
                 seconds[cache].append(time.perf_counter() - start)
                 texts[cache] = text
         except SamplingError as err:
             st.warning(error_text(err))
             return
         timed = [(min(seconds[cache]), texts[cache]) for cache in (True, False)]
-        st.session_state[KV_SHOWN] = (lm.vocab_id, prompt, timed)
-    shown = st.session_state.get(KV_SHOWN)
-    if shown and shown[:2] == (lm.vocab_id, prompt):
+        st.session_state[KV_SHOWN_KEY] = (loaded.vocab_id, prompt, timed)
+    shown = st.session_state.get(KV_SHOWN_KEY)
+    if shown and shown[:2] == (loaded.vocab_id, prompt):
         (cached, text_cached), (rerun, text_rerun) = shown[2]
         cols = st.columns(3)
         cols[0].metric(_("With the KV cache"), _("{seconds:.3f} s", seconds=cached))
@@ -342,17 +334,17 @@ def kv_view(lm: LoadedModel) -> None:
                           "The same prompt, seed and settings both ways: the texts agree for their first {n} "
                           "characters, as long as everything fits in the {block} positions the model reads. After that "
                           "the cached way starts again from the last {refill:.0%} of the context, while the other way "
-                          "always rereads all {block}, so the two part.", same, block=lm.block_size, refill=REFILL_KEPT))
+                          "always rereads all {block}, so the two part.", same, block=loaded.block_size, refill=REFILL_KEPT))
             for label, text in ((_("With the KV cache"), text_cached), (_("Without the cache"), text_rerun)):
                 st.markdown(f"**{label}**")
                 st.code(text, language=None, wrap_lines=True)
 
 
-def pages_view(lm: LoadedModel) -> None:
-    for page, label, icon, offer in _pages():
-        if Path(page).name not in (Path(PAGE).name, "streamlit_app.py"):
-            st.page_link(page, label=_("**{page}**: {offer}", page=_(label), offer=_(offer)), icon=icon,
-                         query_params={"lang": language()})
+def pages_view(loaded: LoadedModel) -> None:
+    for page in PAGES:
+        if page not in (HOME, LESSON):
+            st.page_link(page.script, label=_("**{page}**: {offer}", page=_(page.label), offer=_(page.offer)),
+                         icon=page.icon, query_params={url.LANG: language()})
 
 
 VIEWS: dict[str, Callable[[LoadedModel], None]] = {

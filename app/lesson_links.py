@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from . import site, url
 from .i18n import _, language
 from .lesson_text import STEPS
 
-PAGE = "pages/9_Lesson.py"
-PARAM = "lesson"               # ?lesson=N, from 1
-LIST = "lesson_list"           # session_state: the step list's choice
+STEP_LIST_KEY = "lesson_list"           # session_state: the step list's choice
 
 
 def step_number() -> int:
     """The step in the address, from 1; a step that does not exist says so and opens the nearest."""
-    raw = st.query_params.get(PARAM, "1")
+    raw = st.query_params.get(url.LESSON, "1")
     try:
         n = int(raw)
     except ValueError:
@@ -24,19 +23,19 @@ def step_number() -> int:
         shown = min(max(n, 1), len(STEPS))
         st.warning(_("The lesson has steps 1 to {last}: showing step {n}.", last=len(STEPS), n=shown))
         n = shown
-        st.query_params[PARAM] = str(n)
+        st.query_params[url.LESSON] = str(n)
     return n
 
 
 def go(n: int) -> None:
-    st.query_params[PARAM] = str(n)
+    st.query_params[url.LESSON] = str(n)
 
 
 def link(*numbers: int) -> None:
     """On a tool page: the lesson's steps about it, side by side."""
     for col, n in zip(st.columns(len(numbers)), numbers):
-        col.page_link(PAGE, label=_("Lesson, step {n}: {title}", n=n, title=_(STEPS[n - 1].title)), icon="🎓",
-                     query_params={PARAM: str(n), "lang": language()})
+        col.page_link(site.LESSON.script, label=_("Lesson, step {n}: {title}", n=n, title=_(STEPS[n - 1].title)), icon="🎓",
+                     query_params={url.LESSON: str(n), url.LANG: language()})
 
 
 def steps_bar(n: int, where: str) -> None:
@@ -49,8 +48,8 @@ def steps_bar(n: int, where: str) -> None:
     if where == "top":  # the options are the words themselves: a format_func's words would stay in the old language
         labels = [_("{n} of {total}: {title}", n=i + 1, total=len(STEPS), title=_(step.title))
                   for i, step in enumerate(STEPS)]
-        st.session_state[LIST] = labels[n - 1]
-        list_col.selectbox(_("Step"), labels, key=LIST, label_visibility="collapsed",
-                           on_change=lambda: go(labels.index(st.session_state[LIST]) + 1))
+        st.session_state[STEP_LIST_KEY] = labels[n - 1]
+        list_col.selectbox(_("Step"), labels, key=STEP_LIST_KEY, label_visibility="collapsed",
+                           on_change=lambda: go(labels.index(st.session_state[STEP_LIST_KEY]) + 1))
     else:
         list_col.progress(n / len(STEPS), text=_("Step {n} of {total}", n=n, total=len(STEPS)))

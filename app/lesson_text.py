@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 from minigpt import N_
 
+from .site import ATTENTION, GENERATE, INSIDE, MODEL, SCALING, TRAIN, Page
+
 
 @dataclass(frozen=True)
-class Step:
+class LessonStep:
     view: str                  # app.lesson.VIEWS: the live view beside the words
-    page: str | None           # the tool page that goes further, linked from the step and linking back
+    page: Page | None          # the tool page that goes further, linked from the step and linking back
     title: str
     body: tuple[str, ...]      # paragraphs
     formula: str | None
@@ -32,8 +34,8 @@ class Step:
 
 
 STEPS = (
-    Step(  # 1
-        view="next", page="pages/2_Generate.py",
+    LessonStep(  # 1
+        view="next", page=GENERATE,
         title=N_("What the model predicts"),
         body=(
             N_("MiniGPT is a **character-level language model**: it reads text one character at a time and, at "
@@ -56,8 +58,8 @@ STEPS = (
         explanation=N_("It scores every character it knows and turns the scores into probabilities that add up to "
                        "1; the bars show the largest of them."),
     ),
-    Step(  # 2
-        view="embed", page="pages/6_Model.py",
+    LessonStep(  # 2
+        view="embed", page=MODEL,
         title=N_("From characters to vectors"),
         body=(
             N_("A network can only do arithmetic, so each character is first replaced by a whole number, its "
@@ -82,8 +84,8 @@ STEPS = (
         explanation=N_("Raw embeddings start out short; scaled by √d_model they are about as long as the position "
                        "vectors, so their sum still carries both the character and its place."),
     ),
-    Step(  # 3
-        view="positions", page="pages/6_Model.py",
+    LessonStep(  # 3
+        view="positions", page=MODEL,
         title=N_("Where each character stands"),
         body=(
             N_("On its own, attention ignores order: the weight it gives a character depends on what the character"
@@ -110,8 +112,8 @@ STEPS = (
                        "10000 for the last, so early dimensions separate neighbours and late ones give the coarse "
                        "position."),
     ),
-    Step(  # 4
-        view="qkv", page="pages/5_Inside.py",
+    LessonStep(  # 4
+        view="qkv", page=INSIDE,
         title=N_("Queries, keys and values"),
         body=(
             N_("Inside attention, each position's vector is multiplied by three learned matrices. The **query** q "
@@ -135,8 +137,8 @@ STEPS = (
         explanation=N_("A score is q·k, how well a query matches a key; only softmax turns the scores into "
                        "weights, and the weights of one row add up to 1."),
     ),
-    Step(  # 5
-        view="scaling", page="pages/4_Scaling.py",
+    LessonStep(  # 5
+        view="scaling", page=SCALING,
         title=N_("Why divide by √d_k"),
         body=(
             N_("A query and a key have d_k numbers each; in your model d_k = {d_k}. If those numbers are random "
@@ -160,8 +162,8 @@ STEPS = (
         explanation=N_("The spread of the scores grows like √d_k, and softmax over widely spread scores puts "
                        "nearly all the weight on the largest one, which also starves the gradients."),
     ),
-    Step(  # 6
-        view="mask", page="pages/3_Attention.py",
+    LessonStep(  # 6
+        view="mask", page=ATTENTION,
         title=N_("The causal mask and softmax"),
         body=(
             N_("During training the model predicts every position of a window at once, so it must not peek: "
@@ -184,8 +186,8 @@ STEPS = (
         explanation=N_("The mask sets the scores of later positions to −∞, and softmax turns −∞ into a weight of "
                        "exactly 0, so no character can see the text it has to predict."),
     ),
-    Step(  # 7
-        view="heads", page="pages/3_Attention.py",
+    LessonStep(  # 7
+        view="heads", page=ATTENTION,
         title=N_("Many heads at once"),
         body=(
             N_("A single attention gives each position only one way of weighting the others. **Multi-head "
@@ -210,8 +212,8 @@ STEPS = (
         explanation=N_("The width is shared out evenly among the heads, so each gets d_model / heads numbers and "
                        "joining them gives back d_model; in your model, {d_model} / {heads} = {d_k}."),
     ),
-    Step(  # 8
-        view="ffn", page="pages/6_Model.py",
+    LessonStep(  # 8
+        view="ffn", page=MODEL,
         title=N_("Feed-forward, residuals and Pre-LN"),
         body=(
             N_("Once attention has gathered information from other positions, a **feed-forward network** works on "
@@ -237,8 +239,8 @@ STEPS = (
         explanation=N_("The block's result is added to the vector it read, so the original signal and its gradient"
                        " pass straight through even a deep stack."),
     ),
-    Step(  # 9
-        view="head", page="pages/6_Model.py",
+    LessonStep(  # 9
+        view="head", page=MODEL,
         title=N_("The tied head and the logits"),
         body=(
             N_("After the last block and a final layer normalization, each position holds a vector of {d_model} "
@@ -262,8 +264,8 @@ STEPS = (
         explanation=N_("One table turns ids into vectors at the input and vectors back into scores at the output, "
                        "so the model keeps one set of character vectors instead of two."),
     ),
-    Step(  # 10
-        view="loss", page="pages/1_Train.py",
+    LessonStep(  # 10
+        view="loss", page=TRAIN,
         title=N_("Cross-entropy, measured in nats"),
         body=(
             N_("Training needs one number that says how wrong the model is. At each position we take the "
@@ -287,8 +289,8 @@ STEPS = (
         answer=2,
         explanation=N_("The loss is −ln p, and −ln 0.5 = ln 2 ≈ 0.69 nats, which is exactly one bit."),
     ),
-    Step(  # 11
-        view="train", page="pages/1_Train.py",
+    LessonStep(  # 11
+        view="train", page=TRAIN,
         title=N_("Training: AdamW, clipping, schedule"),
         body=(
             N_("Each training step takes a batch of windows ({tiny_batch} windows of {tiny_block} characters in "
@@ -315,8 +317,8 @@ STEPS = (
         explanation=N_("When the gradient's overall norm is above the limit ({grad_clip:.1f} here), the whole gradient "
                        "is shrunk to that norm with its direction kept, so one bad batch cannot cause a huge jump."),
     ),
-    Step(  # 12
-        view="fit", page="pages/1_Train.py",
+    LessonStep(  # 12
+        view="fit", page=TRAIN,
         title=N_("Over- and under-fitting"),
         body=(
             N_("The **training loss** is measured on the text the model learns from, the **validation loss** on "
@@ -344,8 +346,8 @@ STEPS = (
         explanation=N_("Getting better on seen text and worse on unseen text is the mark of memorising, and a "
                        "{demo_chars}-character corpus invites exactly that."),
     ),
-    Step(  # 13
-        view="sampling", page="pages/2_Generate.py",
+    LessonStep(  # 13
+        view="sampling", page=GENERATE,
         title=N_("Sampling: temperature, top-k, top-p"),
         body=(
             N_("To write, the model draws one character from its next-character probabilities, appends it and "
@@ -372,8 +374,8 @@ STEPS = (
         explanation=N_("Dividing the logits by a larger T shrinks the differences between them, so softmax spreads"
                        " the probability more evenly and unlikely characters are drawn more often."),
     ),
-    Step(  # 14
-        view="kv", page="pages/2_Generate.py",
+    LessonStep(  # 14
+        view="kv", page=GENERATE,
         title=N_("The KV cache"),
         body=(
             N_("Without a cache, every new character means running the whole context, up to {block} characters, "
@@ -400,7 +402,7 @@ STEPS = (
         explanation=N_("Each position's key and value depend only on that position and the ones before it, so a "
                        "new character at the end leaves them untouched and they can be reused."),
     ),
-    Step(  # 15
+    LessonStep(  # 15
         view="pages", page=None,
         title=N_("Where to go next"),
         body=(

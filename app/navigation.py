@@ -1,41 +1,69 @@
-"""The pages and what every page does first: page config, torch threads, the run in the URL,
-and the sidebar drawn with `st.page_link`. A new page is one file in pages/ and one row in PAGES.
+"""What every page does first, written once: page config, torch threads, the run and the
+comparison in the address, the sidebar drawn with `st.page_link`, then the page's title, its
+lesson links, its introduction and, for the pages that need one, the loaded model.
 
 The app keeps Streamlit's plain `pages/` convention, without `st.navigation`: with a folder
-named pages/, a cold deep link would skip an `st.navigation` router.
+named pages/, a cold deep link would skip an `st.navigation` router. The pages themselves are
+defined in app.site.
 """
 from __future__ import annotations
 
 import gc
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 import torch
 
-from minigpt import BUILTIN_CORPORA, N_
+from minigpt import BUILTIN_CORPORA
 
-from . import compare
+from . import lesson_links, loaded_model, url
+from .charts import SWIPE
 from .choices import SHIPPED, current_device, model_source, model_source_label
 from .corpora import current_corpus
-from .charts import SWIPE
 from .i18n import _, choose_language, language_switch, streamlit_chrome_css
-from .runs import NOTICE, read_run_from_url, session_run
+from .lesson_text import STEPS
+from .loaded_model import LoadedModel
+from .runs import NOTICE_KEY, read_run_from_url, session_run
+from .site import LESSON, PAGES, Page, page_of
 from .text import md
+from .uploads import uploaders_css
 
-HOME = "streamlit_app.py"
-# (script, label, icon, what it offers): the sidebar and Home's links, in this order
-PAGES = (
-    (HOME, N_("Home"), "🏠", N_("The loaded model; corpus, model and device")),
-    ("pages/9_Lesson.py", N_("Lesson"), "🎓", N_("A guided path through your own model, in 15 steps")),
-    ("pages/1_Train.py", N_("Train"), "🏋️", N_("Train a model and watch it learn")),
-    ("pages/2_Generate.py", N_("Generate"), "✍️", N_("Write text, one character at a time")),
-    ("pages/3_Attention.py", N_("Attention"), "🔍", N_("See where each character looks")),
-    ("pages/4_Scaling.py", N_("√d_k scaling"), "📐", N_("Why attention divides by √d_k")),
-    ("pages/5_Inside.py", N_("Inside attention"), "🔬", N_("How one attention weight is made; what each head does")),
-    ("pages/6_Model.py", N_("Inside the model"), "🧩", N_("Positions, embeddings, and the prediction layer by layer")),
-    ("pages/8_Experiments.py", N_("Experiments"), "🧪", N_("Take a part of the model out and measure what it did")),
-    ("pages/7_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English")),
-)
+_every_page: list[Callable[[], None]] = []  # what other modules asked to run on every page (on_every_page)
+
+
+def on_every_page(hook: Callable[[], None]) -> Callable[[], None]:
+    """Run `hook` on every page, after the address is read and before anything is drawn (the
+    comparison keeps its runs in the address this way). Usable as a decorator; registering
+    the same function twice runs it once."""
+    if hook not in _every_page:
+        _every_page.append(hook)
+    return hook
+
+
+def offer(page: Page) -> str:
+    """What a page's link says it offers, in the page's language."""
+    return _(page.offer, steps=len(STEPS)) if page == LESSON else _(page.offer)
+
+
+def open_page(page: Page, intro: str = "", *, lesson_steps: Sequence[int] = ()) -> None:
+    """The top of a page: setup, its title, links to its lesson steps, its introduction (a template
+    marked with N_, translated here once the language is known)."""
+    setup_page(page.script)
+    st.title(_(page.label))
+    if lesson_steps:
+        lesson_links.link(*lesson_steps)
+    if intro:
+        st.markdown(_(intro))
+
+
+def open_model_page(page: Page, intro: str = "", *, lesson_steps: Sequence[int] = ()) -> LoadedModel:
+    """`open_page`, then the loaded model and its one-line summary; a page without a model to show
+    says why, links to Home and ends there."""
+    open_page(page, intro, lesson_steps=lesson_steps)
+    loaded = loaded_model.require_model()
+    st.caption(loaded.summary())
+    return loaded
+
 
 # Streamlit keeps a page link's label on one line and cuts off what does not fit: the lesson's step
 # titles, side by side on a tool page or on a phone, wrap instead
@@ -53,37 +81,34 @@ _process_configured = False
 
 
 def setup_page(script: str) -> None:
-    """First call of every page, passing its __file__."""
-    title, icon = next((label, icon) for page, label, icon, _offer in PAGES if Path(page).name == Path(script).name)
+    """First call of every page (open_page calls it), passing its script."""
+    page = page_of(script)
     lang = choose_language()  # first: the tab's title is in the language too
-    st.set_page_config(page_title=f"{_(title)} · MiniGPT Lab", page_icon=icon, layout="wide")
+    st.set_page_config(page_title=f"{_(page.label)} · MiniGPT Lab", page_icon=page.icon, layout="wide")
     configure_process()
     read_run_from_url()
-    compare.read_and_sync_url()
+    for hook in _every_page:
+        hook()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now
-    notice = st.session_state.pop(NOTICE, None)
+    notice = st.session_state.pop(NOTICE_KEY, None)
     if notice:
         st.warning(notice)
     with st.sidebar:
         # the page's own CSS as markdown, which the browser draws with the page: st.html's code loads
         # on first use, and until it has, every link on a first visit showed cut off
-        from .uploads import uploaders_css  # here: uploads imports models, which imports this module
-
         st.markdown(f"<style>{WRAP_LINKS}{FIT_PHONES}{streamlit_chrome_css()}{uploaders_css()}</style>",
                     unsafe_allow_html=True)
         language_switch()
-        for page, label, page_icon, _offer in PAGES:
-            st.page_link(page, label=_(label), icon=page_icon, query_params={"lang": lang})
+        for linked in PAGES:
+            st.page_link(linked.script, label=_(linked.label), icon=linked.icon, query_params={url.LANG: lang})
         st.divider()
-        from . import models  # here: models imports this module's HOME
-
-        source, learned = model_source(), models.loaded_corpus()
+        source, learned = model_source(), loaded_model.loaded_corpus()
         model = (_("{source}, trained on {corpus}", source=model_source_label(source), corpus=md(learned))
                  if learned else model_source_label(source))
         st.caption(_("**Model** {model}  \n**Corpus for new runs** {corpus}  \n**Device** {device}",
                      model=model, corpus=md(current_corpus().label), device=current_device()))
         if source != SHIPPED and current_corpus().key in BUILTIN_CORPORA:
-            st.button(_("Back to the shipped model"), key="use_shipped", on_click=models.use_shipped_model,
+            st.button(_("Back to the shipped model"), key="use_shipped", on_click=loaded_model.use_shipped_model,
                       help=_("Generate, Attention and the other pages use the model shipped for {corpus} again; "
                              "your run stays as it is.", corpus=current_corpus().key))
         if entry is not None:

@@ -13,7 +13,7 @@ from .i18n import _, n_
 from .text import md
 
 if TYPE_CHECKING:
-    from .models import LoadedModel
+    from .loaded_model import LoadedModel
 
 
 def highlighted(text: str, unknown: set[str]) -> str:
@@ -50,31 +50,31 @@ def _fit(key: str, tokenizer: CharTokenizer) -> None:
     st.session_state[key] = tokenizer.fit(st.session_state.get(key, ""))
 
 
-def text_key(lm: "LoadedModel") -> str:
+def text_key(loaded: "LoadedModel") -> str:
     """The session key of the attention pages' text: one text per vocabulary, shared by the pages."""
-    return f"attention_text:{lm.vocab_id}"
+    return f"attention_text:{loaded.vocab_id}"
 
 
-def attention_text(lm: "LoadedModel") -> tuple[str, str]:
+def attention_text(loaded: "LoadedModel") -> tuple[str, str]:
     """The text box of the attention pages, one text per vocabulary, kept across both pages;
     returns the text and the widget's key."""
-    key = text_key(lm)
-    st.session_state.setdefault(key, lm.sample_text)  # no value=: the removal button sets it too
+    key = text_key(loaded)
+    st.session_state.setdefault(key, loaded.sample_text)  # no value=: the removal button sets it too
     text = st.text_input(_("Text"), key=key, persist_state="session",
                          help=_("Any text the model knows the characters of: Chinese, Latin letters, spaces and "
                                 "full-width punctuation alike."))
     return text, key
 
 
-def readable(text: str, lm: "LoadedModel", key: str) -> str | None:
+def readable(text: str, loaded: "LoadedModel", key: str) -> str | None:
     """The text cut to the positions the model was trained on, or None once the page has said
     why it cannot read it (empty, or characters it does not know)."""
     if not text:
         st.info(_("Type some text to see where the model looks."))
         return None
-    if not known_or_explain(text, lm.tokenizer, key):
+    if not known_or_explain(text, loaded.tokenizer, key):
         return None
-    if len(text) > lm.block_size:
+    if len(text) > loaded.block_size:
         st.warning(_("The model was trained on {block} positions: showing the first {block} of your {length} "
-                     "characters.", block=lm.block_size, length=len(text)))
-    return text[: lm.block_size]
+                     "characters.", block=loaded.block_size, length=len(text)))
+    return text[: loaded.block_size]

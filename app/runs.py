@@ -6,14 +6,18 @@ import os
 import re
 import secrets
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from minigpt import (CharTokenizer, ConfigError, GPTConfig, NotOwnerError, RunEntry, RunRegistry, TrainConfig,
-                     Trainer, TrainingRun, build_model, check_corpus_fits, check_memory_budget, checkpoint_zip,
-                     demo_prompts, probe_text, stop_orphaned_runs, task_for_corpus)
+from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, build_model, check_corpus_fits,
+                     check_memory_budget, checkpoint_zip, demo_prompts, probe_text)
+from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
+from minigpt.lab.tasks import Task, task_for_corpus, training_hooks
+from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
+from minigpt.serve.runner import TrainingRun, stop_orphaned_runs
 
+from . import url
 from .choices import MODEL_SOURCE, TRAINED, current_device
 from .corpora import Corpus
 from .i18n import _, language
@@ -24,10 +28,19 @@ MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
 
 # session_state keys
-OWN_RUN, WATCHED_RUN = "own_run", "watched_run"   # (run id, key) / run id
-URL_READ, NOTICE = "url_read", "notice"
+OWN_RUN_KEY, WATCHED_RUN_KEY = "own_run", "watched_run"   # (run id, key) / run id
+URL_READ_KEY, NOTICE_KEY = "url_read", "notice"
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the Train page says of a run's corpus, kept with the run (RunEntry.facts): for an owner
+    and for anyone who watches it, after its data is released too."""
+
+    task: Task | None            # the corpus is a task's: the run is scored on it
+    unseen: UnseenCharacters     # validation characters the training split never shows
 
 
 def _env_int(name: str, default: int) -> int:
@@ -50,29 +63,29 @@ def registry() -> RunRegistry:
 def session_run() -> tuple[RunEntry | None, bool]:
     """The run this session shows, and whether it owns it (else it only watches)."""
     ss = st.session_state
-    own = ss.get(OWN_RUN)
+    own = ss.get(OWN_RUN_KEY)
     if own is not None:
         entry = registry().get(*own)
         if entry is not None:
             return entry, True
-        del ss[OWN_RUN]
-        ss[NOTICE] = _("Your run `{run}` is no longer on this server: a run is released when its owner has not "
+        del ss[OWN_RUN_KEY]
+        ss[NOTICE_KEY] = _("Your run `{run}` is no longer on this server: a run is released when its owner has not "
                        "used it for {minutes} minutes (a page that shows it training counts as use), and when the "
                        "server restarts.", run=own[0], minutes=registry().idle_seconds // 60)
-    watched = ss.get(WATCHED_RUN)
+    watched = ss.get(WATCHED_RUN_KEY)
     if watched is not None:
         entry = registry().get(watched)
         if entry is not None:
             return entry, False
         newer = registry().successor(watched)
         if newer is not None:
-            ss[WATCHED_RUN] = newer.run_id
-            ss[NOTICE] = _("The owner of run `{old}` started a new run, `{new}`: you are now watching that one.",
+            ss[WATCHED_RUN_KEY] = newer.run_id
+            ss[NOTICE_KEY] = _("The owner of run `{old}` started a new run, `{new}`: you are now watching that one.",
                            old=watched, new=newer.run_id)
             sync_url()
             return newer, False
-        del ss[WATCHED_RUN]
-        ss[NOTICE] = _("Run `{run}` is no longer on this server: its owner stopped using it, or the server "
+        del ss[WATCHED_RUN_KEY]
+        ss[NOTICE_KEY] = _("Run `{run}` is no longer on this server: its owner stopped using it, or the server "
                        "restarted. Ask for a new link, or train a run of your own on the Train page.", run=watched)
     return None, False
 
@@ -80,25 +93,25 @@ def session_run() -> tuple[RunEntry | None, bool]:
 def read_run_from_url() -> None:
     """On a session's first page run, adopt ?run=<id> (and &key=<secret> for its owner)."""
     ss = st.session_state
-    if not ss.get(URL_READ):
-        ss[URL_READ] = True
-        run_id, key = st.query_params.get("run"), st.query_params.get("key")
+    if not ss.get(URL_READ_KEY):
+        ss[URL_READ_KEY] = True
+        run_id, key = st.query_params.get(url.RUN), st.query_params.get(url.KEY)
         if run_id:
             entry = registry().get(run_id, key) or registry().successor(run_id)
             if entry is None:
                 if _RUN_ID.fullmatch(run_id):  # never echo markup from a link
-                    ss[NOTICE] = _("The run `{run}` in this address is no longer on this server (runs are released "
+                    ss[NOTICE_KEY] = _("The run `{run}` in this address is no longer on this server (runs are released "
                                    "when idle and when the server restarts).", run=run_id)
                 else:
-                    ss[NOTICE] = _("The run in this address is no longer on this server (runs are released when "
+                    ss[NOTICE_KEY] = _("The run in this address is no longer on this server (runs are released when "
                                    "idle and when the server restarts).")
             else:
                 if entry.run_id == run_id and entry.is_owner(key):
-                    ss[OWN_RUN] = (run_id, key)
+                    ss[OWN_RUN_KEY] = (run_id, key)
                 else:
-                    ss[WATCHED_RUN] = entry.run_id
+                    ss[WATCHED_RUN_KEY] = entry.run_id
                     if entry.run_id != run_id:
-                        ss[NOTICE] = _("Run `{old}` was replaced by its owner's new run, `{new}`: showing that.",
+                        ss[NOTICE_KEY] = _("Run `{old}` was replaced by its owner's new run, `{new}`: showing that.",
                                        old=run_id, new=entry.run_id)
                 ss[MODEL_SOURCE] = TRAINED  # the address names a run: Generate and Attention use it
     sync_url()
@@ -107,9 +120,9 @@ def read_run_from_url() -> None:
 def sync_url() -> None:
     """Keep ?run= (and the owner's &key=) in the address bar, so a refresh reattaches."""
     ss = st.session_state
-    own, watched = ss.get(OWN_RUN), ss.get(WATCHED_RUN)
-    want = {"run": own[0], "key": own[1]} if own else {"run": watched} if watched else {}
-    for name in ("run", "key"):
+    own, watched = ss.get(OWN_RUN_KEY), ss.get(WATCHED_RUN_KEY)
+    want = {url.RUN: own[0], url.KEY: own[1]} if own else {url.RUN: watched} if watched else {}
+    for name in (url.RUN, url.KEY):
         if name in st.query_params and name not in want:
             del st.query_params[name]
     if any(st.query_params.get(name) != value for name, value in want.items()):
@@ -149,14 +162,17 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
         prompt, sample_chars = next(iter(demo_prompts(tokenizer)), ""), 80
 
     def build() -> TrainingRun:
-        trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train, task=task)
+        trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
+                          **training_hooks(task))
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
                            run_id=secrets.token_urlsafe(9))
 
     ss = st.session_state
-    entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN), paused=paused)
-    ss[OWN_RUN] = (entry.run_id, entry.key)
-    ss.pop(WATCHED_RUN, None)
+    facts = RunFacts(task, unseen_validation_chars(corpus.text, train.val_fraction))
+    entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN_KEY), paused=paused,
+                             facts=facts)
+    ss[OWN_RUN_KEY] = (entry.run_id, entry.key)
+    ss.pop(WATCHED_RUN_KEY, None)
     ss[MODEL_SOURCE] = TRAINED
     sync_url()
     return entry
@@ -164,7 +180,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
 
 def control_run(action: str) -> None:
     """Pause, resume or stop this session's own run."""
-    own = st.session_state.get(OWN_RUN)
+    own = st.session_state.get(OWN_RUN_KEY)
     if own is None:
         raise NotOwnerError("This session has no run of its own.")
     registry().control(own[0], own[1], action)
@@ -177,8 +193,7 @@ def run_settings(entry: RunEntry) -> tuple[GPTConfig, TrainConfig]:
 
 def readonly_link(entry: RunEntry) -> str:
     """This page's address with only ?run=<id> and the language: it lets others watch, never steer."""
-    base = (st.context.url or "").split("?")[0]
-    return f"{base}?run={entry.run_id}&lang={language()}"
+    return url.link(**{url.RUN: entry.run_id, url.LANG: language()})
 
 
 def run_checkpoint_zip(entry: RunEntry) -> bytes:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from minigpt import RunEntry, attention_panels, right_key_figure
+from minigpt.serve.registry import RunEntry
+from minigpt.viz import attention_panels, right_key_figure
 
 from . import charts, heatmaps
 from .i18n import _
 from .text import md
 
-STEP = "timelapse_step"        # session_state: the evaluation shown (the slider's key)
-PLAYING = "timelapse_playing"  # session_state: the run id being played
+STEP_KEY = "timelapse_step"        # session_state: the evaluation shown (the slider's key)
+PLAYING_KEY = "timelapse_playing"  # session_state: the run id being played
 FRAME_SECONDS = 1.2            # how long each evaluation stays on screen while playing
 
 
@@ -30,23 +31,23 @@ def timelapse_section(entry: RunEntry | None, view: str, layer: int) -> None:
     if len(steps) > 1 and st.button(_("▶ Play from the first evaluation"), key="timelapse_play",
                                     help=_("Shows each evaluation in turn, {seconds:g} s each.",
                                            seconds=FRAME_SECONDS)):
-        st.session_state[PLAYING] = entry.run_id
-        st.session_state[STEP] = steps[0]
-    playing = st.session_state.get(PLAYING) == entry.run_id
+        st.session_state[PLAYING_KEY] = entry.run_id
+        st.session_state[STEP_KEY] = steps[0]
+    playing = st.session_state.get(PLAYING_KEY) == entry.run_id
 
     @st.fragment(run_every=FRAME_SECONDS if playing else None)
     def frames() -> None:
         ss = st.session_state
-        if ss.get(PLAYING) == entry.run_id and ss.get(STEP) in steps:
-            here = steps.index(ss[STEP])
-            if ss.pop("timelapse_drawn", None) == ss[STEP]:  # shown once already: on to the next
+        if ss.get(PLAYING_KEY) == entry.run_id and ss.get(STEP_KEY) in steps:
+            here = steps.index(ss[STEP_KEY])
+            if ss.pop("timelapse_drawn", None) == ss[STEP_KEY]:  # shown once already: on to the next
                 if here + 1 < len(steps):
-                    ss[STEP] = steps[here + 1]
+                    ss[STEP_KEY] = steps[here + 1]
                 else:
-                    del ss[PLAYING]
+                    del ss[PLAYING_KEY]
                     st.rerun()  # the last frame: a full rerun stops the timer
         show(entry, evals, view, layer)
-        ss["timelapse_drawn"] = ss.get(STEP)
+        ss["timelapse_drawn"] = ss.get(STEP_KEY)
 
     frames()
 
@@ -54,9 +55,9 @@ def timelapse_section(entry: RunEntry | None, view: str, layer: int) -> None:
 def show(entry: RunEntry, evals: list, view: str, layer: int) -> None:
     """One evaluation: its val loss, the right-key scores of a task, the heatmaps and the sample."""
     steps = [r.step for r in evals]
-    if st.session_state.get(STEP) not in steps:
-        st.session_state[STEP] = steps[-1]
-    chosen = (st.select_slider(_("Evaluation step"), steps, key=STEP) if len(steps) > 1 else steps[0])
+    if st.session_state.get(STEP_KEY) not in steps:
+        st.session_state[STEP_KEY] = steps[-1]
+    chosen = (st.select_slider(_("Evaluation step"), steps, key=STEP_KEY) if len(steps) > 1 else steps[0])
     record = evals[steps.index(chosen)]
     st.markdown(_("**Step {step:,}** · val loss {loss:.3f}", step=record.step, loss=record.val_loss))
     probe = entry.probe_text[: record.attention.shape[-1]]

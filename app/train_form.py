@@ -7,25 +7,18 @@ from dataclasses import asdict, dataclass, replace
 
 import streamlit as st
 
-from minigpt import DEFAULT_PRESET, N_, PRESETS, ConfigError, GPTConfig, TrainConfig
+from minigpt import DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, ConfigError, GPTConfig, TrainConfig
 
-from .i18n import _, error_text, n_
+from . import url
+from . import fields
+from .fields import REMEMBERED
+from .i18n import _, error_text, language, n_
 
-FORM_FILLED = "train_form_filled"   # session_state: the form has its first values in this session
+FORM_FILLED_KEY = "train_form_filled"   # session_state: the form has its first values in this session
 # the whole-number boxes' ranges: a model a small shared server trains in minutes (fields.whole_number)
 RANGES = {"max_steps": (10, 20_000), "warmup_steps": (0, 5_000), "eval_interval": (1, 5_000),
           "train_seed": (0, 2**31 - 1)}
-EARLY_STOP, PATIENCE = "early_stop", 3
-
-# each preset's button: its name, and what it is for; the help adds its numbers, from PRESETS itself
-PRESET_LABELS = {
-    "tiny": (N_("Tiny"), N_("The quickest look at a loss curve.")),
-    "small": (N_("Small"), N_("The default, and enough to learn the course text's style.")),
-    "demo": (N_("The demo's model"), N_("The reference demo's model: on the course text it starts to overfit, which "
-                                        "the chart shows.")),
-    "bigger": (N_("Bigger"), N_("It learns fastest, and overfits soonest.")),
-    "task": (N_("Task"), N_("For the task corpora (reverse, copy, sort): each window is one whole line.")),
-}
+EARLY_STOP = "early_stop"  # the checkbox: stop after EARLY_STOP_EARLY_STOP_PATIENCE evaluations without improvement
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ def fill(model: GPTConfig, train: TrainConfig) -> None:
     for f in FIELDS:
         ss[f.key] = getattr(model if f.config is GPTConfig else train, f.name)
     ss[EARLY_STOP] = train.early_stop_patience > 0
-    ss[FORM_FILLED] = True
+    ss[FORM_FILLED_KEY] = True
 
 
 def apply_preset(name: str) -> None:
@@ -99,11 +92,11 @@ def apply_preset(name: str) -> None:
 def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
     """On a session's first visit: the run's own settings when a run is attached (a reload must
     not show other settings than the run has), else a ?train= link's, else the default preset."""
-    if st.session_state.get(FORM_FILLED):
+    if st.session_state.get(FORM_FILLED_KEY):
         return
-    if run_configs is None and PARAM in st.query_params:
+    if run_configs is None and url.TRAIN in st.query_params:
         try:
-            run_configs = from_param(st.query_params[PARAM])
+            run_configs = from_param(st.query_params[url.TRAIN])
         except ConfigError as err:
             st.warning(_("The settings in this link cannot train ({error}): the form shows the default preset.",
                          error=error_text(err)))
@@ -112,7 +105,6 @@ def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
     fill(*(run_configs or (PRESETS[DEFAULT_PRESET].model, PRESETS[DEFAULT_PRESET].train)))
 
 
-PARAM = "train"  # ?train=d_model:64,num_heads:4,…: a link that fills the form ("train this")
 
 
 def to_param(model: GPTConfig, train: TrainConfig) -> str:
@@ -136,7 +128,7 @@ def from_param(value: str) -> tuple[GPTConfig, TrainConfig]:
         except ValueError:
             raise ConfigError("{value!r} is not a number.", value=raw[:20]) from None
         if key == EARLY_STOP:
-            train["early_stop_patience"] = PATIENCE if number else 0
+            train["early_stop_patience"] = EARLY_STOP_PATIENCE if number else 0
             continue
         if key not in by_key:
             raise ConfigError("{key!r} is not a setting of the form.", key=key[:20])
@@ -162,13 +154,13 @@ def configs() -> tuple[GPTConfig, TrainConfig]:
     for name in ("max_steps", "warmup_steps", "eval_interval", "seed"):  # number_input may hand back floats
         values[name] = int(values[name])
     values["min_lr"] = values["lr"] * TrainConfig.min_lr / TrainConfig.lr
-    values["early_stop_patience"] = PATIENCE if ss.get(EARLY_STOP) else 0
+    values["early_stop_patience"] = EARLY_STOP_PATIENCE if ss.get(EARLY_STOP) else 0
     return model, TrainConfig(**values)
 
 
 def help_for(key: str) -> str:
     if key == EARLY_STOP:
-        return _(EARLY_STOP_HELP, patience=PATIENCE)
+        return _(EARLY_STOP_HELP, patience=EARLY_STOP_PATIENCE)
     return _(next(f.help for f in FIELDS if f.key == key))
 
 
@@ -176,9 +168,8 @@ def preset_label(name: str) -> tuple[str, str]:
     """A preset's button label and help, in the page's language: its name, what it is for and its
     settings, the numbers filled in from the preset (no time: that depends on the server; a run's
     ETA is measured from its own speed once it starts)."""
-    label, use = PRESET_LABELS[name]
     preset = PRESETS[name]
-    return _(label), _("{use} {settings}.", use=_(use), settings=describe(preset.model, preset.train))
+    return _(preset.label), _("{use} {settings}.", use=_(preset.use), settings=describe(preset.model, preset.train))
 
 
 def active_preset(model: GPTConfig, train: TrainConfig) -> str | None:
@@ -201,3 +192,50 @@ def describe(model: GPTConfig, train: TrainConfig) -> str:
         training = _("{settings}, early stopping", settings=training)
     return f"{shape} · {training}"
 
+
+def form(expanded: bool) -> bool:
+    """The presets' buttons and the hyperparameters; False when a whole-number box is out of its
+    range (it says so under itself)."""
+    st.markdown(_("**Presets** fill in every setting below:"))
+    active = active_preset(*configs())
+    for col, name in zip(st.columns(len(PRESETS)), PRESETS):
+        label, blurb = preset_label(name)
+        col.button(label, key=f"preset:{name}", on_click=apply_preset, args=(name,), help=blurb,
+                   use_container_width=True, type="primary" if name == active else "secondary")
+    st.caption(_("The form holds the {preset} preset's settings.", preset=preset_label(active)[0]) if active
+               else _("The form holds settings of your own, not a preset's."))
+
+    with st.expander(_("Hyperparameters"), expanded=expanded):
+        model_col, train_col = st.columns(2)
+        h, r = help_for, REMEMBERED
+        with model_col:
+            st.markdown(_("**Model**"))
+            st.select_slider(_("d_model (width)"), [16, 32, 64, 128, 256], key="d_model", help=h("d_model"), **r)
+            st.select_slider(_("num_heads (heads)"), [1, 2, 4, 8], key="num_heads", help=h("num_heads"), **r)
+            st.slider(_("num_layers (layers)"), 1, 6, key="num_layers", help=h("num_layers"), **r)
+            st.select_slider(_("d_ff (feed-forward width)"), [32, 64, 128, 256, 512, 1024], key="d_ff", help=h("d_ff"),
+                             **r)
+            st.select_slider(_("max_len (positions)"), [16, 32, 64, 128, 256], key="max_len", help=h("max_len"), **r)
+            st.slider(_("dropout (rate)"), 0.0, 0.5, step=0.05, key="dropout", help=h("dropout"), **r)
+            st.checkbox(_("Divide attention scores by √d_k"), key="scale_attention", help=h("scale_attention"), **r)
+        with train_col:
+            st.markdown(_("**Training**"))
+            in_range = [fields.whole_number(_("Steps"), *RANGES["max_steps"], step=100, key="max_steps",
+                                            help=h("max_steps"), **r)]
+            st.slider(_("Batch size"), 1, 64, key="batch_size", help=h("batch_size"), **r)
+            st.slider(_("block_size (characters per window)"), 4, 256, key="block_size", help=h("block_size"), **r)
+            st.select_slider(_("Learning rate"), [1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 1e-2, 3e-2],
+                             format_func=lambda v: f"{v:g}", key="lr", help=h("lr"), **r)
+            in_range += [fields.whole_number(label, *RANGES[key], key=key, help=h(key), **r)
+                         for label, key in ((_("Warmup steps"), "warmup_steps"),
+                                            (_("Evaluate every … steps"), "eval_interval"), (_("Seed"), "train_seed"))]
+            st.checkbox(_("Stop early when the validation loss stops improving"), key=EARLY_STOP,
+                        help=h(EARLY_STOP), **r)
+    return None not in in_range
+
+
+def share_link(model: GPTConfig, train: TrainConfig) -> None:
+    """The form's settings as a link, for a teacher to send a class."""
+    with st.expander(_("A link to these settings, to send a class")):
+        st.caption(_("Whoever opens it gets this form filled with these settings (their own run, not yours)."))
+        st.code(url.link(**{url.TRAIN: to_param(model, train), url.LANG: language()}), language=None, wrap_lines=True)

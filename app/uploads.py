@@ -12,11 +12,11 @@ from minigpt import CheckpointError, decode_corpus_as
 from .choices import MODEL_SOURCE, UPLOADED, current_device
 from .corpora import forget_uploaded_corpus, use_uploaded_corpus
 from .i18n import SOURCE, _, error_text, language, painted_css
-from .models import UPLOADED_CHECKPOINT, UploadedCheckpoint
+from .loaded_model import UPLOADED_CHECKPOINT_KEY, UploadedCheckpoint
 from .text import md
 
 CORPUS_UPLOAD, CHECKPOINT_UPLOAD = "corpus_upload", "checkpoint_upload"   # the widgets' keys
-UPLOAD_ERRORS = "upload_errors"
+UPLOAD_ERRORS_KEY = "upload_errors"
 MAX_CHECKPOINT_BYTES = 25 * 2**20     # as server.maxUploadSize in .streamlit/config.toml
 
 
@@ -32,7 +32,7 @@ def accept_checkpoint_upload(name: str, data: bytes) -> None:
                               limit=MAX_CHECKPOINT_BYTES / 2**20)
     upload = UploadedCheckpoint.of(name, data)
     upload.load(current_device())
-    st.session_state[UPLOADED_CHECKPOINT] = upload
+    st.session_state[UPLOADED_CHECKPOINT_KEY] = upload
     st.session_state[MODEL_SOURCE] = UPLOADED
 
 
@@ -74,7 +74,7 @@ def on_checkpoint_upload() -> None:
 def upload_error(widget_key: str) -> str | None:
     """Why the last upload was refused, in the page's language (the error is kept, not its words,
     so that switching language translates it too)."""
-    refused = st.session_state.get(UPLOAD_ERRORS, {}).get(widget_key)
+    refused = st.session_state.get(UPLOAD_ERRORS_KEY, {}).get(widget_key)
     if refused is None:
         return None
     name, err = refused
@@ -84,7 +84,7 @@ def upload_error(widget_key: str) -> str | None:
 
 
 def _accept(widget_key: str, accept: Callable[[str, bytes], None]) -> None:
-    errors = st.session_state.setdefault(UPLOAD_ERRORS, {})
+    errors = st.session_state.setdefault(UPLOAD_ERRORS_KEY, {})
     errors.pop(widget_key, None)
     file = st.session_state.get(widget_key)
     if file is None:

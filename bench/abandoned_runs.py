@@ -132,7 +132,7 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
     from streamlit.testing.v1 import AppTest
 
     from app import runs as app_runs
-    from minigpt.runner import THREAD_NAME
+    from minigpt.serve.runner import THREAD_NAME
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest's "missing ScriptRunContext" noise
     app = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
@@ -141,16 +141,16 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
         trainers = sum(t.name == THREAD_NAME for t in threading.enumerate())
         return ("in-process", phase, f"{own_rss_mb():.0f}", trainers, app_runs.registry().active_count())
 
-    AppTest.from_file(app, default_timeout=120).run().switch_page("pages/1_Train.py").run()  # warm-up
+    AppTest.from_file(app, default_timeout=120).run().switch_page(TRAIN.script).run()  # warm-up
     gc.collect()
     rows = [row("before")]
     for round_ in range(1, rounds + 1):
         owners = []
         for _ in range(runs):
             at = AppTest.from_file(app, default_timeout=120).run()
-            at.switch_page("pages/1_Train.py").run()
+            at.switch_page(TRAIN.script).run()
             at.button(key="start").click().run()
-            owners.append(at.session_state[app_runs.OWN_RUN])
+            owners.append(at.session_state[app_runs.OWN_RUN_KEY])
             for run_id, key in owners:  # what the open Train pages' polling does: their owners still look
                 app_runs.registry().get(run_id, key)
             del at

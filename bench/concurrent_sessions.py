@@ -36,7 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer, percentile  # noqa: E402
-from minigpt import DEFAULT_CORPUS, generate, load_corpus, load_pretrained, position_labels  # noqa: E402
+from minigpt import DEFAULT_CORPUS, generate, load_corpus, load_pretrained
+from minigpt.viz import position_labels
 
 TIMEOUT_MS = 120_000
 HEATMAP_LABELS = "() => { const p = document.querySelector('.js-plotly-plot'); " \

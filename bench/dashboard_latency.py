@@ -14,7 +14,8 @@ serves the app on one core, as on Community Cloud's small box.
 
     python -m bench.dashboard_latency
     python -m bench.dashboard_latency --training --repeats 5
-    git worktree add ../minigpt-before <commit>   # the first load before and after a change, in turn
+    git worktree add ../minigpt-before <commit>   # before and after a change, side by side
+    python -m bench.dashboard_latency --before ../minigpt-before --rounds 3      # every wait, A B A B
     python -m bench.dashboard_latency --first-load-only --loads 6 --before ../minigpt-before
     sudo python -m bench.dashboard_latency --cpus 0 --training
 """
@@ -108,8 +109,10 @@ def main() -> int:
     parser.add_argument("--training", action="store_true", help="a run of the default preset trains throughout")
     parser.add_argument("--cpus", default=None, help="cores the server may use, e.g. 0 (needs root)")
     parser.add_argument("--before", type=Path, default=None,
-                        help="another checkout of the app (a git worktree of an older commit): its first Home load "
-                             "is timed in turn with this one's")
+                        help="another checkout of the app (a git worktree of an older commit): every wait is timed "
+                             "on it too, in turn with this one's, and the table gives both and their ratio")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --before: rounds of (this checkout, the other) for the widgets and navigation")
     parser.add_argument("--first-load-only", action="store_true", help="time the first loads only")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
@@ -127,11 +130,21 @@ def main() -> int:
             bare_loads.append(first_home_load(browser, box, lang, script=str(bare_script)))
             if args.before is not None:
                 before_loads.append(first_home_load(browser, box, lang, app_dir=args.before.resolve()))
-        if args.first_load_only:
-            widgets, navigation, state = {}, {}, None
-        else:
-            widgets, navigation, state = interactions(browser, box, lang, args.repeats, args.training)
+        widgets, navigation, state = {}, {}, None
+        before_widgets, before_navigation = {}, {}
+        for _ in range(0 if args.first_load_only else args.rounds if args.before else 1):  # A B A B
+            for app_dir, into in ((APP_DIR, (widgets, navigation)),
+                                  *(((args.before.resolve(), (before_widgets, before_navigation)),)
+                                    if args.before else ())):
+                found, hops, state = interactions(browser, box, lang, args.repeats, args.training, app_dir)
+                for table, new in zip(into, (found, hops)):
+                    for name, values in new.items():
+                        table.setdefault(name, []).extend(values)
         browser.close()
+    if args.before is not None and not args.first_load_only:
+        print_side_by_side(args.before, widgets | {f"navigation {k}": v for k, v in navigation.items()},
+                           before_widgets | {f"navigation {k}": v for k, v in before_navigation.items()},
+                           loads, before_loads)
     floor = statistics.median(bare)
     rows = [floor_row(bare)]
     rows += [latency_row(name, values, floor, lambda m: m < BUDGET_S and m <= FLOOR_RATIO * floor)
@@ -150,10 +163,23 @@ def main() -> int:
     return 0
 
 
-def interactions(browser, box: Box, lang: str, repeats: int, training: bool):
-    """Every widget and every navigation, on one server; with training, beside another session's run.
-    Returns the widgets' times, the navigations' times and the run's state at the end (or None)."""
-    with LiveServer(box=box) as server:
+def print_side_by_side(before: Path, after: dict, earlier: dict, loads: list, before_loads: list) -> None:
+    """This checkout's median wait beside the other checkout's, measured in turn in this run."""
+    rows = []
+    for name in after:
+        now, then = statistics.median(after[name]), statistics.median(earlier.get(name, [float("nan")]))
+        rows.append([name, f"{now:.3f}", f"{then:.3f}", f"{now / then:.2f}"])
+    now, then = statistics.median(loads), statistics.median(before_loads)
+    rows.append(["first Home load after the health check", f"{now:.3f}", f"{then:.3f}", f"{now / then:.2f}"])
+    print(f"side by side, medians in seconds: this checkout against {before}")
+    print_table(["interaction", "this checkout", "before", "this / before"], rows)
+
+
+def interactions(browser, box: Box, lang: str, repeats: int, training: bool, app_dir: Path = APP_DIR):
+    """Every widget and every navigation, on one server of the checkout `app_dir`; with training,
+    beside another session's run. Returns the widgets' times, the navigations' times and the
+    run's state at the end (or None)."""
+    with LiveServer(box=box, app_dir=app_dir) as server:
         trainer = start_training(browser, server.url) if training else None
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         url = lambda path: f"{server.url}/{path}?lang={lang}"  # noqa: E731

@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from bench.common import print_header, print_table  # noqa: E402
-from minigpt import (DEFAULT_CORPUS, Knockout, estimate_loss, head_importance, knocked_out, load_corpus,  # noqa: E402
-                     load_pretrained, task_for_corpus, validation_windows)
+from minigpt import DEFAULT_CORPUS, estimate_loss, load_corpus, load_pretrained, validation_windows
+from minigpt.lab.knockout import Knockout, head_importance, knocked_out
+from minigpt.lab.tasks import task_for_corpus
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:

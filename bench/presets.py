@@ -18,8 +18,9 @@ from dataclasses import replace
 import torch
 
 from bench.common import print_header
-from minigpt import (DEFAULT_CORPUS, PRESETS, TASKS, CharTokenizer, Task, Trainer, build_model, load_corpus,
-                     uniform_loss)
+from minigpt import DEFAULT_CORPUS, PRESETS, CharTokenizer, Trainer, build_model, load_corpus
+from minigpt.lab.diagnosis import uniform_loss
+from minigpt.lab.tasks import TASKS, Task
 
 
 def run_preset(name: str, text: str, task: Task | None = None) -> dict:

@@ -1,7 +1,7 @@
 """The √d_k race's settings: where do the two loss curves part visibly, within a learner's wait?
 
 For each d_k, number of heads, learning rate and step count, the race the Experiments page runs
-(app/race.py: the same model with and without 1/√d_k, the same weights and batches, on the
+(app/scaling_race.py: the same model with and without 1/√d_k, the same weights and batches, on the
 default corpus) is run once, timed, and its last point read: the validation batch's loss of
 both models, their gap, and the gap as a share of the scaled model's loss. One torch thread.
 
@@ -17,16 +17,14 @@ import time
 import torch
 
 from bench.common import print_header, print_table
-from minigpt import DEFAULT_CORPUS, CharTokenizer, GPTConfig, TrainConfig, load_corpus, scaling_race
+from minigpt import DEFAULT_CORPUS, CharTokenizer, load_corpus
+from minigpt.lab.scaling_race import race_configs, scaling_race
 
 
 def race(text: str, d_k: int, heads: int, lr: float, steps: int, layers: int) -> tuple[float, float, float]:
     """(seconds, loss scaled, loss unscaled) of one race at its last step."""
     tokenizer = CharTokenizer.from_text(text)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=d_k * heads, num_heads=heads, num_layers=layers,
-                       d_ff=4 * d_k * heads, max_len=32, dropout=0.0)
-    train = TrainConfig(batch_size=16, block_size=32, max_steps=steps, warmup_steps=10, eval_interval=steps, lr=lr,
-                        min_lr=lr / 10, device="cpu")
+    config, train = race_configs(tokenizer.vocab_size, d_k, layers, steps, lr, heads=heads)
     started = time.perf_counter()
     last = list(scaling_race(config, train, tokenizer, text, every=max(1, steps // 10)))[-1]
     return time.perf_counter() - started, last.scaled.loss, last.unscaled.loss

@@ -27,6 +27,7 @@ from minigpt.data import get_batch, split_tokens
 
 from .baselines import NanoConfig, NanoGPT, NanoStep
 from .common import Stats, add_common_args, apply_threads, clock_from, paired_ratio, print_header, print_table
+from minigpt.model import eval_mode
 
 PROJECT_MODEL = GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=64, dropout=0.0)
 PROJECT_TRAIN = TrainConfig(
@@ -61,10 +62,8 @@ class Run:
 @torch.no_grad()
 def val_loss(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Mean loss over fixed batches, in eval mode and float32, for either model."""
-    was_training = model.training
-    model.eval()
-    loss = sum(model(x, y)[1].item() for x, y in batches) / len(batches)
-    model.train(was_training)
+    with eval_mode(model):
+        loss = sum(model(x, y)[1].item() for x, y in batches) / len(batches)
     return loss
 
 

@@ -1,53 +1,48 @@
 """MiniGPT Lab's library: a tiny character-level GPT to train, sample, save and look inside.
 
-The public API is re-exported here; the app imports only from this module. Each name is
-imported from its module on first use (PEP 562), so `python -m minigpt train` starts without
-loading plotly and pandas, which only the figures and tables need.
+This module re-exports the core's public API: what the app, the pages and the README use. The
+instruments (minigpt.lab), the serving parts (minigpt.serve) and the figures (minigpt.viz) are
+imported from their own packages, and every other name from its own module.
+
+Each name here is imported from its module on first use (PEP 562), so that `import minigpt`
+loads neither torch nor plotly: Home's first page draws before torch has loaded. The
+TYPE_CHECKING block below says the same thing to type checkers and IDEs, which then see every
+name's real type; `__getattr__` reads its list of names from that block, so it is written once.
 """
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-_MODULES = {  # module -> the public names it holds
-    "archive": ("checkpoint_zip", "folder_zip", "load_zip"),
-    "checkpoint": ("Checkpoint", "CheckpointError", "checkpoint_files", "from_pretrained",
-        "latest_checkpoint", "load_files", "save_checkpoint", "save_pretrained"),
-    "config": ("DEFAULT_PRESET", "PRESETS", "ConfigError", "GPTConfig", "Preset", "TrainConfig",
-        "check_memory_budget", "training_memory_bytes"),
-    "data": ("BUILTIN_CORPORA", "DEFAULT_CORPUS", "DEMO_PROMPTS", "DEMO_SENTENCE", "MAX_CORPUS_BYTES",
-        "CorpusError", "check_corpus_fits", "decode_corpus", "decode_corpus_as", "demo_prompts", "get_batch",
-        "load_corpus", "probe_text"),
-    "explain": ("PATTERNS", "AttentionRow", "Beliefs", "HeadStats", "attention_row", "beliefs",
-        "character_table", "embedding_pca", "head_stats", "head_table", "last_query_attention", "logit_lens",
-        "nearest_rows",
-        "next_logits", "position_similarity", "surprisal"),
-    "diagnosis": ("Overfitting", "UnseenCharacters", "overfitting", "top_key_changes", "uniform_loss",
-        "unseen_validation_chars"),
-    "device": ("DeviceError", "available_devices", "resolve_device"),
-    "messages": ("N_", "LabError", "Message"),
-    "model": ("KVCache", "MiniGPT"),
-    "pretrained": ("load_pretrained", "pretrained_dir"),
-    "registry": ("NotOwnerError", "RunEntry", "RunLimitError", "RunRegistry"),
-    "runner": ("EvalRecord", "RunSnapshot", "TrainingRun", "stop_all_runs", "stop_orphaned_runs"),
-    "sample": ("MAX_NEW_TOKENS", "REFILL_KEPT", "SamplingError", "Step", "check_sampling", "generate", "prepare_prompt",
-        "stream"),
-    "scaling": ("DEMO_D_KS", "DEMO_SEED", "DEMO_SEQ_LEN", "scaling_experiment"),
-    "tasks": ("TASK_CORPORA", "TASKS", "Task", "TaskScore", "find_task", "right_key_chance",
-        "right_key_mask", "right_key_scores", "task_for_corpus"),
-    "tokenizer": ("CharTokenizer", "UnknownCharactersError"),
-    "train": ("Trainer", "TrainEvent", "TrainingDiverged", "build_model", "estimate_loss", "lr_at",
-        "validation_windows"),
-    "comparison": ("RunRecord", "RunShelf", "attention_npz", "differing_settings", "history_table",
-        "results_table"),
-    "race": ("RacePoint", "scaling_race", "softmax_signal"),
-    "knockout": ("Knockout", "KnockoutError", "head_importance", "knocked_out"),
-    "viz": ("PAGE", "attention_heatmap", "attention_panels", "attention_row_figure", "beliefs_figure",
-        "embeddings_figure", "figures_html", "lr_figure", "importance_figure", "compare_figure",
-        "race_figure", "keys_figure", "logit_lens_figure", "positions_figure", "similarity_figure",
-        "values_figure", "weight_figure", "loss_figure", "position_labels", "right_key_figure",
-        "scaling_figure", "score_std_figure", "step_attention_figure", "steps_table", "task_figure"),
-}
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
+if TYPE_CHECKING:
+    from .messages import N_, LabError, Message
+    from .config import (DEFAULT_PRESET, EARLY_STOP_PATIENCE, PRESETS, ConfigError, GPTConfig, TrainConfig,
+                         check_memory_budget)
+    from .device import available_devices
+    from .tokenizer import CharTokenizer
+    from .data import (BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, Windows, check_corpus_fits, corpus_chars,
+                       decode_corpus_as, demo_prompts, load_corpus, probe_text)
+    from .model import MiniGPT
+    from .train import Trainer, build_model, estimate_loss, lr_schedule, validation_windows
+    from .sample import (MAX_NEW_TOKENS, REFILL_KEPT, SampledToken, SamplingError, check_sampling, generate,
+                         prepare_prompt, stream)
+    from .checkpoint import Checkpoint, CheckpointError
+    from .archive import checkpoint_zip, load_zip
+    from .pretrained import load_pretrained
+
+
+
+def _exports() -> dict[str, str]:
+    """name -> module, read from the TYPE_CHECKING block above: the one list of the public names,
+    for type checkers and for __getattr__ alike."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    return {alias.name: node.module for node in block.body for alias in node.names}
+
+
+_HOME = _exports()
 __all__ = sorted(_HOME)
 
 

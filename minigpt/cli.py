@@ -24,10 +24,11 @@ from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus, pro
 from .device import DeviceError, available_memory_bytes, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
 from .sample import SamplingError, check_sampling, prepare_prompt, stream
-from .scaling import DEMO_D_KS, scaling_experiment
-from .tasks import task_for_corpus
 from .tokenizer import CharTokenizer, UnknownCharactersError
 from .train import Trainer, TrainingDiverged, build_model, estimate_mfu
+from .lab.diagnosis import unseen_validation_chars
+from .lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
+from .lab.tasks import task_for_corpus, training_hooks
 
 USER_ERRORS = (ConfigError, CorpusError, DeviceError, SamplingError, UnknownCharactersError, TrainingDiverged)
 MODEL_FLAGS = [f for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"]
@@ -94,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     scaling = sub.add_parser("scaling", help="print the sqrt(d_k) scaling experiment")
     scaling.add_argument("--d-k", type=int, nargs="+", default=list(DEMO_D_KS))
-    scaling.add_argument("--seq-len", type=int, default=16)
-    scaling.add_argument("--seed", type=int, default=42)
+    scaling.add_argument("--seq-len", type=int, default=DEMO_SEQ_LEN)
+    scaling.add_argument("--seed", type=int, default=DEMO_SEED)
     scaling.add_argument("--num-samples", type=int, default=1)
     return parser
 
@@ -146,9 +147,18 @@ def _train(args: argparse.Namespace) -> int:
         _check_memory(model_cfg, train_cfg, device)
         model = build_model(model_cfg, train_cfg.seed, device)
     task = task_for_corpus(corpus)
-    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval, dist=ctx, task=task)
+    if task is not None:
+        task.check_block(train_cfg.block_size)
+    trainer = Trainer(model, tokenizer, text, train_cfg, log_interval=args.log_interval, dist=ctx,
+                      **training_hooks(task))
     if resumed:
         trainer.load_state_dict(resumed.meta["trainer_state"], resumed.optimizer_state)
+    unseen = unseen_validation_chars(text, train_cfg.val_fraction)
+    if unseen.chars and main_process:
+        kinds = "character" if len(unseen.chars) == 1 else "characters"
+        print(f"warning: {len(unseen.chars)} {kinds} of the validation split ({unseen.occurrences} of its "
+              f"{unseen.val_length}) never appear in the training split, so the val loss pays for them: "
+              f"{''.join(unseen.chars[:12])!r}", file=sys.stderr)
     ranks = gather_ranks(ctx) if ctx else []
     world_size = trainer.dist.world_size
     if main_process:
@@ -188,9 +198,9 @@ def _train(args: argparse.Namespace) -> int:
                 postfix["mfu"] = f"{estimate_mfu(model.config, train_cfg.block_size, event.tokens_per_sec, peak):.1%}"
             if event.val_loss is not None:
                 postfix["val"] = f"{event.val_loss:.4f}"
-                if event.task_accuracy is not None:
-                    postfix["acc"] = f"{event.task_accuracy:.1%}"
-                    postfix["solved"] = f"{event.task_solved:.1%}"
+                if event.score is not None:
+                    postfix["acc"] = f"{event.score.chars:.1%}"
+                    postfix["solved"] = f"{event.score.lines:.1%}"
                 save()
             bar.set_postfix(postfix)
     except KeyboardInterrupt:
@@ -212,8 +222,8 @@ def _train(args: argparse.Namespace) -> int:
               f"{train_cfg.early_stop_patience} evaluations", file=sys.stderr)
     print(f"done: step {trainer.step}, train loss {last[1]:.4f}, val loss {trainer.last_val_loss:.4f}, "
           f"{trainer.elapsed:.1f} s; checkpoint in {args.out}", file=sys.stderr)
-    if task is not None:
-        score = trainer.task_score()
+    if trainer.scorer is not None:
+        score = trainer.scorer(trainer)
         print(f"{task.name} task, held-out lines: {score.chars:.1%} of answer characters right, {score.lines:.1%} "
               f"answered whole (chance {score.chance:.1%} per character)", file=sys.stderr)
     return 0

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .messages import LabError
+from .messages import N_, LabError
 
 
 class ConfigError(LabError, ValueError):
@@ -219,26 +219,36 @@ def check_memory_budget(model: GPTConfig, train: TrainConfig, budget_bytes: int)
 
 @dataclass(frozen=True)
 class Preset:
-    """A named pair of configs that the Train page fills in with one click."""
+    """A named pair of configs that the Train page fills in with one click, with the words its
+    button shows (marked for the catalogs; the button's help adds the numbers, from the configs)."""
 
     name: str
+    label: str
+    use: str  # what it is for
     model: GPTConfig
     train: TrainConfig
 
 
+EARLY_STOP_PATIENCE = 3  # evaluations without a lower val loss before a run that stops early stops
+
 # the Train page's presets; python -m bench.presets measures how long each takes on a machine
-PRESETS = {
-    "tiny": Preset("tiny", GPTConfig(d_model=32, num_heads=2, num_layers=1, d_ff=128, max_len=64, dropout=0.0),
-                   TrainConfig(batch_size=16, block_size=32, max_steps=300, warmup_steps=30, eval_interval=50)),
-    "small": Preset("small", GPTConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=64, dropout=0.1),
-                    TrainConfig(batch_size=32, block_size=32, max_steps=600, warmup_steps=50, eval_interval=100,
-                                early_stop_patience=3)),
-    "demo": Preset("demo", GPTConfig(), TrainConfig()),
-    "bigger": Preset("bigger", GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=128, dropout=0.2),
-                     TrainConfig(batch_size=32, block_size=64, max_steps=1500, warmup_steps=100, eval_interval=250,
-                                 lr=2e-3, min_lr=2e-4, early_stop_patience=3)),
+PRESETS = {preset.name: preset for preset in (
+    Preset("tiny", N_("Tiny"), N_("The quickest look at a loss curve."),
+           GPTConfig(d_model=32, num_heads=2, num_layers=1, d_ff=128, max_len=64, dropout=0.0),
+           TrainConfig(batch_size=16, block_size=32, max_steps=300, warmup_steps=30, eval_interval=50)),
+    Preset("small", N_("Small"), N_("The default, and enough to learn the course text's style."),
+           GPTConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=64, dropout=0.1),
+           TrainConfig(batch_size=32, block_size=32, max_steps=600, warmup_steps=50, eval_interval=100,
+                       early_stop_patience=EARLY_STOP_PATIENCE)),
+    Preset("demo", N_("The demo's model"), N_("The reference demo's model: on the course text it starts to overfit, "
+                                              "which the chart shows."), GPTConfig(), TrainConfig()),
+    Preset("bigger", N_("Bigger"), N_("It learns fastest, and overfits soonest."),
+           GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=128, dropout=0.2),
+           TrainConfig(batch_size=32, block_size=64, max_steps=1500, warmup_steps=100, eval_interval=250,
+                       lr=2e-3, min_lr=2e-4, early_stop_patience=EARLY_STOP_PATIENCE)),
     # for the task-* corpora: whole lines of 13 characters, no dropout (the answers are exact)
-    "task": Preset("task", GPTConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=32, dropout=0.0),
-                   TrainConfig(batch_size=32, block_size=13, max_steps=1200, warmup_steps=20, eval_interval=100)),
-}
+    Preset("task", N_("Task"), N_("For the task corpora (reverse, copy, sort): each window is one whole line."),
+           GPTConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=32, dropout=0.0),
+           TrainConfig(batch_size=32, block_size=13, max_steps=1200, warmup_steps=20, eval_interval=100)),
+)}
 DEFAULT_PRESET = "small"

@@ -1,23 +1,25 @@
 """Corpora and batches.
 
-Built-in corpora need no download: a Chinese text on deep learning and attention written
-for MiniGPT Lab (the default, about 10,000 characters: enough for a small model to learn
-the style rather than recite the text), the reference demo's own 448-character paragraph
-(which a model can only memorise), and the standard library's documentation
-(`pydoc_data.topics`, about 465 KB of English), and three generated algorithmic tasks
-(tasks.py) whose right answers and attention are known. Any UTF-8 or GBK text file works too;
-bytes that are not text are refused with a `CorpusError` saying why. Batches are random
-windows drawn from one token tensor, as in nanoGPT.
+Built-in corpora need no download; each is registered by name (`register_corpus`) with a
+description that states its size, counted from the text: a Chinese text on deep learning and
+attention written for MiniGPT Lab (the default: enough for a small model to learn the style
+rather than recite the text), the reference demo's own paragraph (which a model can only
+memorise) and the standard library's documentation (`pydoc_data.topics`, in English). The
+instruments register more (minigpt.lab.tasks: three generated tasks whose right answers are
+known). Any UTF-8 or GBK text file works too; bytes that are not text are refused with a
+`CorpusError` saying why. Batches are random windows drawn from one token tensor, as in nanoGPT.
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import torch
 
 from .messages import N_, LabError, Message
-from .tasks import TASK_CORPORA, TASK_DESCRIPTIONS
 from .tokenizer import CharTokenizer
 
 DEFAULT_CORPUS = "course-zh"
@@ -25,13 +27,53 @@ DEMO_SENTENCE = "深度学习是人工智能的重要领域"   # the reference d
 DEMO_PROMPTS = ("深度", "自然", "注意", "计算")      # the reference demo's generation prompts
 MAX_CORPUS_BYTES = 20 * 1024 * 1024
 
-BUILTIN_CORPORA = {  # descriptions marked for the catalogs; the app translates them when it shows them
-    "course-zh": N_("A Chinese text on deep learning and attention, written for this lab (about 10,000 characters): "
-                    "large enough for a small model to learn its style instead of reciting it."),
-    "demo-zh": N_("The reference demo's Chinese paragraph (448 characters): a model can only memorise it."),
-    "pydoc-en": N_("Python's own documentation topics from the standard library (about 465 KB, English)."),
-    **TASK_DESCRIPTIONS,  # generated in code: task-reverse, task-copy, task-sort (tasks.py)
-}
+
+
+@dataclass(frozen=True)
+class BuiltinCorpus:
+    name: str
+    load: Callable[[], str] = field(repr=False)  # the text, made or read on each call
+    description: str  # a template marked for the catalogs; {chars} is its length, corpus_chars(name)
+    period: int = 1   # a generated task's line length: splits and windows start at multiples of it
+
+
+BUILTIN_CORPORA: dict[str, BuiltinCorpus] = {}  # in the order they were registered: Home lists them so
+
+
+def register_corpus(name: str, load: Callable[[], str], description: str, period: int = 1) -> None:
+    """Make a corpus loadable by name (`load_corpus(name)`), shown on Home with `description`."""
+    BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description, period)
+
+
+@functools.cache
+def corpus_chars(name: str) -> int:
+    """A built-in corpus's length in characters (counted once per process)."""
+    return len(BUILTIN_CORPORA[name].load())
+
+
+def corpus_period(name: str | None) -> int:
+    """The period a corpus's splits and windows keep: a task's line length, else 1."""
+    corpus = BUILTIN_CORPORA.get(str(name))
+    return corpus.period if corpus is not None else 1
+
+
+def _packaged(name: str) -> Callable[[], str]:
+    return lambda: resources.files("minigpt.corpora").joinpath(name.replace("-", "_") + ".txt").read_text("utf-8")
+
+
+def _python_docs() -> str:
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key].strip() for key in sorted(topics)) + "\n"
+
+
+register_corpus("course-zh", _packaged("course-zh"), N_(
+    "A Chinese text on deep learning and attention, written for this lab ({chars:,} characters): large enough "
+    "for a small model to learn its style instead of reciting it."))
+register_corpus("demo-zh", _packaged("demo-zh"), N_(
+    "The reference demo's Chinese paragraph ({chars:,} characters): a model can only memorise it."))
+register_corpus("pydoc-en", _python_docs, N_(
+    "Python's own documentation topics from the standard library ({chars:,} characters, English)."))
 
 
 class CorpusError(LabError, ValueError):
@@ -41,14 +83,8 @@ class CorpusError(LabError, ValueError):
 def load_corpus(name_or_path: str | Path) -> str:
     """A built-in corpus by name, or a UTF-8 text file by path."""
     name = str(name_or_path)
-    if name in ("course-zh", "demo-zh"):
-        return resources.files("minigpt.corpora").joinpath(name.replace("-", "_") + ".txt").read_text("utf-8")
-    if name in TASK_CORPORA:
-        return TASK_CORPORA[name].corpus()
-    if name == "pydoc-en":
-        from pydoc_data.topics import topics
-
-        return "\n\n".join(topics[key].strip() for key in sorted(topics)) + "\n"
+    if name in BUILTIN_CORPORA:
+        return BUILTIN_CORPORA[name].load()
     path = Path(name)
     if not path.is_file():
         known = ", ".join(BUILTIN_CORPORA)

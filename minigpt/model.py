@@ -16,7 +16,9 @@ torch's global random state; `MiniGPT(config, seed=...)` initialises from its ow
 """
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +26,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import GPTConfig
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` in eval mode (no dropout) inside the block, and back in the mode it was in after it,
+    even when the block raises: how every measurement of a model that may be training runs."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 _SQRT_HALF = math.sqrt(0.5)
@@ -85,7 +99,6 @@ class KVCache:
         self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.length = 0  # positions filled; advanced by MiniGPT.forward after all layers
         self.rows = [(k[0], v[0]) for k, v in zip(self.keys, self.values)]  # batch row 0, for decode_one
-        self.max_len = config.max_len
 
     def update(self, layer: int, K: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store this step's K, V (B, H, T, d_k) and return all keys and values so far."""
@@ -293,21 +306,17 @@ class MiniGPT(nn.Module):
         the last, num_layers + 1 tensors (B, T, d_model). The model's logits are the last one
         through final_norm and the tied head."""
         scale = self.attention_scale(scale_attention)
-        was_training = self.training
-        self.eval()
-        stream = [self.embed(idx)]
-        for layer, block in enumerate(self.blocks):
-            stream.append(block(stream[-1], attn_implementation="eager", scale=scale, layer=layer)[0])
-        self.train(was_training)
+        with eval_mode(self):
+            stream = [self.embed(idx)]
+            for layer, block in enumerate(self.blocks):
+                stream.append(block(stream[-1], attn_implementation="eager", scale=scale, layer=layer)[0])
         return stream
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor, scale_attention: bool | None = None) -> torch.Tensor:
         """Attention weights of one sequence idx (1, T), stacked (layers, heads, T, T), in eval mode."""
-        was_training = self.training
-        self.eval()
-        _, _, maps = self(idx, return_attention=True, scale_attention=scale_attention)
-        self.train(was_training)
+        with eval_mode(self):
+            _, _, maps = self(idx, return_attention=True, scale_attention=scale_attention)
         return torch.stack([m[0] for m in maps]).float()
 
     def decode_one(self, token: int, cache: KVCache, weights: "DecodeWeights | None" = None) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The small checkpoints shipped inside the package, one per built-in corpus.
 
 They let the dashboard generate and show attention on first visit, before anyone
-trains. The README records the exact command that produced each one.
+trains. docs/pretrained.md records the exact command that produced each one.
 """
 from __future__ import annotations
 

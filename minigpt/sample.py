@@ -1,6 +1,6 @@
 """Sampling: temperature, top-k, top-p and a KV cache, streamed one token at a time.
 
-`stream()` yields a `Step` per new token: its text, the probability the model gave
+`stream()` yields a `SampledToken` per new token: its text, the probability the model gave
 it and the model's five likeliest alternatives (both from the untempered softmax,
 so a learner sees what the model believed, not what the filters left).
 Temperature 0 means greedy decoding, never a division by zero.
@@ -43,7 +43,7 @@ class SamplingError(LabError, ValueError):
 
 
 @dataclass
-class Step:
+class SampledToken:
     token: int
     text: str
     prob: float                                  # model probability of the chosen token
@@ -145,8 +145,8 @@ def stream(
     seed: int | None = None,
     use_cache: bool = True,
     block_size: int | None = None,
-) -> Iterator[Step]:
-    """Yield one Step per generated token. Settings are checked before anything runs.
+) -> Iterator[SampledToken]:
+    """Yield one SampledToken per generated token. Settings are checked before anything runs.
 
     block_size: tokens of context, the length the model was trained on (default and cap: max_len)."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
@@ -180,7 +180,7 @@ def stream(
         top_probs, top_ids = torch.topk(model_probs, min(5, model_probs.numel()))
         read = state.cache.length if use_cache else min(len(state.ids), block_size)  # after a refill, fewer
         state.ids.append(token)
-        yield Step(
+        yield SampledToken(
             token=token,
             text=tokenizer.chars[token],
             prob=float(model_probs[token]),

@@ -19,9 +19,9 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -30,11 +30,9 @@ from .checkpoint import CheckpointError
 from .config import ConfigError, GPTConfig, TrainConfig
 from .data import Windows, check_batch_fits, eval_windows, get_batch, split_tokens
 from .device import cpu_has_amx, resolve_device
-from .diagnosis import unseen_validation_chars
 from .distributed import DistContext, all_reduce_mean
 from .messages import LabError
-from .model import MiniGPT
-from .tasks import Task, TaskScore, accuracy
+from .model import MiniGPT, eval_mode
 from .tokenizer import CharTokenizer
 
 
@@ -62,8 +60,7 @@ class TrainEvent:
     elapsed: float               # seconds spent training and evaluating (pauses excluded)
     val_loss: float | None = None        # at evaluation steps only
     train_eval_loss: float | None = None # same batches-of-train estimate, at evaluation steps
-    task_accuracy: float | None = None   # a task corpus's held-out answer characters right, at evaluations
-    task_solved: float | None = None     # its held-out lines answered whole (what greedy decoding gets)
+    score: Any = None                    # what the trainer's scorer returned, at evaluations (a task's score)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -74,6 +71,11 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
         return cfg.lr
     progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+
+
+def lr_schedule(cfg: TrainConfig) -> list[float]:
+    """The learning rate of every step of a run with `cfg`: what its chart draws."""
+    return [lr_at(step, cfg) for step in range(cfg.max_steps)]
 
 
 def autocast_dtype(dtype: str, device: torch.device) -> torch.dtype | None:
@@ -117,11 +119,9 @@ TRAIN_EVAL_SEED, VAL_EVAL_SEED = 1, 2  # added to the run's seed: the windows it
 @torch.no_grad()
 def estimate_loss(model: MiniGPT, windows: Windows) -> float:
     """The mean cross-entropy (nats) of `model`, in eval mode, over the batches `windows`."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    losses = [model(x.to(device), y.to(device))[1].float().item() for x, y in windows]
-    model.train(was_training)
+    with eval_mode(model):
+        device = next(model.parameters()).device
+        losses = [model(x.to(device), y.to(device))[1].float().item() for x, y in windows]
     return sum(losses) / len(losses)
 
 
@@ -146,13 +146,16 @@ class Trainer:
         *,
         log_interval: int = 10,
         dist: DistContext | None = None,
-        task: Task | None = None,
+        period: int = 1,
+        scorer: "Callable[[Trainer], Any] | None" = None,
     ):
+        """`period`: splits and windows start at multiples of it (a task's line length, so that every
+        window starts at a line). `scorer(trainer)`: the caller's hook, called at each evaluation on
+        the main process; what it returns is the event's `score` (minigpt.lab.tasks.TaskScorer scores
+        a task on its held-out lines)."""
         self.cfg = cfg.validate(model.config)
-        self.task = task
-        self.period = task.line_length if task is not None else 1
-        if task is not None:
-            task.check_block(cfg.block_size)
+        self.period = period
+        self.scorer = scorer
         self.device = next(model.parameters()).device
         self.dist = dist or DistContext(device=self.device)
         self.model = model.train()  # the plain module: evaluation, saving and sampling use it
@@ -167,8 +170,6 @@ class Trainer:
         self.val_windows = eval_windows(self.val_data, cfg.batch_size, cfg.block_size, cfg.eval_iters,
                                         cfg.seed + VAL_EVAL_SEED, self.period)
         # kept after release(): what a page says about a finished run
-        self.unseen = unseen_validation_chars(text, cfg.val_fraction)
-        self.task_lines = min(len(self.val_data) // self.period, self.TASK_LINES) if task is not None else 0
         self.model_config, self.model_params, self.corpus_chars = model.config, model.num_params(), len(text)
         check_batch_fits(self.train_data, cfg.batch_size, cfg.block_size)
         self.optimizer = build_optimizer(model, cfg)
@@ -262,13 +263,6 @@ class Trainer:
                 self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         return train, val
 
-    TASK_LINES = 500  # held-out lines a task is scored on at each evaluation
-
-    def task_score(self) -> TaskScore:
-        """The task's accuracy on the held-out lines."""
-        val_lines = self.val_data[: self.task_lines * self.period].view(-1, self.period).to(self.device)
-        return accuracy(self.model, val_lines, self.task)
-
     def patience_ran_out(self) -> bool:
         """early_stop_patience evaluations in a row have not lowered the val loss."""
         patience = self.cfg.early_stop_patience
@@ -313,9 +307,8 @@ class Trainer:
                 if evaluating and self.dist.is_main:
                     t0 = time.perf_counter()
                     event.train_eval_loss, event.val_loss = self.evaluate()
-                    if self.task is not None:
-                        score = self.task_score()
-                        event.task_accuracy, event.task_solved = score.chars, score.lines
+                    if self.scorer is not None:
+                        event.score = self.scorer(self)
                     busy += time.perf_counter() - t0
                 self.elapsed += busy
                 event.elapsed = self.elapsed

@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from minigpt.runner import stop_all_runs
+from minigpt.serve.runner import stop_all_runs
 
 
 @pytest.fixture(autouse=True, scope="session")

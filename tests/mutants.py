@@ -28,16 +28,21 @@ REST = ["tests/cross/test_maths.py", "tests/minigpt", "tests/app", "tests/cross"
 SELECTION = ["-m", "not browser and not torchrun"]
 # app modules whose tests live with the page that shows them
 APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_links": "lesson_page",
-               "weights": "inside_page", "train_form": "train_page", "beliefs": "generate_page",
-               "prompts": "generate_page", "heatmaps": "attention_page", "corpora": "uploads", "choices": "home_page",
-               "charts": "compare", "glossary": "lesson_page", "advice": "advice", "navigation": "navigation"}
+               "one_weight": "inside_page", "train_form": "train_page", "training": "train_page",
+               "beliefs": "generate_page", "generation": "generate_page", "prompts": "generate_page",
+               "heatmaps": "attention_page", "timelapse": "attention_page", "knockouts": "experiments_page",
+               "scaling_view": "scaling_page", "lens": "model_page", "corpora": "uploads", "choices": "home_page",
+               "charts": "compare", "glossary": "lesson_page", "advice": "advice", "navigation": "navigation",
+               "site": "navigation", "url": "navigation", "fields": "train_page"}
 
 
 def mirror(path: str) -> list[str]:
     """The test files that mirror `path`, the ones a newcomer changing it would run first."""
-    folder, name = Path(path).parent.name, Path(path).stem
-    if folder == "minigpt":
-        candidates = [f"tests/minigpt/test_{name}.py"]
+    parts, folder, name = Path(path).parts, Path(path).parent.name, Path(path).stem
+    if parts[0] == "minigpt":  # minigpt/X.py -> tests/minigpt/test_X.py, minigpt/lab/X.py -> tests/minigpt/lab/test_X.py
+        inner = "/".join(parts[1:-1])
+        candidates = [f"tests/minigpt/{inner + '/' if inner else ''}test_{name}.py",
+                      f"tests/minigpt/{inner}/test_{inner}.py"]  # the figures' one file
     elif folder == "app":
         candidates = [f"tests/app/test_{APP_MIRRORS.get(name, name)}.py", f"tests/app/test_{name}.py"]
     elif folder == "pages":
@@ -67,12 +72,12 @@ MUTANTS = {
     "a page's val loss on the training split": ("minigpt/train.py", [(
         "    _, val = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)\n    return eval_windows(val,",
         "    val, _ = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)\n    return eval_windows(val,")]),
-    "a page's windows ignore a task's lines": ("app/models.py", [(
+    "a page's windows ignore a task's lines": ("app/loaded_model.py", [(
         "task.line_length if task is not None else 1)", "1)")]),
     "a page's windows on another seed than training's": ("minigpt/train.py", [(
         "cfg.eval_iters, cfg.seed + VAL_EVAL_SEED, period)", "cfg.eval_iters, cfg.seed, period)")]),
     "generate: the attention row over the last block_size, not what was read": ("app/beliefs.py", [(
-        "window = context[-step.context:]", "window = context[-lm.block_size:]")]),
+        "window = context[-step.context:]", "window = context[-loaded.block_size:]")]),
     "a step's context counted before the cache refills": ("minigpt/sample.py", [(
         "read = state.cache.length if use_cache else", "read = min(len(state.ids), block_size) if use_cache else")]),
     "lr set after optimizer.step()": ("minigpt/train.py", [(
@@ -84,7 +89,7 @@ MUTANTS = {
         "if step < cfg.warmup_steps:", "if step <= cfg.warmup_steps:")]),
     "warmup starts at 0 (step / W)": ("minigpt/train.py", [(
         "cfg.lr * (step + 1) / cfg.warmup_steps", "cfg.lr * step / cfg.warmup_steps")]),
-    "Attention page checkbox wired backwards": ("pages/3_Attention.py", [(
+    "Attention page checkbox wired backwards": ("pages/4_Attention.py", [(
         "scaled=False if unscaled else None", "scaled=None if unscaled else False")]),
     "no sqrt(d_model) embedding scale": ("minigpt/model.py", [(
         "self.token_embed(idx) * math.sqrt(self.config.d_model)", "self.token_embed(idx)")]),
@@ -132,19 +137,19 @@ MUTANTS = {
     "cosine decays to 0, not min_lr": ("minigpt/train.py", [(
         "return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)",
         "return 0.5 * (1.0 + math.cos(math.pi * progress)) * cfg.lr")]),
-    "evaluation with dropout on": ("minigpt/train.py", [(
-        "    was_training = model.training\n    model.eval()\n    device",
-        "    was_training = model.training\n    model.train()\n    device")]),
+    "evaluation with dropout on": ("minigpt/model.py", [(
+        "    was_training = model.training\n    model.eval()\n", "    was_training = model.training\n    model.train()\n")]),
     "targets not shifted": ("minigpt/data.py", [(
         "return windows[:, :-1], windows[:, 1:]", "return windows[:, :-1], windows[:, :-1]")]),
     "validation split is the head": ("minigpt/data.py", [(
         "return ids[:n_train], ids[n_train:]", "return ids[-n_train:], ids[:-n_train]")]),
-    "Scaling figure shows scaled as unscaled": ("minigpt/viz.py", [(
-        'y=table[f"{metric}_unscaled"], name=_("no scaling")', 'y=table[f"{metric}_scaled"], name=_("no scaling")')]),
-    "layer view shows the max over heads": ("minigpt/viz.py", [(
+    "Scaling figure shows scaled as unscaled": ("minigpt/viz/scaling.py", [(
+        '"y": table[f"{metric}_unscaled"].to_numpy(), "name": _("no scaling")',
+        '"y": table[f"{metric}_scaled"].to_numpy(), "name": _("no scaling")')]),
+    "layer view shows the max over heads": ("minigpt/viz/attention.py", [(
         "attention[l].mean(axis=0)", "attention[l].max(axis=0)")]),
-    "Generate page ignores the temperature": ("pages/2_Generate.py", [(
-        "temperature=temperature, top_k=", "temperature=0.8, top_k=")]),
+    "Generate page ignores the temperature": ("app/generation.py", [(
+        "temperature=s.temperature, top_k=", "temperature=0.8, top_k=")]),
     "loader skips the sha256 check": ("minigpt/checkpoint.py", [(
         "if _sha256(data) != sha256:", "if False:")]),
     "run folder loads the oldest checkpoint": ("minigpt/checkpoint.py", [(
@@ -152,132 +157,138 @@ MUTANTS = {
     # a learner's first hour
     "default corpus is the demo's paragraph": ("minigpt/data.py", [(
         'DEFAULT_CORPUS = "course-zh"', 'DEFAULT_CORPUS = "demo-zh"')]),
-    "B1 default prompt ends in a space": ("app/models.py", [(
+    "B1 default prompt ends in a space": ("app/loaded_model.py", [(
         'words[0][:8] + (" " if " " in model.tokenizer.stoi else "")', 'words[0][:8] + " "')]),
-    "B2 uploaded model takes texts from the current corpus": ("app/models.py", [
+    "B2 uploaded model takes texts from the current corpus": ("app/loaded_model.py", [
         ('probe = checkpoint.meta.get("probe_text")', "probe = None"),
         ('if corpus in BUILTIN_CORPORA else ""', "if corpus in BUILTIN_CORPORA else current_corpus().text")]),
     "B5 form not filled from the reattached run": ("app/train_form.py", [(
         "fill(*(run_configs or (", "fill(*(None or (")]),
-    "B7 top-key changes miscounted": ("minigpt/diagnosis.py", [(
+    "B7 top-key changes miscounted": ("minigpt/lab/diagnosis.py", [(
         "changed = scaled.argmax(axis=-1) != unscaled.argmax(axis=-1)",
         "changed = scaled.argmax(axis=-1) != scaled.argmax(axis=-1)")]),
-    "B9 old answer kept on a new request": ("pages/2_Generate.py", [(
-        "    st.session_state.pop(RESULT, None)\n", "")]),
-    "B10 no successor for a replaced run": ("minigpt/registry.py", [(
+    "B9 old answer kept on a new request": ("app/generation.py", [(
+        "    st.session_state.pop(GENERATION_KEY, None)\n", "")]),
+    "B10 no successor for a replaced run": ("minigpt/serve/registry.py", [(
         "self._successors[old.run_id] = entry.run_id", "pass")]),
-    "B11 top-k above the vocabulary not said": ("pages/2_Generate.py", [(
-        "if k >= lm.tokenizer.vocab_size:", "if False:")]),
+    "B11 top-k above the vocabulary not said": ("app/generation.py", [(
+        "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
     "B12 GBK refused": ("minigpt/data.py", [(
         'text, encoding = _gbk_or_refuse(raw, source, err.start), "GBK"',
         'raise CorpusError(f"{source} is not valid UTF-8 (byte {err.start}).") from None')]),
-    "B12 lr axis may go negative": ("minigpt/viz.py", [(
-        "range=[0, 1.05 * max_lr if max_lr > 0 else 1]", "range=None")]),
-    "B12 Start clickable with every slot taken": ("pages/1_Train.py", [(
-        'key="start", type="primary",\n    disabled=not settings_ok or slots_full,',
-        'key="start", type="primary",\n    disabled=not settings_ok,')]),
+    "B12 lr axis may go negative": ("minigpt/viz/training.py", [(
+        '"range": [0, 1.05 * max_lr if max_lr > 0 else 1]', '"range": None')]),
+    "B12 Start clickable with every slot taken": ("app/training.py", [(
+        'key="start", type="primary",\n        disabled=not settings_ok or slots_full,',
+        'key="start", type="primary",\n        disabled=not settings_ok,')]),
     "early stopping never stops": ("minigpt/train.py", [(
         "if evaluating and self.step < self.cfg.max_steps and self.patience_ran_out():", "if False:")]),
-    "overfitting never reported": ("minigpt/diagnosis.py", [(
+    "overfitting never reported": ("minigpt/lab/diagnosis.py", [(
         "if step > best[0] and val > best[2] + rise and train < best[1]:", "if False:")]),
-    "unseen validation characters checked against the whole text": ("minigpt/diagnosis.py", [(
+    "unseen validation characters checked against the whole text": ("minigpt/lab/diagnosis.py", [(
         "seen = set(text[:n_train])", "seen = set(text)")]),
-    "tokens/s is the last interval's": ("minigpt/runner.py", [(
+    "tokens/s is the last interval's": ("minigpt/serve/runner.py", [(
         "return statistics.median(speeds) if speeds else 0.0", "return speeds[-1] if speeds else 0.0")]),
-    "tokens/s: the upper of the two middle speeds": ("minigpt/runner.py", [(
+    "tokens/s: the upper of the two middle speeds": ("minigpt/serve/runner.py", [(
         "return statistics.median(speeds) if speeds else 0.0",
         "return sorted(speeds)[len(speeds) // 2] if speeds else 0.0")]),
     "a step in flight lands after pause()": ("minigpt/train.py", [(
         "                if gate is not None and not gate.is_running():\n"
         "                    continue  # paused or stopped during forward/backward: drop this step\n", "")]),
-    "a run closed mid-step is not closed (runner)": ("minigpt/runner.py", [(
+    "a run closed mid-step is not closed (runner)": ("minigpt/serve/runner.py", [(
         "            if self.is_alive():\n                self._release_on_exit = True\n                return\n",
         "            if self.is_alive():\n                self._state = \"stopped\"\n                return\n")]),
     "removed upload stays the corpus": ("app/uploads.py", [(
         "        forget_uploaded_corpus()\n", "        pass\n")]),
-    "B8 key labels on their side": ("minigpt/viz.py", [('"ticktext": ticks, "tickangle": 0,', '"ticktext": ticks, "tickangle": 90,')]),
-    "B8 long texts not paged": ("minigpt/viz.py", [("PAGE = 24  #", "PAGE = 1000  #")]),
-    "1 layers": ("app/models.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
+    "B8 key labels on their side": ("minigpt/viz/attention.py", [(
+        '"ticktext": ticks, "tickangle": 0,', '"ticktext": ticks, "tickangle": 90,')]),
+    "B8 long texts not paged": ("minigpt/viz/attention.py", [(
+        "POSITIONS_PER_HEATMAP = 24  #", "POSITIONS_PER_HEATMAP = 1000  #")]),
+    "1 layers": ("app/loaded_model.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
                                     'layers=_("{n} layers", n=c.num_layers)')]),
-    "scaling caption claims the demo's numbers at any settings": ("pages/4_Scaling.py", [(
+    "scaling caption claims the demo's numbers at any settings": ("app/scaling_view.py", [(
         "if demo_settings:", "if True:")]),
-    "a kept knock-out's numbers shown for another knock-out": ("pages/8_Experiments.py", [(
-        "    key = (identity, prompt, knockout)\n", "    key = (identity, prompt, knockout.empty)\n")]),
-    "two uploads of the same name and step taken for one model": ("pages/8_Experiments.py", [(
-        "identity = lm.identity\n", "identity = (lm.vocab_id, lm.detail, lm.steps)\n")]),
-    "the score-std chart left outside the scaling fragment, on the first settings": ("pages/4_Scaling.py", [(
+    "a kept knock-out's numbers shown for another knock-out": ("app/knockouts.py", [(
+        "    key = (loaded.identity, prompt, knockout)\n", "    key = (loaded.identity, prompt, knockout.empty)\n")]),
+    "two uploads of the same name and step taken for one model": ("app/knockouts.py", [(
+        "    key = (loaded.identity, prompt, knockout)\n",
+        "    key = ((loaded.vocab_id, loaded.detail, loaded.steps), prompt, knockout)\n")]),
+    "the score-std chart left outside the scaling fragment, on the first settings": ("pages/5_Scaling.py", [(
+        "\nscaling_view.experiment()\n",
+        "\nscaling_view.experiment()\nimport streamlit as st\nfrom app.i18n import _\nfrom minigpt.viz import "
+        "score_std_figure\nst.plotly_chart(score_std_figure(scaling_view.scaling_table(scaling_view.DEMO_D_KS, "
+        "scaling_view.DEMO_SEQ_LEN, scaling_view.DEMO_SEED, 1), tr=_), key='score_std_chart')\n")]),
+    "the score-std chart left outside the scaling fragment (view)": ("app/scaling_view.py", [(
         '        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())\n',
-        "        pass\n"), (
-        "\n\nexperiment()\n",
-        "\n\nexperiment()\nst.plotly_chart(score_std_figure(scaling_table(DEMO_D_KS, DEMO_SEQ_LEN, DEMO_SEED, 1), "
-        "tr=_), key='score_std_chart', config=charts.config())\n")]),
+        "        pass\n")]),
     # looking inside: each of these shows a learner a wrong number
-    "a row's mask lets the query see the future (inside)": ("minigpt/explain.py", [(
+    "a row's mask lets the query see the future (inside)": ("minigpt/lab/explain.py", [(
         "allowed = np.arange(len(ids)) <= query", "allowed = np.arange(len(ids)) >= 0")]),
-    "a row divides by d_k, not its root (inside)": ("minigpt/explain.py", [(
+    "a row divides by d_k, not its root (inside)": ("minigpt/lab/explain.py", [(
         "divisor = 1.0 / model.attention_scale(scale_attention)", "divisor = model.config.d_k")]),
-    "previous-character score reads the same key (inside)": ("minigpt/explain.py", [(
+    "previous-character score reads the same key (inside)": ("minigpt/lab/explain.py", [(
         "previous=float(w[t, t - 1].mean())", "previous=float(w[t, t].mean())")]),
-    "next-character bars ignore top-k (inside)": ("minigpt/explain.py", [(
+    "next-character bars ignore top-k (inside)": ("minigpt/lab/explain.py", [(
         "final = next_token_distribution(logits, temperature, top_k or None, top_p).numpy()",
         "final = next_token_distribution(logits, temperature, None, top_p).numpy()")]),
-    "logit lens skips the final LayerNorm (inside)": ("minigpt/explain.py", [(
+    "logit lens skips the final LayerNorm (inside)": ("minigpt/lab/explain.py", [(
         "model.lm_head(model.final_norm(x))[0]", "model.lm_head(x)[0]")]),
     # tasks whose answer is known: each of these scores a model wrongly, or trains it on broken lines
-    "reverse's right key one to the right (task)": ("minigpt/tasks.py", [(
+    "reverse's right key one to the right (task)": ("minigpt/lab/tasks.py", [(
         "return [[L - 1 - i] for i in range(L)]", "return [[L - i] for i in range(L)]")]),
-    "task windows start anywhere (task)": ("minigpt/train.py", [(
-        "self.period = task.line_length if task is not None else 1", "self.period = 1")]),
-    "accuracy reads the row after the answer's (task)": ("minigpt/tasks.py", [(
+    "task windows start anywhere (task)": ("minigpt/lab/tasks.py", [(
+        '{"period": task.line_length, "scorer": TaskScorer(task)}', '{"scorer": TaskScorer(task)}')]),
+    "accuracy reads the row after the answer's (task)": ("minigpt/lab/tasks.py", [(
         "guesses = logits[:, L: 2 * L].argmax(-1)", "guesses = logits[:, L + 1: 2 * L + 1].argmax(-1)")]),
-    "right-key score averages every row (task)": ("minigpt/tasks.py", [(
+    "right-key score averages every row (task)": ("minigpt/lab/tasks.py", [(
         "rows = mask.any(axis=1)\n", "rows = np.ones(T, dtype=bool)\n")]),
-    "loss floor forgets the next line's first letter (task)": ("minigpt/tasks.py", [(
+    "loss floor forgets the next line's first letter (task)": ("minigpt/lab/tasks.py", [(
         "if j % self.line_length < self.length)", "if 0 < j % self.line_length < self.length)")]),
     "time-lapse outlines nothing (task)": ("app/timelapse.py", [(
         'key="timelapse", expected=probe_line.mask if probe_line else None)', 'key="timelapse")')]),
     # knock-outs: each of these reports what a different part did
-    "a zeroed head zeroes W_O's rows, not its columns (knock-out)": ("minigpt/knockout.py", [(
+    "a zeroed head zeroes W_O's rows, not its columns (knock-out)": ("minigpt/lab/knockout.py", [(
         "W_O.weight[:, head * d_k : (head + 1) * d_k] = 0", "W_O.weight[head * d_k : (head + 1) * d_k, :] = 0")]),
     "the window lets one key too many through (knock-out)": ("minigpt/model.py", [(
         "[None, :] > q_pos - window", "[None, :] >= q_pos - window")]),
-    "the shuffled head stays tied (knock-out)": ("minigpt/knockout.py", [(
+    "the shuffled head stays tied (knock-out)": ("minigpt/lab/knockout.py", [(
         "twin.lm_head.weight = torch.nn.Parameter(embedding[order.to(embedding.device)].clone())  # untied",
         "twin.token_embed.weight.data = embedding[order.to(embedding.device)].clone()")]),
-    "knock-outs change the shared model (knock-out)": ("minigpt/knockout.py", [(
+    "knock-outs change the shared model (knock-out)": ("minigpt/lab/knockout.py", [(
         "twin = copy.deepcopy(model).eval()  # deepcopy", "twin = model.eval()  # deepcopy")]),
     # the lesson: each of these teaches a wrong number, or lets a wrong answer or a wrong step through
-    "the loss table reads the character at the same position, not the next (lesson)": ("minigpt/explain.py", [(
+    "the loss table reads the character at the same position, not the next (lesson)": ("minigpt/lab/explain.py", [(
         "torch.tensor(ids[1:])]).cpu()", "torch.tensor(ids[:-1])]).cpu()")]),
-    "the embedding length left unscaled (lesson)": ("minigpt/explain.py", [(
+    "the embedding length left unscaled (lesson)": ("minigpt/lab/explain.py", [(
         '"scaled": length * model.config.d_model ** 0.5}', '"scaled": length * model.config.d_model}')]),
-    "the learning-rate chart one step late (lesson)": ("minigpt/viz.py", [(
-        "y=[lr_at(int(s), cfg) for s in steps]", "y=[lr_at(max(int(s) - 1, 0), cfg) for s in steps]")]),
+    "the learning-rate chart one step late (lesson)": ("minigpt/train.py", [(
+        "return [lr_at(step, cfg) for step in range(cfg.max_steps)]",
+        "return [lr_at(max(step - 1, 0), cfg) for step in range(cfg.max_steps)]")]),
     "any answer is right (lesson)": ("app/lesson.py", [(
         "if options.index(answer) == step.answer:", "if answer in options:")]),
     "Next skips a step (lesson)": ("app/lesson_links.py", [(
         "on_click=go, args=(n + 1,),", "on_click=go, args=(n + 2,),")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
-    "a note shown without the catalogs (L10n)": ("pages/2_Generate.py", [(
+    "a note shown without the catalogs (L10n)": ("app/generation.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),
     "sidebar links untranslated (L10n)": ("app/navigation.py", [(
-        "st.page_link(page, label=_(label)", "st.page_link(page, label=label")]),
+        "st.page_link(linked.script, label=_(linked.label)", "st.page_link(linked.script, label=linked.label")]),
     "upload refusal in English (L10n)": ("app/uploads.py", [(
         "    message = error_text(err)\n", "    message = str(err)\n")]),
-    "figure axes untranslated (L10n)": ("pages/1_Train.py", [(
+    "figure axes untranslated (L10n)": ("app/training.py", [(
         "overfit=over, floor=floor, tr=_)", "overfit=over, floor=floor)")]),
     "numbers ignore the language (L10n)": ("app/i18n.py", [(
         'return text.translate(str.maketrans({".": decimal, ",": group}))', "return text")]),
     "?lang= ignored (L10n)": ("app/i18n.py", [(
-        'from_code(st.query_params.get("lang")) or ', "")]),
+        "from_code(st.query_params.get(url.LANG)) or ", "")]),
     "switch forgets the language across pages (L10n)": ("app/i18n.py", [(
-        "    st.session_state[LANG] = st.session_state[LANG_WIDGET]\n", "")]),
+        "    st.session_state[LANG_KEY] = st.session_state[LANG_WIDGET_KEY]\n", "")]),
     "look-alike punctuation dropped, not swapped (L10n)": ("minigpt/tokenizer.py", [(
         "            elif twin in self.stoi:\n                kept.append(twin)\n", "")]),
     "unknown characters not marked in place (L10n)": ("app/prompts.py", [(
         "    box.markdown(highlighted(text, set(unknown)))\n", "")]),
     # the issue-24 audit's survivors: each now has a test against an independent reference
-    "watchers keep an abandoned run alive (registry)": ("minigpt/registry.py", [(
+    "watchers keep an abandoned run alive (registry)": ("minigpt/serve/registry.py", [(
         "if entry is not None and entry.is_owner(key):\n                entry.last_seen",
         "if entry is not None:\n                entry.last_seen")]),
     "a save renamed into place before its files are on disk (checkpoint)": ("minigpt/checkpoint.py", [(
@@ -288,39 +299,39 @@ MUTANTS = {
         "    if total > MAX_TOTAL_UNCOMPRESSED:", "    if False:")]),
     "the mask step's row sums taken down the columns (lesson)": ("app/lesson.py", [(
         "sums = attention[0, 0].sum(axis=-1)", "sums = attention[0, 0].sum(axis=0)")]),
-    "the one-weight view scales an unscaled model's row (inside)": ("minigpt/explain.py", [(
+    "the one-weight view scales an unscaled model's row (inside)": ("minigpt/lab/explain.py", [(
         "divisor = 1.0 / model.attention_scale(scale_attention)",
         "divisor = 1.0 / model.attention_scale(scale_attention is not False)")]),
     # the √d_k race, in the library
-    "race: the score gradient without the softmax's Jacobian": ("minigpt/race.py", [(
+    "race: the score gradient without the softmax's Jacobian": ("minigpt/lab/scaling_race.py", [(
         "ds = w * (g - (w * g).sum(-1, keepdim=True))", "ds = w * g")]),
-    "race: the Jacobian's norm with one cubic term": ("minigpt/race.py", [(
+    "race: the Jacobian's norm with one cubic term": ("minigpt/lab/scaling_race.py", [(
         "(squares - 2 * (w ** 3).sum(-1) + squares ** 2)", "(squares - (w ** 3).sum(-1) + squares ** 2)")]),
-    "race: both models scaled": ("minigpt/race.py", [(
+    "race: both models scaled": ("minigpt/lab/scaling_race.py", [(
         "build_model(replace(config, scale_attention=scaled)", "build_model(replace(config, scale_attention=True)")]),
     # (summing over the queries instead of the keys is no bug: both means divide one total by B·H·T)
-    "race: entropy averaged over the keys, not summed": ("minigpt/race.py", [(
+    "race: entropy averaged over the keys, not summed": ("minigpt/lab/scaling_race.py", [(
         "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).sum(-1).mean().item())",
         "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).mean(-1).mean().item())")]),
     # the √d_k race, on the Experiments page
-    "race page: the verdict names the layer where scaling mattered least": ("app/race.py", [(
+    "race page: the verdict names the layer where scaling mattered least": ("app/scaling_race.py", [(
         "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmax())",
         "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmin())")]),
-    "race page: two heads, so d_k is half the label's": ("app/race.py", [(
+    "race page: two heads, so d_k is half the label's": ("app/scaling_race.py", [(
         "d_model=d_k, num_heads=1,", "d_model=d_k, num_heads=2,")]),
-    "race page: trains outside the server's cap": ("app/race.py", [(
+    "race page: trains outside the server's cap": ("app/scaling_race.py", [(
         "with registry().slot(), st.spinner(", "with st.spinner(")]),
-    "race page: the verdict's ratio upside down": ("app/race.py", [(
+    "race page: the verdict's ratio upside down": ("app/scaling_race.py", [(
         "ratio = float(scaled.jacobian[layer] / max(unscaled.jacobian[layer], 1e-12))",
         "ratio = float(unscaled.jacobian[layer] / max(scaled.jacobian[layer], 1e-12))")]),
     # runs kept for comparison, in the library
-    "comparison: two runs of one name share a column": ("minigpt/comparison.py", [(
+    "comparison: two runs of one name share a column": ("minigpt/lab/run_records.py", [(
         'out.append(r.name if seen[r.name] == 1 else f"{r.name} ({seen[r.name]})")', "out.append(r.name)")]),
-    "comparison: every setting listed as differing": ("minigpt/comparison.py", [(
+    "comparison: every setting listed as differing": ("minigpt/lab/run_records.py", [(
         "if len({repr(v) for v in values}) > 1}", "if len({repr(v) for v in values}) >= 1}")]),
-    "comparison: the shelf lets the newest go": ("minigpt/comparison.py", [(
+    "comparison: the shelf lets the newest go": ("minigpt/lab/run_records.py", [(
         "self._records.popitem(last=False)", "self._records.popitem(last=True)")]),
-    "comparison: best val loss is the last one": ("minigpt/comparison.py", [(
+    "comparison: best val loss is the last one": ("minigpt/lab/run_records.py", [(
         '"best_val": [min(r.val_loss) if r.val_loss', '"best_val": [r.val_loss[-1] if r.val_loss')]),
     # runs kept for comparison, on the pages
     "compare page: the newest kept run let go to make room": ("app/compare.py", [(
@@ -333,11 +344,11 @@ MUTANTS = {
     "compare page: a link's missing runs not said": ("app/compare.py", [(
         "        if len(found) < len(linked):", "        if False:")]),
     # the run registry
-    "registry: the cap lets one run too many train": ("minigpt/registry.py", [(
+    "registry: the cap lets one run too many train": ("minigpt/serve/registry.py", [(
         "            if busy >= self.max_runs:", "            if busy > self.max_runs:")]),
-    "registry: anyone may replace a run": ("minigpt/registry.py", [(
+    "registry: anyone may replace a run": ("minigpt/serve/registry.py", [(
         "            if old is not None and not old.is_owner(replace[1]):\n                old = None\n", "")]),
-    "registry: trimming drops a run that trains": ("minigpt/registry.py", [(
+    "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(
         "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
         "idle = sorted(self._entries.values(), key=lambda e: e.last_seen)")]),
     # zips
@@ -355,16 +366,30 @@ MUTANTS = {
     "the mask step counts the diagonal as above it (lesson)": ("app/lesson.py", [(
         "above = float(np.triu(attention[0, 0], k=1).sum())", "above = float(np.triu(attention[0, 0], k=0).sum())")]),
     # the one-weight view
-    "one weight: the checkbox wired backwards (inside)": ("app/weights.py", [(
+    "one weight: the checkbox wired backwards (inside)": ("app/one_weight.py", [(
         "scale_attention=False if unscaled else None)", "scale_attention=None if unscaled else False)")]),
-    "one weight: the caption's divisor is always √d_k (inside)": ("app/weights.py", [(
+    "one weight: the caption's divisor is always √d_k (inside)": ("app/one_weight.py", [(
         "key=labels[top], divisor=row.divisor,", "key=labels[top], divisor=config.d_k ** 0.5,")]),
-    "one weight: the view's key is the least attended (inside)": ("app/weights.py", [(
+    "one weight: the view's key is the least attended (inside)": ("app/one_weight.py", [(
         "top = int(row.weights.argmax())", "top = int(row.weights.argmin())")]),
     # the localisation
     "a nested error's own words left untranslated (L10n)": ("app/i18n.py", [(
         "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),
-
+    # the core and its instruments apart: each hook a caller hands the core, broken
+    "the trainer never calls its scorer (train)": ("minigpt/train.py", [(
+        "event.score = self.scorer(self)", "event.score = None")]),
+    "a task scored on its training lines (task)": ("minigpt/lab/tasks.py", [(
+        "lines = trainer.val_data[: count * period]", "lines = trainer.train_data[: count * period]")]),
+    "eval_mode leaves a training model in eval mode (model)": ("minigpt/model.py", [(
+        "    finally:\n        model.train(was_training)", "    finally:\n        pass")]),
+    "a registered corpus forgets its period (data)": ("minigpt/data.py", [(
+        "BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description, period)",
+        "BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description)")]),
+    "the comparison's address hook never runs (navigation)": ("app/navigation.py", [(
+        "    for hook in _every_page:\n        hook()\n", "")]),
+    "a page's address without its number's prefix stripped (site)": ("app/site.py", [(
+        'return "" if self.script == HOME.script else name.split("_", 1)[1]',
+        'return "" if self.script == HOME.script else name')]),
 }
 
 

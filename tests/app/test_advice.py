@@ -5,7 +5,7 @@
 
 def test_overfitting_advice_offers_only_what_the_learner_has_not_tried():
     from app import advice
-    from minigpt import Overfitting
+    from minigpt.lab.diagnosis import Overfitting
 
     over = Overfitting(best_step=200, best_val=4.1, step=600, val=4.6, train_at_best=3.0, train=1.2)
     demo = advice.overfitting_warning(over, 448, early_stopping=False)

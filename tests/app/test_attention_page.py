@@ -1,4 +1,4 @@
-"""pages/3_Attention.py: the heatmaps against the forward pass by hand, the unscaled view and its
+"""pages/4_Attention.py: the heatmaps against the forward pass by hand, the unscaled view and its
 caption, paging a long text, unknown characters, a task model's right keys, and the time-lapse.
 
     pytest tests/app/test_attention_page.py
@@ -15,12 +15,14 @@ from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
 from helpers.waiting import wait_until
-from minigpt import DEFAULT_CORPUS, DEMO_SENTENCE, load_corpus, load_pretrained
+from minigpt import DEFAULT_CORPUS, load_corpus, load_pretrained
+from minigpt.data import DEMO_SENTENCE
+from app.site import ATTENTION
 
 
 def test_the_unscaled_caption_counts_the_rows_whose_top_key_changed():
     checkpoint = load_pretrained(DEFAULT_CORPUS)
-    at = page(home(), "pages/3_Attention.py")
+    at = page(home(), ATTENTION.script)
     at.checkbox(key="attention_unscaled").check().run()
     text = at.text_input[0].value
     ids = checkpoint.tokenizer.encode(text)
@@ -35,7 +37,7 @@ def test_the_unscaled_caption_counts_the_rows_whose_top_key_changed():
 
 
 def test_a_long_text_is_paged_and_every_position_keeps_its_label():
-    at = page(home(), "pages/3_Attention.py")
+    at = page(home(), ATTENTION.script)
     text = load_corpus(DEFAULT_CORPUS).replace("\n", "")[200:230]  # 30 characters, inside the trained 32
     at.text_input[0].set_value(text).run()
     pages = at.select_slider(key=f"attention_page:{len(text)}")
@@ -54,7 +56,7 @@ def test_a_long_text_is_paged_and_every_position_keeps_its_label():
 def test_the_attention_page_scores_a_task_model(lang):
     at = home(lang)
     at.selectbox(key="corpus").set_value("task-reverse").run()
-    at = page(at, "pages/3_Attention.py")
+    at = page(at, ATTENTION.script)
     assert not at.exception and not at.error
     note = next(m.value for m in at.markdown if ("**reverse** task" if lang == "en" else "**反转**任务") in m.value)
     checkpoint = load_pretrained("task-reverse")
@@ -79,7 +81,7 @@ def test_the_attention_page_scores_a_task_model(lang):
                          ids=["layers", "heads", "grid"])
 def test_attention_view_holds_one_heatmap_per_panel(view, panels):
     config = load_pretrained(DEFAULT_CORPUS).model.config
-    at = page(home(), "pages/3_Attention.py")
+    at = page(home(), ATTENTION.script)
     at.radio(key="attention_view").set_value(view).run()
     heatmaps = [t for i in range(len(at.get("plotly_chart"))) for t in plotly_spec(at, i)["data"]]
     assert len(heatmaps) == panels(config) and all(t["type"] == "heatmap" for t in heatmaps)
@@ -88,7 +90,7 @@ def test_attention_view_holds_one_heatmap_per_panel(view, panels):
 
 
 def test_attention_names_unknown_characters():
-    at = page(home(), "pages/3_Attention.py")
+    at = page(home(), ATTENTION.script)
     at.text_input[0].set_value("深度 Zebra").run()
     assert any("'Z'" in w.value for w in at.warning)
     assert not at.get("plotly_chart")
@@ -103,7 +105,7 @@ def test_attention_page_default_figure_is_the_hand_computed_attention_and_the_ch
     """Each layer's panel is the mean over heads of softmax(QK^T/sqrt(d_k)), masked; ticking
     "Without 1/sqrt(d_k)" shows softmax(QK^T) instead, both computed here by hand."""
     model = load_pretrained(DEFAULT_CORPUS).model
-    at = page(home(), "pages/3_Attention.py")
+    at = page(home(), ATTENTION.script)
     text = at.text_input[0].value
     assert text == DEMO_SENTENCE
     ids = load_pretrained(DEFAULT_CORPUS).tokenizer.encode(text)
@@ -126,7 +128,7 @@ def test_the_time_lapse_replays_the_run_evaluations():
     at = start_tiny_run(eval_interval=5)
     entry = runs.registry().get(own_run(at)[0])
     wait_until(lambda: len(entry.run.snapshot().evals) >= 2, "two evaluations")
-    page(at, "pages/3_Attention.py")
+    page(at, ATTENTION.script)
     steps = at.select_slider(key="timelapse_step").options
     assert len(steps) >= 2
     at.select_slider(key="timelapse_step").set_value(steps[0]).run()
@@ -141,7 +143,7 @@ def test_play_shows_every_evaluation_of_the_time_lapse_in_order_then_stops():
     entry = wait_finished(at)
     steps = [r.step for r in entry.run.snapshot().evals]
     assert steps == [0, 5, 10, 15, 20]
-    page(at, "pages/3_Attention.py")
+    page(at, ATTENTION.script)
     at.button(key="timelapse_play").click().run()
     shown = []
     for _tick in range(len(steps) + 2):

@@ -9,6 +9,7 @@ import pytest
 
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_finished
 from helpers.language import assert_chinese
+from app.site import EXPERIMENTS, TRAIN
 
 
 def finished(at, steps: int):
@@ -29,15 +30,15 @@ def kept_run(at, steps: int, name: str):
 @pytest.mark.trains
 def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_link_for_others():
     at = kept_run(start_tiny_run(max_steps=40), 40, "slow")
-    at = page(at, "pages/8_Experiments.py")
+    at = page(at, EXPERIMENTS.script)
     at.button(key="duplicate_run").click().run()  # the form filled with that run's settings, and on to Train
     assert not at.exception and at.session_state["max_steps"] == 40
-    at = page(at, "pages/1_Train.py")
+    at = page(at, TRAIN.script)
     assert at.number_input(key="max_steps").value == 40
     at.select_slider(key="lr").set_value(3e-2).run()
     at.button(key="start").click().run()
     at = kept_run(at, 40, "fast")
-    at = page(at, "pages/8_Experiments.py")
+    at = page(at, EXPERIMENTS.script)
     assert not at.exception
     curves = plotly_spec(at, len(at.get("plotly_chart")) - 1)
     names = [t["name"] for t in curves["data"]]
@@ -50,8 +51,8 @@ def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_
     link = at.code[-1].value
     ids = link.split("compare=")[1].split("&")[0]
     other = home()  # another session: nothing of this one's, until it opens the link
-    assert not page(other, "pages/8_Experiments.py").dataframe
-    shared = page(home(compare=ids), "pages/8_Experiments.py")
+    assert not page(other, EXPERIMENTS.script).dataframe
+    shared = page(home(compare=ids), EXPERIMENTS.script)
     assert list(shared.dataframe[1].value["run"]) == ["slow", "fast"]
     assert shared.query_params["compare"] in (ids, [ids])  # kept in its address: a refresh brings them back
     assert at.query_params["compare"] in (ids, [ids])
@@ -62,13 +63,13 @@ def test_the_run_start_replaces_is_kept_and_the_current_one_is_compared_as_it_is
     at = finished(start_tiny_run(max_steps=30), 30)
     at.select_slider(key="lr").set_value(3e-2).run()
     at.button(key="start").click().run()  # replaces the first run: it is kept on its own, as "run 1"
-    at = page(at, "pages/8_Experiments.py")
+    at = page(at, EXPERIMENTS.script)
     assert not at.exception
     live = plotly_spec(at, len(at.get("plotly_chart")) - 1)
     first_names = [t["name"] for t in live["data"]]
     assert first_names[:2] == ["run 1 · val loss", "run 1 · train loss"]
     assert first_names[2].startswith("this run"), first_names  # the current run, "training" while it trains
-    at = page(finished(page(at, "pages/1_Train.py"), 30), "pages/8_Experiments.py")
+    at = page(finished(page(at, TRAIN.script), 30), EXPERIMENTS.script)
     settings, results = (d.value for d in at.dataframe)
     assert list(results["run"]) == ["run 1", "this run"] and list(results["steps"]) == [30, 30]  # as it is now
     assert list(settings.loc["Learning rate"]) == ["0.003", "0.03"]
@@ -78,26 +79,26 @@ def test_the_run_start_replaces_is_kept_and_the_current_one_is_compared_as_it_is
     at.button(key="rename_run").click().run()
     assert list(at.dataframe[1].value["run"]) == ["slow", "this run"]
     shared = page(home(compare=at.query_params["compare"][0] if isinstance(at.query_params["compare"], list)
-                       else at.query_params["compare"]), "pages/8_Experiments.py")
+                       else at.query_params["compare"]), EXPERIMENTS.script)
     assert list(shared.dataframe[0].value["run"]) == ["slow"]  # renamed for the link too (one run: no settings table)
     assert "rename_source" not in [s.key for s in shared.selectbox]  # a run from a link is its owner's to name
 
-    at = page(at, "pages/1_Train.py")
+    at = page(at, TRAIN.script)
     at.text_input(key="keep_name").set_value("fast").run()
     at.button(key="keep_run").click().run()
     at.button(key="start").click().run()  # kept as it is already: not kept a second time
-    at = page(at, "pages/8_Experiments.py")
+    at = page(at, EXPERIMENTS.script)
     options = at.multiselect(key="compare_chosen").options  # as the learner reads them
     assert options[:2] == ["slow", "fast"] and len(options) == 3 and options[2].startswith("this run")
 
 
 def test_a_link_to_runs_the_server_let_go_says_so():
-    at = page(home(compare="AAAAAAAAAAAA,bad id!"), "pages/8_Experiments.py")
+    at = page(home(compare="AAAAAAAAAAAA,bad id!"), EXPERIMENTS.script)
     assert not at.exception and any("no longer on this server" in w.value for w in at.warning)
 
 
 @pytest.mark.trains
 def test_the_comparison_in_chinese():
     at = kept_run(start_tiny_run("zh", max_steps=30), 30, "第一")
-    at = page(at, "pages/8_Experiments.py")
+    at = page(at, EXPERIMENTS.script)
     assert_chinese(at, "Experiments, comparing a kept run")

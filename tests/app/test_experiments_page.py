@@ -14,7 +14,10 @@ from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_finish
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
-from minigpt import DEMO_SENTENCE, load_corpus, load_pretrained, task_for_corpus, validation_windows
+from minigpt import load_corpus, load_pretrained, validation_windows
+from minigpt.data import DEMO_SENTENCE
+from minigpt.lab.tasks import task_for_corpus
+from app.site import ATTENTION, EXPERIMENTS
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +28,7 @@ def shipped():
 
 def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sessions_never_see(shipped):
     model, ids = shipped
-    at = page(home(), "pages/8_Experiments.py")
+    at = page(home(), EXPERIMENTS.script)
     assert not at.exception
     base = float(at.metric[0].value)
     assert len(at.metric) == 1 and len(at.code) == 1 and any("Nothing is knocked out" in i.value for i in at.info)
@@ -45,16 +48,16 @@ def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sess
     # the model every other page and session uses is as it was
     fresh = load_pretrained("course-zh").model
     assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in model.state_dict().items())
-    attention = page(at, "pages/3_Attention.py")
+    attention = page(at, ATTENTION.script)
     assert not attention.exception
-    other = page(home(), "pages/8_Experiments.py")
+    other = page(home(), EXPERIMENTS.script)
     assert len(other.metric) == 1 and other.metric[0].value == f"{base:.3f}"  # nothing knocked out there
 
 
 def test_a_knockout_measured_again_shows_its_own_numbers_not_another_ones():
     """The page keeps each knock-out's loss and sample for the session: turning one off and on again
     shows its numbers again, and another knock-out never shows the kept ones."""
-    at = page(home(), "pages/8_Experiments.py")
+    at = page(home(), EXPERIMENTS.script)
     base = at.metric[0].value
     window = at.slider[0]
     shown = {}
@@ -93,7 +96,7 @@ def test_two_uploads_of_the_same_name_and_step_keep_their_own_knockout_numbers()
         page(at, "streamlit_app.py").file_uploader(key=uploads.CHECKPOINT_UPLOAD) \
             .set_value(("mine.zip", data, "application/zip")).run()
         assert not at.error
-        page(at, "pages/8_Experiments.py").checkbox(key="knockout_positions").check().run()
+        page(at, EXPERIMENTS.script).checkbox(key="knockout_positions").check().run()
         assert not at.exception
         shown.append((at.metric[0].value, at.metric[1].value))
         at.checkbox(key="knockout_positions").uncheck().run()
@@ -101,7 +104,7 @@ def test_two_uploads_of_the_same_name_and_step_keep_their_own_knockout_numbers()
 
 
 def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_head():
-    at = page(home(), "pages/8_Experiments.py")
+    at = page(home(), EXPERIMENTS.script)
     at.button(key="measure_heads").click().run()
     assert not at.exception
     figure = plotly_spec(at, len(at.get("plotly_chart")) - 1)
@@ -112,7 +115,7 @@ def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_he
 
 
 def test_the_experiments_page_in_chinese_after_a_knockout_and_the_importance_grid():
-    at = page(home("zh"), "pages/8_Experiments.py")
+    at = page(home("zh"), EXPERIMENTS.script)
     at.multiselect[0].set_value([(0, 0)]).run()
     at.checkbox(key="knockout_shuffled").check().run()
     at.button(key="measure_heads").click().run()
@@ -127,7 +130,7 @@ def test_a_task_model_is_measured_on_the_windows_its_training_measured(corpus):
     checkpoint = load_pretrained(corpus)
     at = home()
     at.selectbox(key=choices.CORPUS).set_value(corpus).run()
-    at = page(at, "pages/8_Experiments.py")
+    at = page(at, EXPERIMENTS.script)
     assert not at.exception
     assert at.metric[0].value == f"{checkpoint.meta['val_loss']:.3f}"  # recorded when it was trained
     at.button(key="measure_heads").click().run()
@@ -153,5 +156,5 @@ def test_a_finished_run_shows_one_val_loss_on_train_and_experiments():
     entry = wait_finished(at)
     at.run()
     trained = {m.label: m.value for m in at.metric}["Val loss (nats)"]
-    page(at, "pages/8_Experiments.py")
+    page(at, EXPERIMENTS.script)
     assert at.metric[0].value == trained == f"{entry.run.snapshot().evals[-1].val_loss:.3f}"

@@ -1,4 +1,4 @@
-"""pages/2_Generate.py: greedy text against the forward pass by hand, the next-character bars,
+"""pages/3_Generate.py: greedy text against the forward pass by hand, the next-character bars,
 prompts (default, empty, unknown characters, demo seeds), top-k beyond the vocabulary, and a new
 request never showing the last answer.
 
@@ -12,8 +12,11 @@ import pytest
 from helpers.apptest import POEM, home, page, plotly_spec, unescaped, upload_and_train
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
-from minigpt import CharTokenizer, DEFAULT_CORPUS, DEMO_SENTENCE, load_pretrained
-from minigpt.explain import beliefs, next_logits
+from minigpt import DEFAULT_CORPUS, CharTokenizer, load_pretrained
+from minigpt.data import DEMO_SENTENCE
+from minigpt.lab.explain import beliefs, next_logits
+from app.generation import STREAM_DELAY_KEY
+from app.site import GENERATE
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +27,7 @@ def shipped():
 
 def test_the_generate_bars_follow_temperature_and_top_k_without_generating(shipped):
     model, _ids = shipped
-    at = page(home(), "pages/2_Generate.py")
+    at = page(home(), GENERATE.script)
     prompt = at.text_input[0].value
     tokenizer = load_pretrained("course-zh").tokenizer
     logits = next_logits(model, tokenizer.encode(prompt), 32)
@@ -45,17 +48,17 @@ def test_the_generate_bars_follow_temperature_and_top_k_without_generating(shipp
 def test_the_default_prompt_of_a_model_without_spaces_uses_only_its_characters():
     at = upload_and_train(POEM, d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16, block_size=8,
                            max_steps=60, eval_interval=30, batch_size=8)
-    page(at, "pages/2_Generate.py")
+    page(at, GENERATE.script)
     prompt = at.text_input[0].value
     assert prompt and " " not in prompt and not CharTokenizer.from_text(POEM).unknown_chars(prompt)
-    at.session_state["stream_delay"] = 0
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.button(key="generate").click().run()
     assert not at.warning and not at.error and at.session_state["generation"]["text"].startswith(prompt)
 
 
 def test_a_new_request_never_shows_the_previous_answer():
-    at = page(home(), "pages/2_Generate.py")
-    at.session_state["stream_delay"] = 0
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.button(key="generate").click().run()
     assert at.code  # an answer
     at.text_input[0].set_value("注意Zebra")
@@ -64,8 +67,8 @@ def test_a_new_request_never_shows_the_previous_answer():
 
 
 def test_top_k_above_the_vocabulary_is_clamped_and_said_and_zero_tokens_is_refused():
-    at = page(home(), "pages/2_Generate.py")
-    at.session_state["stream_delay"] = 0
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.number_input(key="top_k").set_value(999)
     at.number_input(key="max_new_tokens").set_value(5).run()
     at.button(key="generate").click().run()
@@ -78,8 +81,8 @@ def test_top_k_above_the_vocabulary_is_clamped_and_said_and_zero_tokens_is_refus
 
 
 def test_generate_with_temperature_zero_is_deterministic():
-    at = page(home(), "pages/2_Generate.py")
-    at.session_state["stream_delay"] = 0
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.slider(key="temperature").set_value(0.0)
     at.number_input(key="max_new_tokens").set_value(40).run()
     texts = []
@@ -95,13 +98,13 @@ def test_generate_with_temperature_zero_is_deterministic():
 
 
 def test_a_demo_seed_button_sets_the_prompt():
-    at = page(home(), "pages/2_Generate.py")
+    at = page(home(), GENERATE.script)
     at.button(key="seed:计算").click().run()
     assert at.text_input[0].value == "计算"
 
 
 def test_unknown_prompt_characters_are_named_and_nothing_is_generated():
-    at = page(home(), "pages/2_Generate.py")
+    at = page(home(), GENERATE.script)
     at.text_input[0].set_value("深度Zebra")  # the prompt sits in a form: typed, then submitted
     at.button(key="generate").click().run()
     assert any("'Z'" in w.value and "'e'" not in w.value for w in at.warning)  # only what it lacks
@@ -110,8 +113,8 @@ def test_unknown_prompt_characters_are_named_and_nothing_is_generated():
 
 def test_generate_at_temperature_zero_writes_the_hand_computed_greedy_continuation():
     checkpoint = load_pretrained(DEFAULT_CORPUS)
-    at = page(home(), "pages/2_Generate.py")
-    at.session_state["stream_delay"] = 0
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.slider(key="temperature").set_value(0.0)
     at.number_input(key="max_new_tokens").set_value(12).run()
     at.button(key="generate").click().run()
@@ -123,8 +126,8 @@ def test_generate_at_temperature_zero_writes_the_hand_computed_greedy_continuati
 
 
 def test_an_empty_prompt_starts_from_a_newline_and_says_so():
-    at = page(home(), "pages/2_Generate.py")
-    at.session_state["stream_delay"] = 0
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.number_input(key="max_new_tokens").set_value(5).run()
     at.text_input[0].set_value("")
     at.button(key="generate").click().run()
@@ -139,8 +142,8 @@ def test_a_generated_characters_attention_is_over_exactly_what_the_model_read_pa
     window the model read, and equals the hand-written forward pass's on it."""
     checkpoint = load_pretrained(DEFAULT_CORPUS)
     block = checkpoint.block_size  # 32: a full context keeps its last 24 and grows again
-    at = page(home(), "pages/2_Generate.py")
-    at.session_state["stream_delay"] = 0
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
     at.slider(key="temperature").set_value(0.9)
     at.number_input(key="gen_seed").set_value(4242)
     at.number_input(key="max_new_tokens").set_value(60).run()

@@ -5,17 +5,18 @@
 from app import choices
 from helpers.apptest import home, page
 from minigpt import DEFAULT_CORPUS, load_pretrained
+from app.site import ATTENTION, GENERATE
 
 
 def test_the_english_corpus_brings_its_own_shipped_model_prompt_and_text():
     at = home()
     at.selectbox(key=choices.CORPUS).set_value("pydoc-en").run()
     assert {m.label: m.value for m in at.metric}["Corpus"] == "pydoc-en"
-    page(at, "pages/2_Generate.py")
+    page(at, GENERATE.script)
     assert not at.exception
     assert not [b for b in at.button if b.key.startswith("seed:")]  # the demo's seeds are Chinese
     assert at.text_input[0].value == "The "
-    page(at, "pages/3_Attention.py")
+    page(at, ATTENTION.script)
     assert not at.exception and not at.warning
     assert at.text_input[0].value.startswith("The")
 

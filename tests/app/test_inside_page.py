@@ -1,4 +1,4 @@
-"""pages/5_Inside.py: the one-weight view shows the heatmap's row for the chosen query.
+"""pages/6_Inside.py: the one-weight view shows the heatmap's row for the chosen query.
 
     pytest tests/app/test_inside_page.py
 """
@@ -13,7 +13,9 @@ from helpers.apptest import home, page, plotly_spec
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from helpers.tiny import tiny_lm
-from minigpt import DEMO_SENTENCE, checkpoint_zip, load_pretrained
+from minigpt import checkpoint_zip, load_pretrained
+from minigpt.data import DEMO_SENTENCE
+from app.site import INSIDE
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +26,7 @@ def shipped():
 
 def test_the_inside_page_shows_the_row_of_the_heatmap_for_the_chosen_query(shipped):
     model, ids = shipped
-    at = page(home(), "pages/5_Inside.py")
+    at = page(home(), INSIDE.script)
     at.text_input[0].set_value(DEMO_SENTENCE).run()
     at.selectbox(key=f"inside_layer:{model.config.num_layers}").set_value(1)
     at.selectbox(key=f"inside_head:{model.config.num_heads}").set_value(2)
@@ -51,7 +53,7 @@ def test_a_model_trained_without_the_scaling_shows_its_own_unscaled_row():
     data = checkpoint_zip(model, tok, meta={"corpus": "unscaled"})
     at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("unscaled.zip", data, "application/zip")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    at = page(at, "pages/5_Inside.py")
+    at = page(at, INSIDE.script)
     text = "the cat sat on"
     at.text_input[0].set_value(text).run()
     at.selectbox(key=f"inside_layer:{model.config.num_layers}").set_value(1)

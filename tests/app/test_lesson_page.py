@@ -1,4 +1,4 @@
-"""pages/9_Lesson.py, app/lesson.py and app/lesson_text.py: every step in both languages with its
+"""pages/1_Lesson.py, app/lesson.py and app/lesson_text.py: every step in both languages with its
 live view and a question that tells a right answer from a wrong one, the step in the address,
 its one-click training, and the numbers its words quote, filled in from the code that owns them.
 
@@ -19,11 +19,13 @@ from app.lesson_text import STEPS
 from helpers.apptest import home, page, plotly_spec, unescaped, wait_finished
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
-from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, GPTConfig, MiniGPT, TrainConfig, load_corpus, load_pretrained
+from minigpt import (DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, GPTConfig, MiniGPT, TrainConfig, load_corpus,
+                     load_pretrained)
 from minigpt.data import split_tokens
 from minigpt.sample import refill_keep
+from app.site import ATTENTION, EXPERIMENTS, GENERATE, GLOSSARY, INSIDE, LESSON, MODEL, SCALING, TRAIN
 
-LESSON = "pages/9_Lesson.py"
+LESSON = LESSON.script
 
 # what each step's live view draws: a chart (its key), a widget (its key), a table (its number of columns)
 VIEW_ELEMENTS = {
@@ -118,9 +120,9 @@ def test_the_formulas_spell_only_notation_no_sentences():
 def test_the_lesson_is_reachable_from_home_and_each_tool_page_links_to_its_step():
     at = home("en")
     assert any(l.proto.query_string.startswith("lesson=1&") for l in at.get("page_link")), "Home: start the lesson"
-    for script, step in (("pages/1_Train.py", 11), ("pages/2_Generate.py", 13), ("pages/3_Attention.py", 6),
-                         ("pages/4_Scaling.py", 5), ("pages/5_Inside.py", 4), ("pages/6_Model.py", 8),
-                         ("pages/7_Glossary.py", 1), ("pages/8_Experiments.py", 7)):
+    for script, step in ((TRAIN.script, 11), (GENERATE.script, 13), (ATTENTION.script, 6),
+                         (SCALING.script, 5), (INSIDE.script, 4), (MODEL.script, 8),
+                         (GLOSSARY.script, 1), (EXPERIMENTS.script, 7)):
         tool = page(home("en"), script)
         links = [l.proto for l in tool.get("page_link") if "lesson=" in l.proto.query_string]
         assert any(f"lesson={step}" in l.query_string and STEPS[step - 1].title in l.label for l in links), script
@@ -251,7 +253,7 @@ def test_the_lesson_says_its_run_replaces_the_model_before_the_click_and_leaves_
     at.run()
     sidebar = unescaped(" ".join(c.value for c in at.sidebar.caption))
     assert "trained on demo-zh" in sidebar and "Corpus for new runs** course-zh" in sidebar, sidebar
-    at = page(at, "pages/1_Train.py")  # the form as the learner left it: never touched, the default preset
+    at = page(at, TRAIN.script)  # the form as the learner left it: never touched, the default preset
     small = PRESETS[DEFAULT_PRESET]
     assert at.session_state["d_model"] == small.model.d_model and at.session_state["max_steps"] == small.train.max_steps
     assert any("Small preset's settings" in c.value for c in at.caption)

@@ -1,4 +1,4 @@
-"""pages/6_Model.py: positions, the embeddings and the tied head, and the logit lens, on the loaded model.
+"""pages/7_Model.py: positions, the embeddings and the tied head, and the logit lens, on the loaded model.
 
     pytest tests/app/test_model_page.py
 """
@@ -9,6 +9,7 @@ import numpy as np
 from helpers.apptest import home, page
 from helpers.figures import plotly_array
 from minigpt import DEFAULT_CORPUS, load_pretrained
+from app.site import MODEL
 
 
 def embeddings_spec(at) -> dict:
@@ -20,7 +21,7 @@ def test_the_embedding_scatter_names_the_texts_characters_and_a_chosen_ones_near
     learner's text and on a character the learner picks, with its five nearest by cosine (by hand)."""
     checkpoint = load_pretrained(DEFAULT_CORPUS)
     table = checkpoint.model.token_embed.weight.detach().double().numpy()
-    at = page(home(), "pages/6_Model.py")
+    at = page(home(), MODEL.script)
     text = set(at.text_input[0].value)
     spec = embeddings_spec(at)
     assert len(plotly_array(spec["data"][0]["x"])) == checkpoint.tokenizer.vocab_size  # a dot each

@@ -1,4 +1,4 @@
-"""app/navigation.py: every page renders, on the default model and on a task model, and the server
+"""app/navigation.py and app/site.py: the pages, numbered in sidebar order at their addresses; every page renders, on the default model and on a task model, and the server
 freezes what its libraries made at import out of the garbage collector's walk.
 
     pytest tests/app/test_navigation.py
@@ -13,7 +13,22 @@ import pytest
 
 from helpers import ROOT
 from helpers.apptest import PAGES, home, page
-from minigpt import TASKS, load_pretrained
+from app import site
+from app.generation import GENERATION_KEY
+from app.site import GENERATE
+from minigpt import load_pretrained
+from minigpt.lab.tasks import TASKS
+
+# the addresses teachers have shared: a page's file may be renamed, never its address
+ADDRESSES = ["", "Lesson", "Train", "Generate", "Attention", "Scaling", "Inside", "Model", "Experiments", "Glossary"]
+
+
+def test_every_page_file_is_a_page_numbered_in_sidebar_order_and_keeps_its_address():
+    files = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "pages").glob("*.py"))
+    assert [page.script for page in site.PAGES[1:]] == files  # sorted by their numbers: the sidebar's order
+    assert [page.url_path for page in site.PAGES] == ADDRESSES
+    assert all((ROOT / page.script).is_file() for page in site.PAGES)
+    assert [site.page_of(str(ROOT / page.script)) for page in site.PAGES] == list(site.PAGES)
 
 
 @pytest.mark.parametrize("name", ["reverse", "sort"])
@@ -23,7 +38,7 @@ def test_every_page_works_on_a_task_model_and_generate_answers_the_question(name
     for path in PAGES:
         at = page(at, path)
         assert not at.exception and not at.error, (path, [e.value for e in at.exception or at.error])
-    at = page(at, "pages/2_Generate.py")
+    at = page(at, GENERATE.script)
     prompt = load_pretrained(f"task-{name}").meta["probe_text"][:7]  # the question and its separator
     box = next(t for t in at.text_input if t.key.startswith("prompt:"))
     assert box.value == prompt
@@ -32,7 +47,7 @@ def test_every_page_works_on_a_task_model_and_generate_answers_the_question(name
     at.button(key="generate").click().run()
     assert not at.exception and not at.error
     answer = TASKS[name].answer(prompt[:6])
-    assert at.session_state["generation"]["text"] == prompt + answer + "\n"  # greedy decoding answers it
+    assert at.session_state[GENERATION_KEY]["text"] == prompt + answer + "\n"  # greedy decoding answers it
 
 
 @pytest.mark.parametrize("path", [None, *PAGES])

@@ -10,8 +10,10 @@ import pytest
 from app import choices, corpora, runs
 from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
 from helpers.waiting import wait_until
-from minigpt import (CorpusError, GPTConfig, NotOwnerError, RunLimitError, RunRegistry, TrainConfig, Trainer,
-                     TrainingRun, build_model)
+from minigpt import CorpusError, GPTConfig, TrainConfig, Trainer, build_model
+from minigpt.serve.registry import NotOwnerError, RunLimitError, RunRegistry
+from minigpt.serve.runner import TrainingRun
+from app.site import GENERATE, TRAIN
 
 pytestmark = pytest.mark.trains
 
@@ -25,24 +27,24 @@ def tiny_training_run() -> TrainingRun:
 
 
 def test_a_watcher_follows_the_owner_to_the_new_run():
-    owner = tiny_settings(page(home(), "pages/1_Train.py"))
+    owner = tiny_settings(page(home(), TRAIN.script))
     owner.button(key="start").click().run()
     first, _ = own_run(owner)
-    watcher = page(home(run=first), "pages/1_Train.py")
+    watcher = page(home(run=first), TRAIN.script)
     owner.button(key="start").click().run()  # "Start a new run"
     second, _ = own_run(owner)
-    page(watcher, "pages/2_Generate.py")
+    page(watcher, GENERATE.script)
     assert any(f"`{second}`" in w.value and "new run" in w.value for w in watcher.warning)
-    assert watcher.session_state[runs.WATCHED_RUN] == second and watcher.query_params["run"] == second
+    assert watcher.session_state[runs.WATCHED_RUN_KEY] == second and watcher.query_params["run"] == second
     assert not any("No training run" in i.value for i in watcher.info)
-    page(watcher, "pages/1_Train.py")
+    page(watcher, TRAIN.script)
     assert any(f"watching run `{second}`" in i.value for i in watcher.info)
 
 
 def test_another_session_watches_the_run_but_cannot_stop_or_replace_it():
     owner = start_tiny_run()
     run_id, key = own_run(owner)
-    watcher = page(home(run=run_id), "pages/1_Train.py")
+    watcher = page(home(run=run_id), TRAIN.script)
     assert watcher.metric[0].value == "running"
     assert watcher.button(key="pause").disabled and watcher.button(key="stop").disabled
     assert any("watching" in i.value for i in watcher.info)
@@ -55,7 +57,7 @@ def test_another_session_watches_the_run_but_cannot_stop_or_replace_it():
 
 def test_a_refresh_with_the_owner_key_in_the_url_reattaches_with_control():
     run_id, key = own_run(start_tiny_run())
-    refreshed = page(home(run=run_id, key=key), "pages/1_Train.py")
+    refreshed = page(home(run=run_id, key=key), TRAIN.script)
     assert own_run(refreshed) == (run_id, key)
     assert not refreshed.button(key="pause").disabled
     refreshed.button(key="stop").click().run()
@@ -78,10 +80,10 @@ def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
     monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
     start_tiny_run()
     start_tiny_run()
-    third = tiny_settings(page(home(), "pages/1_Train.py"))
+    third = tiny_settings(page(home(), TRAIN.script))
     assert third.button(key="start").disabled  # issue B12: Start stayed clickable with every slot taken
     assert any("training slots" in i.value for i in third.info)
-    assert runs.OWN_RUN not in third.session_state
+    assert runs.OWN_RUN_KEY not in third.session_state
     with pytest.raises(RunLimitError, match="limit"):  # and the registry refuses even a forged click
         runs.registry().start(lambda: pytest.fail("built past the cap"), corpus="x", probe="")
     assert runs.registry().active_count() == 2
@@ -101,7 +103,7 @@ def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypat
 def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_training():
     at = home()
     at.selectbox(key=choices.CORPUS).set_value("demo-zh").run()  # 448 characters: a short validation split
-    at = tiny_settings(page(at, "pages/1_Train.py"))
+    at = tiny_settings(page(at, TRAIN.script))
     at.button(key="start").click().run()
     first, _ = own_run(at)
     at.select_slider(key="max_len").set_value(64)

@@ -1,4 +1,4 @@
-"""pages/4_Scaling.py: the √d_k figures and table show the reference demo's numbers at its settings,
+"""pages/5_Scaling.py: the √d_k figures and table show the reference demo's numbers at its settings,
 follow every change of the settings, and name the demo only at its settings.
 
     pytest tests/app/test_scaling_page.py
@@ -8,17 +8,18 @@ import numpy as np
 from helpers.apptest import home, page, plotly_spec
 from helpers.figures import plotly_array
 from helpers.maths import DEMO_SCALING
+from app.site import SCALING
 
 
 def test_the_scaling_caption_names_the_demo_only_at_the_demos_settings():
-    at = page(home(), "pages/4_Scaling.py")
+    at = page(home(), SCALING.script)
     assert any("are the ones the reference demo prints" in c.value for c in at.caption)
     at.slider(key="scaling_seq_len").set_value(32).run()
     assert not any("are the ones the reference demo prints" in c.value for c in at.caption)
 
 
 def test_scaling_page_default_figure_and_table_show_the_numbers_the_reference_demo_prints():
-    at = page(home(), "pages/4_Scaling.py")
+    at = page(home(), SCALING.script)
     entropy, max_weight = ({t["name"]: plotly_array(t["y"]) for t in plotly_spec(at, i)["data"]} for i in (0, 1))
     d_ks = sorted(DEMO_SCALING)
     expected = np.array([DEMO_SCALING[d] for d in d_ks])  # columns: entropy/max weight, unscaled/scaled
@@ -35,7 +36,7 @@ def test_scaling_page_default_figure_and_table_show_the_numbers_the_reference_de
 def test_every_scaling_chart_follows_a_change_of_the_settings():
     """The settings rerun only their fragment: the charts under the table, too, must be redrawn from
     the new experiment, not left showing the old one."""
-    at = page(home(), "pages/4_Scaling.py")
+    at = page(home(), SCALING.script)
     at.multiselect(key="scaling_d_ks").set_value([4, 16]).run()
     at.slider(key="scaling_seq_len").set_value(32).run()
     table = at.table[0].value

@@ -1,4 +1,4 @@
-"""pages/1_Train.py and app/train_form.py: presets, the form's checks and help, a run started, paused,
+"""pages/2_Train.py and app/train_form.py: presets, the form's checks and help, a run started, paused,
 resumed, stopped, reset and stepped, its chart, its failures, a task run's accuracy, and the
 settings link and the reload that fill the form.
 
@@ -21,6 +21,7 @@ from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.waiting import parked, wait_until
 from minigpt import PRESETS, Trainer, load_pretrained
+from app.site import ATTENTION, GENERATE, SCALING, TRAIN
 
 
 def _entry(at):
@@ -29,7 +30,7 @@ def _entry(at):
 
 
 def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setting():
-    at = page(home(), "pages/1_Train.py")
+    at = page(home(), TRAIN.script)
     default = PRESETS["small"]
     assert {f.key: at.session_state[f.key] for f in train_form.MODEL_FIELDS} == \
         {f.key: getattr(default.model, f.name) for f in train_form.MODEL_FIELDS}
@@ -44,7 +45,7 @@ def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setti
 
 @pytest.mark.trains
 def test_every_hyperparameter_and_metric_explains_itself():
-    at = page(home(), "pages/1_Train.py")
+    at = page(home(), TRAIN.script)
     widgets = [*at.slider, *at.select_slider, *at.number_input, *at.checkbox]
     for f in train_form.FIELDS:
         w = next(w for w in widgets if w.key == f.key)
@@ -57,7 +58,7 @@ def test_every_hyperparameter_and_metric_explains_itself():
     metric_help = {m.label: m.proto.help for m in at.metric}
     assert "nats" in metric_help["Val loss (nats)"] and "ln V" in metric_help["Val loss (nats)"]
     assert "characters the model trains on each second" in metric_help["Characters/s"]
-    page(at, "pages/3_Attention.py")
+    page(at, ATTENTION.script)
     captions = " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
     assert "max_len" in captions and "block_size" in captions and "first row is always 1.0" in captions
 
@@ -66,7 +67,7 @@ def test_every_hyperparameter_and_metric_explains_itself():
 def test_memorisation_is_named_on_the_chart_and_in_words():
     at = home()
     at.selectbox(key=choices.CORPUS).set_value("demo-zh").run()
-    at = page(at, "pages/1_Train.py")
+    at = page(at, TRAIN.script)
     at.button(key="preset:tiny").click().run()
     at.session_state["lr"] = 1e-2
     at.session_state["eval_interval"] = 25
@@ -85,7 +86,7 @@ def test_memorisation_is_named_on_the_chart_and_in_words():
 @pytest.mark.trains
 def test_after_a_reload_the_train_page_shows_the_runs_own_settings():
     at = home()
-    at = page(at, "pages/1_Train.py")
+    at = page(at, TRAIN.script)
     at.button(key="preset:tiny").click().run()
     at.session_state["d_model"] = 128
     at.session_state["num_layers"] = 5
@@ -95,7 +96,7 @@ def test_after_a_reload_the_train_page_shows_the_runs_own_settings():
     run_id, key = own_run(at)
     entry = runs.registry().get(run_id)
     params = entry.run.trainer.model_params
-    refreshed = page(home(run=run_id, key=key), "pages/1_Train.py")
+    refreshed = page(home(run=run_id, key=key), TRAIN.script)
     assert refreshed.session_state["d_model"] == 128 and refreshed.session_state["num_layers"] == 5
     run_line = next(m.value for m in refreshed.markdown if m.value.startswith(f"**Run `{run_id}`**"))
     assert "5 layers" in run_line and "d_model 128" in run_line and f"{params:,}" in run_line
@@ -104,7 +105,7 @@ def test_after_a_reload_the_train_page_shows_the_runs_own_settings():
 
 @pytest.mark.trains
 def test_a_read_only_link_without_the_key_is_offered():
-    at = tiny_settings(page(home(), "pages/1_Train.py"))
+    at = tiny_settings(page(home(), TRAIN.script))
     at.button(key="start").click().run()
     run_id, key = own_run(at)
     link = next(c.value for c in at.code if "run=" in c.value)
@@ -113,7 +114,7 @@ def test_a_read_only_link_without_the_key_is_offered():
 
 @pytest.mark.trains
 def test_one_layer_is_singular_and_the_step_metric_fits():
-    at = tiny_settings(page(home(), "pages/1_Train.py"))
+    at = tiny_settings(page(home(), TRAIN.script))
     at.button(key="start").click().run()
     wait_for_step(at, 1)
     labels = {m.label: m.value for m in at.metric}
@@ -127,7 +128,7 @@ def test_one_layer_is_singular_and_the_step_metric_fits():
 def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
     at = home(lang)
     at.selectbox(key="corpus").set_value("task-copy").run()
-    at = page(at, "pages/1_Train.py")
+    at = page(at, TRAIN.script)
     at.button(key="preset:task").click().run()
     at.number_input(key="max_steps").set_value(40)
     at.number_input(key="eval_interval").set_value(20)
@@ -150,7 +151,7 @@ def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
     floor = "lowest possible: 0.80" if lang == "en" else "可能的最低值：0.80"
     assert any(floor in (s.get("text") or "") for s in loss["layout"]["annotations"])
     # the time-lapse scores the run's held-out probe line at each of its evaluations
-    at = page(at, "pages/3_Attention.py")
+    at = page(at, ATTENTION.script)
     assert not at.exception
     axis = "weight on the right keys" if lang == "en" else "正确的键上的权重"
     lapse = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
@@ -186,14 +187,14 @@ def test_train_starts_pauses_resumes_and_stops_a_run_while_the_step_advances():
 def test_training_goes_on_while_the_learner_visits_other_pages():
     at = start_tiny_run()
     before, run = step_of(at), _entry(at).run
-    page(at, "pages/4_Scaling.py")
+    page(at, SCALING.script)
     wait_until(lambda: run.snapshot().step > before, "steps while the learner is on another page")
-    page(at, "pages/1_Train.py")
+    page(at, TRAIN.script)
     assert at.metric[0].value == "running" and step_of(at) > before
 
 
 def test_invalid_hyperparameters_show_the_config_error_and_disable_start():
-    at = page(home(), "pages/1_Train.py")
+    at = page(home(), TRAIN.script)
     at.select_slider(key="max_len").set_value(16).run()  # block_size stays at 30
     assert any("block_size" in unescaped(e.value) for e in at.error)
     assert at.button(key="start").disabled
@@ -203,7 +204,7 @@ def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
     at = home()
     many_chars = "".join(chr(0x4E00 + i) for i in range(3000)) * 2  # a vocabulary of 3,000 characters
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("big.txt", many_chars.encode(), "text/plain")).run()
-    page(at, "pages/1_Train.py")
+    page(at, TRAIN.script)
     at.select_slider(key="d_model").set_value(256)
     at.select_slider(key="d_ff").set_value(1024)
     at.slider(key="num_layers").set_value(6).run()
@@ -242,7 +243,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
 
     for path in PAGES[1:]:  # the failed run stays the loaded model, and every page still renders
         assert not page(at, path).exception
-    page(at, "pages/2_Generate.py").session_state["stream_delay"] = 0
+    page(at, GENERATE.script).session_state["stream_delay"] = 0
     at.number_input(key="max_new_tokens").set_value(3)
     at.button(key="generate").click().run()
     assert not at.exception
@@ -253,7 +254,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
     assert not home().exception  # other sessions are served as before
 
     monkeypatch.undo()
-    page(at, "pages/1_Train.py").button(key="start").click().run()
+    page(at, TRAIN.script).button(key="start").click().run()
     assert not at.error and at.metric[0].value == "running"
 
 
@@ -273,7 +274,7 @@ def test_train_page_chart_shows_the_runs_own_history():
 
 @pytest.mark.trains
 def test_reset_waits_at_step_0_and_step_trains_exactly_the_chosen_number_of_steps():
-    at = tiny_settings(page(home(), "pages/1_Train.py"), max_steps=500)
+    at = tiny_settings(page(home(), TRAIN.script), max_steps=500)
     at.button(key="reset").click().run()
     assert not at.exception and at.metric[0].value == "paused" and step_of(at) == 0
     entry = _entry(at)
@@ -287,17 +288,17 @@ def test_reset_waits_at_step_0_and_step_trains_exactly_the_chosen_number_of_step
 
 
 def test_a_settings_link_fills_another_sessions_form_and_a_bad_one_says_why():
-    at = tiny_settings(page(home(), "pages/1_Train.py"), max_steps=321)
+    at = tiny_settings(page(home(), TRAIN.script), max_steps=321)
     at.select_slider(key="lr").set_value(1e-2).run()
     link = at.code[0].value
     assert "?train=" in link and "max_steps:321" in link and "lr:0.01" in link
     value = link.split("?train=")[1].split("&")[0]
-    other = page(home(train=value), "pages/1_Train.py")
+    other = page(home(train=value), TRAIN.script)
     assert not other.exception and any("settings of the link" in i.value for i in other.info)
     assert other.number_input(key="max_steps").value == 321 and other.select_slider(key="lr").value == 1e-2
     assert other.select_slider(key="d_model").value == 16 and other.slider(key="num_layers").value == 1
-    assert runs.OWN_RUN not in other.session_state  # filled, not started
-    bad = page(home(train="num_heads:3"), "pages/1_Train.py")
+    assert runs.OWN_RUN_KEY not in other.session_state  # filled, not started
+    bad = page(home(train="num_heads:3"), TRAIN.script)
     assert any("cannot train" in w.value and "divisible" in w.value for w in bad.warning)
     assert bad.select_slider(key="num_heads").value == minigpt.PRESETS[minigpt.DEFAULT_PRESET].model.num_heads
 
@@ -305,7 +306,7 @@ def test_a_settings_link_fills_another_sessions_form_and_a_bad_one_says_why():
 def test_a_preset_button_promises_no_time_and_its_help_quotes_the_presets_own_numbers():
     """Issue: "Small · ~30 s" took 58 s on a busy machine. The buttons name the preset; the help's
     numbers come from the preset; the time a run takes is its ETA, from its own measured speed."""
-    at = page(home(), "pages/1_Train.py")
+    at = page(home(), TRAIN.script)
     for name, preset in PRESETS.items():
         button = at.button(key=f"preset:{name}")
         assert not any(ch.isdigit() for ch in button.label), button.label
@@ -316,7 +317,7 @@ def test_a_preset_button_promises_no_time_and_its_help_quotes_the_presets_own_nu
 
 
 def test_the_form_says_which_preset_it_holds():
-    at = page(home(), "pages/1_Train.py")
+    at = page(home(), TRAIN.script)
     assert any("Small preset's settings" in c.value for c in at.caption)  # the default
     assert at.button(key="preset:small").proto.type == "primary"
     at.button(key="preset:tiny").click().run()
@@ -328,7 +329,7 @@ def test_the_form_says_which_preset_it_holds():
 
 def test_a_number_out_of_range_is_refused_under_its_box_in_the_pages_language():
     """Issue: a too-large number showed its error only on hover, in Streamlit's English."""
-    at = page(home("zh"), "pages/1_Train.py")
+    at = page(home("zh"), TRAIN.script)
     high = train_form.RANGES["max_steps"][1]
     at.number_input(key="max_steps").set_value(high + 1).run()
     assert not at.exception and at.button(key="start").disabled
@@ -336,7 +337,7 @@ def test_a_number_out_of_range_is_refused_under_its_box_in_the_pages_language():
     assert any(f"{high + 1:,}" in e and f"{high:,}" in e and "整数" in e for e in said), said
     at.number_input(key="max_steps").set_value(high).run()
     assert not at.error and not at.button(key="start").disabled
-    link = page(home(train=f"max_steps:{high + 1}"), "pages/1_Train.py")  # a link cannot get past it either
+    link = page(home(train=f"max_steps:{high + 1}"), TRAIN.script)  # a link cannot get past it either
     assert any("cannot train" in w.value and "max_steps" in w.value for w in link.warning)
 
 

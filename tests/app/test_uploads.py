@@ -10,6 +10,7 @@ from app.text import md
 from helpers.apptest import (POEM, home, own_run, page, plotly_spec, start_tiny_run, upload_and_train, wait_finished,
                              wait_for_step)
 from minigpt import DEFAULT_CORPUS
+from app.site import ATTENTION, TRAIN
 
 
 @pytest.mark.trains
@@ -21,7 +22,7 @@ def test_an_uploaded_checkpoint_brings_its_own_texts():
     fresh = home()  # a new session, on the default corpus
     fresh.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
     fresh.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("poem.zip", data, "application/zip")).run()
-    page(fresh, "pages/3_Attention.py")
+    page(fresh, ATTENTION.script)
     text = fresh.text_input[0].value
     assert text == POEM.splitlines()[0][:8], text  # the poem's own first line, no invisible newline
     assert len(text) <= 8 and not fresh.warning  # it fits the trained 8 positions: nothing is cut, nothing said
@@ -52,7 +53,7 @@ def test_an_uploaded_corpus_becomes_the_training_corpus():
     assert not at.error
     assert at.selectbox(key=choices.CORPUS).value == "fox.txt (uploaded)"
     assert any("No model ships" in i.value for i in at.info)
-    page(at, "pages/1_Train.py")
+    page(at, TRAIN.script)
     assert any(md("fox.txt") in c.value for c in at.caption)
 
 

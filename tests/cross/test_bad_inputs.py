@@ -26,19 +26,23 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from app import choices, runs, uploads
-from app.corpora import UPLOADED_CORPUS
+from app.corpora import UPLOADED_CORPUS_KEY
 from helpers.apptest import home
 from helpers.checkpoints import (RunsCode, TOKENIZER, bomb_zip, edit, folder_files, make_zip, mutate,
                                  replace_weights, saved, weights_path)
-from minigpt import (CharTokenizer, CheckpointError, ConfigError, CorpusError, GPTConfig, MAX_CORPUS_BYTES,
-                     SamplingError, TrainConfig, Trainer, UnknownCharactersError, build_model, check_corpus_fits,
-                     check_memory_budget, check_sampling, decode_corpus, from_pretrained, generate, load_corpus,
-                     load_pretrained, load_zip, prepare_prompt, pretrained_dir, stream)
+from minigpt import (CharTokenizer, CheckpointError, ConfigError, CorpusError, GPTConfig, SamplingError, TrainConfig,
+                     Trainer, build_model, check_corpus_fits, check_memory_budget, check_sampling, generate,
+                     load_corpus, load_pretrained, load_zip, prepare_prompt, stream)
+from minigpt.checkpoint import from_pretrained
+from minigpt.data import MAX_CORPUS_BYTES, decode_corpus
+from minigpt.pretrained import pretrained_dir
+from minigpt.tokenizer import UnknownCharactersError
 from minigpt.checkpoint import CONFIG_NAME
 from minigpt.cli import main
 from minigpt.sample import MAX_PROMPT_CHARS
+from app.site import GENERATE, TRAIN
 
-TRAIN_PAGE, GENERATE_PAGE = "pages/1_Train.py", "pages/2_Generate.py"
+TRAIN_PAGE, GENERATE_PAGE = TRAIN.script, GENERATE.script
 
 TINY_MODEL = dict(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32, dropout=0.0)
 
@@ -510,7 +514,7 @@ def test_app(case: Case, tmp_path):
     if case.kind == "corpus":
         assert at.session_state[choices.CORPUS] == "upload.txt (uploaded)"
         assert not at.button(key="start").disabled
-        assert re.search(case.message, at.session_state[UPLOADED_CORPUS].text)
+        assert re.search(case.message, at.session_state[UPLOADED_CORPUS_KEY].text)
     elif case.kind == "prompt":
         assert any(re.search(case.message, c) for c in said(at.caption)), said(at.caption)
         assert len(at.session_state["generation"]["steps"]) == 3

@@ -25,7 +25,10 @@ from app import choices, runs, uploads
 from helpers import ROOT
 from helpers.apptest import home, own_run, page, start_tiny_run, wait_for_step
 from helpers.browser import LiveServer, main_button, new_context, wait_for_settings, wait_rendered
-from minigpt import MAX_CORPUS_BYTES, folder_zip, pretrained_dir
+from minigpt.archive import folder_zip
+from minigpt.data import MAX_CORPUS_BYTES
+from minigpt.pretrained import pretrained_dir
+from app.site import ATTENTION, GENERATE, SCALING, TRAIN
 
 PACKAGE = Path(minigpt.__file__).resolve().parent
 
@@ -188,20 +191,20 @@ def test_home_and_the_sidebar_draw_without_pandas_or_the_lessons_views():
 def test_a_page_session_writes_nothing_at_all(writes, tmp_path):
     before = repo_files()
     at = home()
-    for path in ("pages/2_Generate.py", "pages/3_Attention.py", "pages/4_Scaling.py"):
+    for path in (GENERATE.script, ATTENTION.script, SCALING.script):
         assert not page(at, path).exception
     at = start_tiny_run(eval_interval=5)
     wait_for_step(at, 6)
     entry = runs.registry().get(own_run(at)[0])
     download = runs.run_checkpoint_zip(entry)  # what the Train page's download button serves
-    page(at, "pages/2_Generate.py").session_state["stream_delay"] = 0
+    page(at, GENERATE.script).session_state["stream_delay"] = 0
     at.number_input(key="max_new_tokens").set_value(5)
     at.button(key="generate").click().run()
-    assert not page(at, "pages/3_Attention.py").exception
+    assert not page(at, ATTENTION.script).exception
     page(at, "streamlit_app.py").radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
     at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("mine.zip", download, "application/zip")).run()
     assert not at.exception and not at.error
-    page(at, "pages/1_Train.py").button(key="stop").click().run()
+    page(at, TRAIN.script).button(key="stop").click().run()
     assert at.metric[0].value == "stopped"
     probe = tmp_path / "tmp" / "audit-probe"
     probe.write_text("the audit records this write")

@@ -26,6 +26,7 @@ from helpers import ROOT
 from helpers.apptest import PAGES, home, own_run, page, start_tiny_run, tiny_settings, wait_for_step
 from helpers.language import GLOSSED, assert_chinese, english_words
 from minigpt import LabError, load_pretrained
+from app.site import ATTENTION, GENERATE, GLOSSARY, LESSON, TRAIN
 
 LANGS = [code for code in i18n.languages() if code != i18n.SOURCE]
 
@@ -250,11 +251,11 @@ def test_every_page_in_chinese_shows_no_english_words(zh_run):
 
 @pytest.mark.slow
 def test_generate_and_the_unscaled_attention_in_chinese():
-    at = page(home("zh"), "pages/2_Generate.py")
+    at = page(home("zh"), GENERATE.script)
     at.button(key="generate").click().run()
     assert at.dataframe and at.code
     assert_chinese(at, "Generate after a generation")
-    at = page(at, "pages/3_Attention.py")
+    at = page(at, ATTENTION.script)
     at.checkbox(key="attention_unscaled").check().run()
     at.radio(key="attention_view").set_value("grid").run()
     assert_chinese(at, "Attention without scaling, every head")
@@ -268,7 +269,7 @@ def test_every_page_renders_in_every_language(lang, path):
     if path:
         at = page(at, path)
     assert not at.exception, [e.value for e in at.exception]
-    assert at.session_state[i18n.LANG] == lang and at.query_params["lang"] == lang
+    assert at.session_state[i18n.LANG_KEY] == lang and at.query_params["lang"] == lang
 
 
 EVERYDAY = {"attention", "parameters"}  # 注意力 and 参数 name pages and metrics before any sentence can gloss them
@@ -282,8 +283,8 @@ def test_each_term_is_introduced_with_its_english_name_on_every_page():
              and zh.lower() != en.lower()]                # a symbol kept as it is (logits) needs no gloss
     at = home("zh")
     problems = []
-    lesson_steps = [("pages/9_Lesson.py", n) for n in range(1, len(STEPS) + 1)]  # each step reads like a page
-    for path, step in [(None, None), *[(p, None) for p in PAGES if p != "pages/9_Lesson.py"], *lesson_steps]:
+    lesson_steps = [(LESSON.script, n) for n in range(1, len(STEPS) + 1)]  # each step reads like a page
+    for path, step in [(None, None), *[(p, None) for p in PAGES if p != LESSON.script], *lesson_steps]:
         if step == 1:
             at = page(at, path)
         elif step is not None:
@@ -346,7 +347,7 @@ def test_a_term_is_the_same_word_in_every_message(lang):
 
 
 def test_the_glossary_goes_both_ways():
-    at = page(home("zh"), "pages/7_Glossary.py")
+    at = page(home("zh"), GLOSSARY.script)
     table = at.dataframe[0].value
     assert list(table.columns[:2]) == ["中文", "English"]
     row = table[table["English"] == "scaled dot-product attention"].iloc[0]
@@ -355,7 +356,7 @@ def test_the_glossary_goes_both_ways():
     assert list(at.dataframe[0].value["中文"]) == ["因果掩码"]
     at.text_input(key="glossary_search").input("困惑度").run()
     assert list(at.dataframe[0].value["English"]) == ["perplexity"]
-    english = page(home("en"), "pages/7_Glossary.py").dataframe[0].value
+    english = page(home("en"), GLOSSARY.script).dataframe[0].value
     assert list(english.columns[:2]) == ["English", "中文"]
 
 
@@ -363,17 +364,17 @@ def test_the_browser_language_is_the_default(monkeypatch):
     context = type(__import__("streamlit").context)
     monkeypatch.setattr(context, "locale", property(lambda self: "zh-CN"))
     at = home()
-    assert at.session_state[i18n.LANG] == "zh" and at.title[0].value == "MiniGPT Lab"
+    assert at.session_state[i18n.LANG_KEY] == "zh" and at.title[0].value == "MiniGPT Lab"
     assert any("第一次来" in link.proto.label for link in at.get("page_link"))  # "new here? start the lesson"
     monkeypatch.setattr(context, "locale", property(lambda self: "fr-FR"))
-    assert home().session_state[i18n.LANG] == "en"  # no French catalog: the source language
+    assert home().session_state[i18n.LANG_KEY] == "en"  # no French catalog: the source language
 
 
 def test_a_lang_link_beats_the_browser_language(monkeypatch):
     monkeypatch.setattr(type(__import__("streamlit").context), "locale", property(lambda self: "zh-CN"))
-    assert home("en").session_state[i18n.LANG] == "en"
-    assert home("xx").session_state[i18n.LANG] == "zh"  # an unknown code falls back to the browser's
-    assert home("ZH").session_state[i18n.LANG] == "zh" and home("zh-TW").session_state[i18n.LANG] == "zh"
+    assert home("en").session_state[i18n.LANG_KEY] == "en"
+    assert home("xx").session_state[i18n.LANG_KEY] == "zh"  # an unknown code falls back to the browser's
+    assert home("ZH").session_state[i18n.LANG_KEY] == "zh" and home("zh-TW").session_state[i18n.LANG_KEY] == "zh"
 
 
 @pytest.mark.trains
@@ -382,25 +383,25 @@ def test_the_switch_changes_the_language_at_once_and_keeps_everything():
     text = "the quick brown fox jumps over the lazy dog. " * 20
     at = home("en")
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("fox.txt", text.encode(), "text/plain")).run()
-    at = tiny_settings(page(at, "pages/1_Train.py"), max_steps=20_000)
+    at = tiny_settings(page(at, TRAIN.script), max_steps=20_000)
     at.button(key="start").click().run()
     run = own_run(at)
-    at = page(at, "pages/2_Generate.py")
+    at = page(at, GENERATE.script)
     prompt_key = at.text_input[0].key
     at.text_input(key=prompt_key).set_value("the lazy")  # the prompt sits in a form: typed, then submitted
     at.button(key="generate").click().run()
     try:
-        at.radio(key=i18n.LANG_WIDGET).set_value("zh").run()
+        at.radio(key=i18n.LANG_WIDGET_KEY).set_value("zh").run()
         assert at.title[0].value == "生成" and at.query_params["lang"] == "zh"
         assert own_run(at) == run and at.session_state[prompt_key] == "the lazy"
         assert at.text_input(key=prompt_key).value == "the lazy"
-        at = page(at, "pages/1_Train.py")
+        at = page(at, TRAIN.script)
         assert at.title[0].value == "训练" and own_run(at) == run
         assert at.session_state[choices.CORPUS] == "fox.txt (uploaded)"
         at = page(at, "streamlit_app.py")
         assert at.selectbox(key=choices.CORPUS).format_func(at.selectbox(key=choices.CORPUS).value) == \
             "fox.txt（已上传）"
-        at.radio(key=i18n.LANG_WIDGET).set_value("en").run()
+        at.radio(key=i18n.LANG_WIDGET_KEY).set_value("en").run()
         assert at.subheader[0].value == "The loaded model" and own_run(at) == run
     finally:
         runs.registry().stop_all()
@@ -439,7 +440,7 @@ def test_a_malformed_checkpoint_is_refused_in_chinese():
     at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("model.zip", b"not a zip", "application/zip")).run()
     assert at.error and "压缩包" in at.error[0].value
     assert not english_words(besides(at.error[0].value, "model.zip"), GLOSSED), at.error[0].value
-    at.radio(key=i18n.LANG_WIDGET).set_value("en").run()  # the refusal is kept as an error, not as words
+    at.radio(key=i18n.LANG_WIDGET_KEY).set_value("en").run()  # the refusal is kept as an error, not as words
     assert "not a zip archive" in at.error[0].value
 
 
@@ -450,7 +451,7 @@ def besides(shown: str, name: str) -> str:
 
 @pytest.mark.slow
 def test_an_unknown_prompt_character_is_shown_in_place_and_removed_in_one_click():
-    at = page(home("zh"), "pages/2_Generate.py")
+    at = page(home("zh"), GENERATE.script)
     prompt_key = at.text_input[0].key
     at.text_input(key=prompt_key).set_value("深度学习😀是")
     at.button(key="generate").click().run()
@@ -464,13 +465,13 @@ def test_an_unknown_prompt_character_is_shown_in_place_and_removed_in_one_click(
 
 @pytest.mark.slow
 def test_a_generation_note_follows_a_language_switch():
-    at = page(home("en"), "pages/2_Generate.py")
+    at = page(home("en"), GENERATE.script)
     at.text_input[0].set_value("")
     at.number_input(key="top_k").set_value(5000)
     at.button(key="generate").click().run()
     captions = [c.value.replace("\\", "") for c in at.caption]
     assert any("empty prompt" in c for c in captions) and any("top-k 5000" in c for c in captions)
-    at.radio(key=i18n.LANG_WIDGET).set_value("zh").run()
+    at.radio(key=i18n.LANG_WIDGET_KEY).set_value("zh").run()
     notes = [c.value for c in at.caption if c.value.startswith("说明")]
     assert len(notes) == 2 and any("提示词为空" in n for n in notes), notes
     assert not any(english_words(n, GLOSSED) for n in notes), notes
@@ -478,7 +479,7 @@ def test_a_generation_note_follows_a_language_switch():
 
 @pytest.mark.slow
 def test_chinese_prompts_a_learner_types_work():
-    at = page(home("zh"), "pages/2_Generate.py")
+    at = page(home("zh"), GENERATE.script)
     prompt_key = at.text_input[0].key
     for prompt in ("什么是注意力？", "我爱深度学习", "注意力，就是：「看哪里」！", "GPT 的注意力"):
         at.text_input(key=prompt_key).set_value(prompt)
@@ -488,7 +489,7 @@ def test_chinese_prompts_a_learner_types_work():
 
 
 def test_look_alike_punctuation_is_swapped_for_the_width_the_model_knows():
-    at = page(home("zh"), "pages/3_Attention.py")
+    at = page(home("zh"), ATTENTION.script)
     key = at.text_input[0].key
     at.text_input(key=key).set_value("什么是注意力?").run()  # a half-width question mark
     assert at.warning

@@ -39,3 +39,75 @@ def test_the_library_tests_import_no_streamlit_and_no_app():
     code = ("import pytest\n"
             "assert pytest.main(['tests/minigpt', '--collect-only', '-q', '-p', 'no:cacheprovider']) == 0")
     assert _loaded_after(code) == []
+
+
+# The library's own layers: what each part may import at run time (imports under TYPE_CHECKING
+# are annotations only, and free). The core trains, samples and saves a model without any
+# instrument; the instruments measure it; serving runs it for many sessions; the figures draw
+# plain data.
+CORE = ("messages", "config", "device", "tokenizer", "data", "model", "train", "sample", "checkpoint", "archive",
+        "distributed", "pretrained")
+MAY_IMPORT = {"core": {"core"}, "lab": {"core", "lab"}, "serve": {"core", "lab", "serve"}, "viz": {"viz", "messages"}}
+
+
+def _part(module: str) -> str:
+    """minigpt.lab.tasks -> lab; minigpt.train -> core; minigpt.messages -> messages when asked by viz."""
+    parts = module.split(".")
+    if parts[1] in ("lab", "serve", "viz"):
+        return parts[1]
+    return "core" if parts[1] in CORE else parts[1]
+
+
+def _runtime_imports(path) -> set[str]:
+    """The minigpt modules a file imports outside `if TYPE_CHECKING:`, as absolute names."""
+    import ast
+
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and getattr(node.test, "id", "") == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = f"{base}.{node.module}" if node.level and node.module else base if node.level else node.module
+            found.add(module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m and m.split(".")[0] == "minigpt" and m != "minigpt"}
+
+
+@pytest.mark.parametrize("part", sorted(MAY_IMPORT))
+def test_each_part_of_the_library_imports_only_the_parts_below_it(part):
+    """Read from the source, function-level imports included: the core imports no instrument, no
+    serving part and no figure; the figures import nothing of the model at run time."""
+    files = ([ROOT / "minigpt" / f"{name}.py" for name in CORE] if part == "core"
+             else sorted((ROOT / "minigpt" / part).glob("*.py")))
+    allowed = MAY_IMPORT[part]
+    wrong = [f"{path.relative_to(ROOT)} imports {module}" for path in files for module in sorted(_runtime_imports(path))
+             if _part(module) not in allowed and not (part == "viz" and module == "minigpt.messages")]
+    assert files and not wrong, "\n".join(wrong)
+
+
+def test_the_layer_check_sees_a_core_module_that_imports_an_instrument(tmp_path, monkeypatch):
+    """The check above is not blind: a core module with `from .lab.tasks import accuracy` inside a
+    function is caught; under TYPE_CHECKING it is not."""
+    fake = tmp_path / "minigpt" / "train.py"
+    fake.parent.mkdir()
+    fake.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .serve.runner import TrainingRun\n"
+                    "def f():\n    from .lab.tasks import accuracy\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _runtime_imports(fake) == {"minigpt.lab.tasks"}
+
+
+@pytest.mark.slow
+def test_importing_the_core_loads_no_instrument_and_no_figure():
+    code = ("import importlib\n"
+            f"for name in {CORE!r}:\n"
+            "    importlib.import_module('minigpt.' + name)\n"
+            "import sys\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('minigpt.lab', 'minigpt.serve', 'minigpt.viz'))))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

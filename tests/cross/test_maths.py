@@ -18,7 +18,8 @@ import torch
 
 from helpers.maths import hand_forward, hand_lr, hand_positions, hand_softmax
 from helpers.tiny import tiny_config, tiny_tokenizer
-from minigpt import CharTokenizer, TrainConfig, Trainer, build_model, load_pretrained, lr_at, stream
+from minigpt import CharTokenizer, TrainConfig, Trainer, build_model, load_pretrained, stream
+from minigpt.train import lr_at
 from minigpt.model import sinusoidal_positions
 from minigpt.sample import next_token_distribution
 
@@ -243,7 +244,7 @@ def test_evaluation_measures_the_model_without_dropout():
     """The val loss is the plain cross-entropy of the model's predictions: computed by hand here
     over the same windows, with the heavy dropout of training nowhere in it."""
     from helpers.tiny import TEXT
-    from minigpt import get_batch
+    from minigpt.data import get_batch
 
     tok = tiny_tokenizer()
     cfg = TrainConfig(batch_size=4, block_size=8, max_steps=10, eval_iters=3, seed=0)

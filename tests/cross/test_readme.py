@@ -33,3 +33,33 @@ def test_ci_runs_the_readmes_test_command():
     commands = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
     test_command = next(c.strip() for c in commands if "pytest" in c and "pip install" in c)
     assert test_command in ci
+
+
+MANUAL = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md",
+          ROOT / "bench" / "RESULTS.md"]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+PATH = re.compile(r"`((?:minigpt|app|pages|tests|bench|docs|\.ci|\.streamlit)/[\w./-]*[\w/])`")
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+@pytest.mark.parametrize("doc", MANUAL, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_link_and_file_the_manual_names_exists(doc):
+    """A relative link leads to a file (and its heading, if it names one); every repository path
+    written in backticks exists: a moved module cannot leave the manual pointing at nothing."""
+    text = doc.read_text(encoding="utf-8")
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # http:, https:, mailto:
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text(encoding="utf-8")):
+            broken.append(target)
+    broken += [p for p in PATH.findall(text) if not (ROOT / p.rstrip("/")).exists()]
+    assert not broken, broken

@@ -10,20 +10,21 @@ import re
 
 from streamlit.testing.v1 import AppTest  # at import: it makes its temporary folder once per process
 
-from app import navigation
-from app.runs import OWN_RUN
+from app import site
+from app.runs import OWN_RUN_KEY
+from app.site import TRAIN
 
 from . import ROOT
 from .waiting import wait_until
 
 SCRIPT_DEADLINE = 600  # seconds one script run may take before AppTest calls it hung: a guard, not a speed limit
 # every page but Home, in the sidebar's order: one definition, the app's own
-PAGES = [script for script, *_ in navigation.PAGES if script != navigation.HOME]
+PAGES = [page.script for page in site.PAGES if page != site.HOME]
 
 
 def session(lang: str | None = None, **params: str) -> AppTest:
     """A fresh browser session on Home, not run yet: the address it opens with is `?lang=` and `params`."""
-    at = AppTest.from_file(str(ROOT / navigation.HOME), default_timeout=SCRIPT_DEADLINE)
+    at = AppTest.from_file(str(ROOT / site.HOME.script), default_timeout=SCRIPT_DEADLINE)
     if lang is not None:
         at.query_params["lang"] = lang
     for name, value in params.items():
@@ -56,7 +57,7 @@ def tiny_settings(at: AppTest, max_steps: int = 20_000, eval_interval: int = 25)
 
 
 def start_tiny_run(lang: str | None = None, **settings) -> AppTest:
-    at = tiny_settings(page(home(lang), "pages/1_Train.py"), **settings)
+    at = tiny_settings(page(home(lang), TRAIN.script), **settings)
     at.button(key="start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     return at
@@ -72,7 +73,7 @@ def wait_for_step(at: AppTest, minimum: int) -> int:
 
 
 def own_run(at: AppTest) -> tuple[str, str]:
-    return at.session_state[OWN_RUN]
+    return at.session_state[OWN_RUN_KEY]
 
 
 def wait_finished(at: AppTest):
@@ -105,7 +106,7 @@ def upload_and_train(text: str, **settings) -> AppTest:
 
     at = home()
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("poem.txt", text.encode(), "text/plain")).run()
-    at = page(at, "pages/1_Train.py")
+    at = page(at, TRAIN.script)
     for key, value in settings.items():
         at.session_state[key] = value
     at.run()

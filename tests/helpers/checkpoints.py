@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from minigpt import CharTokenizer, GPTConfig, MiniGPT, save_pretrained
+from minigpt import CharTokenizer, GPTConfig, MiniGPT
+from minigpt.checkpoint import save_pretrained
 from minigpt.checkpoint import CONFIG_NAME, WEIGHTS_NAME
 
 CKPT_TEXT = "hello world, tiny checkpoints"

@@ -20,8 +20,9 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer  # noqa: E402
-from minigpt import TrainConfig, Trainer, build_model, get_batch  # noqa: E402
-from minigpt.distributed import all_reduce_mean, setup, teardown  # noqa: E402
+from minigpt import TrainConfig, Trainer, build_model
+from minigpt.data import get_batch
+from minigpt.distributed import all_reduce_mean, setup, teardown
 
 BATCH, BLOCK = 4, 8
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 
 from minigpt.checkpoint import save_checkpoint, save_pretrained
-from minigpt.config import GPTConfig
-from minigpt.model import MiniGPT
-from minigpt.tokenizer import CharTokenizer
+from minigpt import GPTConfig
+from minigpt import MiniGPT
+from minigpt import CharTokenizer
 
 TEXT = "hello world, tiny checkpoints"
 

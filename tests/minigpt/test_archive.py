@@ -17,7 +17,9 @@ import torch
 
 from helpers.checkpoints import (TOKENIZER, bomb_zip, checkpoint_model, folder_files, logits_of, make_zip, saved,
                                  train_step)
-from minigpt import CheckpointError, checkpoint_zip, folder_zip, load_zip, save_pretrained
+from minigpt import CheckpointError, checkpoint_zip, load_zip
+from minigpt.archive import folder_zip
+from minigpt.checkpoint import save_pretrained
 from minigpt.checkpoint import CONFIG_NAME, WEIGHTS_NAME
 
 

@@ -25,10 +25,10 @@ from helpers import ROOT
 from helpers.checkpoints import (RunsCode, TOKENIZER, checkpoint_model, edit, folder_files, logits_of, mutate,
                                  read_config, replace_weights, saved, train_step, weights_path, write_config)
 from helpers.waiting import DEADLINE
-from minigpt import (Checkpoint, CheckpointError, TrainConfig, checkpoint, from_pretrained, latest_checkpoint,
-                     save_checkpoint, save_pretrained)
+from minigpt import Checkpoint, CheckpointError, TrainConfig, checkpoint
+from minigpt.checkpoint import from_pretrained, latest_checkpoint, save_checkpoint, save_pretrained
 from minigpt.checkpoint import CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME
-from minigpt.tokenizer import CharTokenizer
+from minigpt import CharTokenizer
 
 WORKER = Path(__file__).resolve().parent / "_save_worker.py"
 PICKLE_MESSAGE = r"pickle-based checkpoints \(torch\.save\) are refused"

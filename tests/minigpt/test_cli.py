@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from minigpt import from_pretrained
+from minigpt.checkpoint import from_pretrained
 from minigpt.cli import main
 
 TINY = ["--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32", "--max-len", "32",

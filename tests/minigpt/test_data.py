@@ -6,7 +6,8 @@ split, and batches of shifted windows.
 import pytest
 import torch
 
-from minigpt import CorpusError, decode_corpus, decode_corpus_as, get_batch, load_corpus
+from minigpt import CorpusError, decode_corpus_as, load_corpus
+from minigpt.data import decode_corpus, get_batch
 from minigpt.data import MAX_CORPUS_BYTES, split_tokens
 
 

@@ -5,7 +5,8 @@
 import pytest
 import torch
 
-from minigpt import DeviceError, available_devices, resolve_device
+from minigpt import available_devices
+from minigpt.device import DeviceError, resolve_device
 
 
 def test_auto_device_is_the_best_available_and_cpu_always_works():

@@ -23,12 +23,15 @@ import torch
 
 from helpers import ROOT
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
-from minigpt import (ConfigError, TrainConfig, Trainer, build_model, folder_zip, from_pretrained, latest_checkpoint,
-                     load_zip)
+from minigpt import ConfigError, TrainConfig, Trainer, build_model, load_zip
+from minigpt.archive import folder_zip
+from minigpt.checkpoint import from_pretrained, latest_checkpoint
 from minigpt.cli import build_parser, main
-from minigpt.data import eval_windows, load_corpus, split_tokens
+from minigpt import load_corpus
+from minigpt.data import eval_windows, split_tokens
 from minigpt.distributed import DistContext, all_reduce_mean, barrier, gather_ranks, launched_by_torchrun
-from minigpt.train import autocast_dtype, estimate_loss, estimate_mfu, flops_per_token
+from minigpt import estimate_loss
+from minigpt.train import autocast_dtype, estimate_mfu, flops_per_token
 
 WORKER = Path(__file__).resolve().parent / "_ddp_worker.py"
 TINY = ["--corpus", "demo-zh", "--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32",

@@ -8,7 +8,7 @@ import torch
 
 from helpers.tiny import tiny_config, tiny_model
 from minigpt import ConfigError, GPTConfig, MiniGPT
-from minigpt.model import causal_mask
+from minigpt.model import causal_mask, eval_mode
 
 
 def test_forward_shapes_and_loss():
@@ -132,3 +132,22 @@ def test_causal_mask_with_offset_queries():
 def test_invalid_model_configs_are_refused_with_a_reason(overrides, message):
     with pytest.raises(ConfigError, match=message):
         MiniGPT(tiny_config(**overrides))
+
+
+def test_eval_mode_turns_dropout_off_inside_and_gives_back_the_mode_it_found_even_after_an_error():
+    """Every measurement of a model that may be training runs inside eval_mode: dropout off for the
+    block (two forward passes agree), and the model back in training afterwards, even when the
+    block raised; a model that was in eval mode stays in it."""
+    config = GPTConfig(vocab_size=7, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=8, dropout=0.5)
+    model, x = MiniGPT(config, seed=0).train(), torch.tensor([[1, 2, 3, 4]])
+    assert not torch.equal(model(x)[0], model(x)[0])  # training: dropout draws new masks
+    with eval_mode(model):
+        assert not model.training and torch.equal(model(x)[0], model(x)[0])
+    assert model.training
+    with pytest.raises(KeyError), eval_mode(model):
+        raise KeyError("a measurement that failed")
+    assert model.training
+    model.eval()
+    with eval_mode(model):
+        pass
+    assert not model.training

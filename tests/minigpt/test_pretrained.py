@@ -10,11 +10,13 @@ import pytest
 import torch
 
 from helpers.maths import hand_forward
-from minigpt import (BUILTIN_CORPORA, DEFAULT_CORPUS, TASKS, TrainConfig, generate, load_corpus, load_pretrained,
-                     task_for_corpus, uniform_loss, validation_windows)
+from minigpt import (BUILTIN_CORPORA, DEFAULT_CORPUS, TrainConfig, generate, load_corpus, load_pretrained,
+                     validation_windows)
+from minigpt.lab.diagnosis import uniform_loss
+from minigpt.lab.tasks import TASKS, task_for_corpus
 from minigpt.data import eval_windows, split_tokens
-from minigpt.tasks import accuracy
-from minigpt.train import estimate_loss
+from minigpt.lab.tasks import accuracy
+from minigpt import estimate_loss
 
 
 def _val_loss(corpus: str) -> tuple[float, float]:

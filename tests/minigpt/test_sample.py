@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from helpers.tiny import tiny_lm, tiny_tokenizer
-from minigpt import SamplingError, UnknownCharactersError, check_sampling, generate, prepare_prompt, stream
+from minigpt import SamplingError, check_sampling, generate, prepare_prompt, stream
+from minigpt.tokenizer import UnknownCharactersError
 from minigpt.sample import filter_logits, next_token_distribution, sample_index
 
 

@@ -5,7 +5,8 @@ fitted to the vocabulary.
 """
 import pytest
 
-from minigpt import CharTokenizer, UnknownCharactersError
+from minigpt import CharTokenizer
+from minigpt.tokenizer import UnknownCharactersError
 
 
 def test_tokenizer_round_trip_and_sorted_vocabulary():

@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_lm, tiny_tokenizer
-from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, TrainingDiverged, build_model,
-                     estimate_loss, from_pretrained, load_corpus, lr_at, save_pretrained, validation_windows)
+from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, build_model, estimate_loss,
+                     load_corpus, validation_windows)
+from minigpt.checkpoint import from_pretrained, save_pretrained
+from minigpt.train import TrainingDiverged, lr_at
 from minigpt.data import eval_windows
 
 
@@ -122,7 +124,8 @@ def test_config_from_dict_rejects_unknown_keys_and_wrong_types():
 
 
 def test_a_model_over_the_memory_budget_is_refused_before_allocation():
-    from minigpt.config import check_memory_budget, training_memory_bytes
+    from minigpt import check_memory_budget
+    from minigpt.config import training_memory_bytes
 
     big = GPTConfig(vocab_size=100, d_model=1024, num_heads=8, num_layers=24, d_ff=4096, max_len=1024)
     train = TrainConfig(batch_size=32, block_size=1024)

@@ -1,0 +1,326 @@
+"""A training run in a background thread that other threads can steer and watch.
+
+`TrainingRun` owns a `Trainer` and runs it on a daemon thread. Any thread may
+`start()`, `pause()`, `resume()` and `stop()` it and read a consistent `snapshot()`.
+Lessons this design encodes (each was a real bug in a prototype):
+- only the optimizer step and the metrics are under the lock; forward and backward
+  run unlocked (only this thread writes the parameters), so a snapshot never waits
+  for a training step;
+- the pause/stop flags are re-checked inside the lock before the step, so no step
+  lands after pause() returns;
+- readers never touch the live model: `inference_model()` clones the weights under
+  the lock;
+- a daemon thread inside a torch op at interpreter exit aborts the process, so an
+  atexit hook stops every run, and `stop_orphaned_runs()` stops threads left behind
+  by a hot reload (the stop Event is stored on the Thread object itself).
+At each evaluation the run also keeps a short sample and the attention maps of a
+probe text, so a learner can replay how both changed during training.
+"""
+from __future__ import annotations
+
+import atexit
+import copy
+import statistics
+import threading
+import uuid
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..messages import Message
+from ..model import MiniGPT
+from ..sample import generate
+from ..train import Trainer, TrainEvent
+
+THREAD_NAME = "minigpt-trainer"
+SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
+SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation
+_ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
+_ATEXIT_REGISTERED = False
+
+
+@dataclass
+class EvalRecord:
+    """What the model did at one evaluation: losses, a sample, the probe's attention."""
+
+    step: int
+    train_loss: float
+    val_loss: float
+    sample: str
+    attention: np.ndarray | None = None  # (layers, heads, T, T) float32 for the probe text
+
+
+@dataclass
+class RunSnapshot:
+    run_id: str
+    state: str                      # idle, running, paused, stopped, finished, error, closed
+    step: int
+    max_steps: int
+    history: list[TrainEvent]
+    evals: list[EvalRecord]
+    tokens_per_sec: float           # median of the last few logged intervals: steady, not jumpy
+    elapsed: float
+    error: Exception | Message | None = None   # why the run stopped with an error: a sentence to show
+    stopped_early: bool = False     # early_stop_patience ran out before max_steps
+
+    @property
+    def progress(self) -> float:
+        return self.step / self.max_steps if self.max_steps else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Remaining time at this run's average pace so far, None before the first step."""
+        if self.step == 0 or self.elapsed <= 0:
+            return None
+        return (self.max_steps - self.step) * self.elapsed / self.step
+
+
+class TrainingRun:
+    """A Trainer on a background thread. Thread-safe; see the module docstring."""
+
+    def __init__(self, trainer: Trainer, *, probe_text: str | None = None, sample_prompt: str = "",
+                 sample_chars: int = 80, run_id: str | None = None):
+        self.trainer = trainer
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.probe_ids = None
+        if probe_text:
+            ids = [i for i in (trainer.tokenizer.stoi.get(c) for c in probe_text) if i is not None]
+            self.probe_ids = torch.tensor([ids[: trainer.model.config.max_len]]) if ids else None
+        self.sample_prompt, self.sample_chars = sample_prompt, sample_chars
+        self._lock = threading.Lock()
+        self._run, self._stop = threading.Event(), threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state, self._error = "idle", None
+        self._pause_at: int | None = None  # run_steps' target step
+        self._history: list[TrainEvent] = []
+        self._evals: list[EvalRecord] = []
+        self._release_on_exit = False  # closed while a step was in flight: the thread frees the trainer
+        _register(self)
+
+    # -- control -----------------------------------------------------------------
+    def start(self, paused: bool = False) -> None:
+        """Start, or resume after pause(). A finished or failed run stays as it is. paused=True
+        starts the thread at step 0 and waits there (reset: then step through it)."""
+        with self._lock:
+            if self._state in ("finished", "error", "closed") or self._state == "running":
+                return
+            if paused:
+                self._run.clear()
+                self._state = "paused"
+            else:
+                self._run.set()
+                self._state = "running"
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
+            thread.minigpt_stop = self._stop  # lets stop_orphaned_runs() reach it after a reload
+            thread.minigpt_run = self._run
+            self._thread = thread
+            thread.start()
+
+    def resume(self) -> None:
+        self.start()
+
+    def run_steps(self, n: int) -> None:
+        """Train exactly n more steps (fewer if max_steps comes first), then pause: step through
+        training and watch, like TensorFlow Playground's step button."""
+        with self._lock:
+            if self._state in ("finished", "error", "closed", "running"):
+                return
+            self._pause_at = min(self.trainer.step + n, self.trainer.cfg.max_steps)
+        self.start()
+
+    def pause(self) -> None:
+        with self._lock:
+            self._pause_at = None
+            if self._state == "running":
+                self._run.clear()
+                self._state = "paused"
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the thread and wait for it (at most `timeout` seconds; None: until it has ended);
+        the model keeps its weights and can start again."""
+        self._stop.set()
+        self._run.set()  # wake a paused loop so it can exit
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._lock:
+            if self._state in ("running", "paused", "idle"):
+                self._state = "stopped"
+            self._run.clear()
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop for good and free the model, optimizer state, data and recorded attention: for a
+        run that is forgotten while something may still hold the object (a page of a browser
+        session that has gone keeps its last script's variables until Streamlit drops it).
+        The run is closed at once; a step still in flight after `timeout` keeps the trainer until
+        it ends, then the thread frees it on its way out."""
+        self.stop(timeout)
+        with self._lock:
+            self._state = "closed"
+            self._evals = []
+            self.probe_ids = None
+            if self.is_alive():
+                self._release_on_exit = True
+                return
+        self.trainer.release()
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- reading -----------------------------------------------------------------
+    def snapshot(self) -> RunSnapshot:
+        with self._lock:
+            return RunSnapshot(
+                run_id=self.run_id, state=self._state, step=self.trainer.step,
+                max_steps=self.trainer.cfg.max_steps, history=list(self._history), evals=list(self._evals),
+                tokens_per_sec=steady_speed(self._history), elapsed=self.trainer.elapsed,
+                error=self._error, stopped_early=self.trainer.stopped_early,
+            )
+
+    def inference_model(self) -> MiniGPT:
+        """A copy of the current weights in eval mode, safe to use while training goes on."""
+        with self._lock:
+            state = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+        model = MiniGPT(copy.deepcopy(self.trainer.model.config)).to(self.trainer.device)
+        model.load_state_dict(state)
+        return model.eval()
+
+    def checkpoint_parts(self) -> dict:
+        """Consistent copies of what save_pretrained needs, taken under the lock."""
+        with self._lock:
+            model = MiniGPT(copy.deepcopy(self.trainer.model.config))
+            model.load_state_dict({k: v.detach().cpu().clone() for k, v in self.trainer.model.state_dict().items()})
+            optimizer_state = copy.deepcopy(self.trainer.optimizer.state_dict())
+            trainer_state = self.trainer.state_dict()
+            val = self.trainer.last_val_loss
+        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
+                "optimizer_state": optimizer_state, "trainer_state": trainer_state, "val_loss": val}
+
+    # -- the thread --------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            if self.trainer.step == 0 and not self._evals:
+                self._record_start()
+            for event in self.trainer.events(gate=self):
+                record = None
+                if event.val_loss is not None:
+                    record = EvalRecord(event.step, event.train_eval_loss, event.val_loss, *self._probe())
+                with self._lock:
+                    self._history.append(event)
+                    if record is not None:
+                        self._evals.append(record)
+            with self._lock:
+                if self._state != "closed" and (self.trainer.step >= self.trainer.cfg.max_steps
+                                                or self.trainer.stopped_early):
+                    self._state = "finished"
+        except Exception as err:  # the run reports it; the app keeps serving
+            with self._lock:
+                if self._state != "closed":
+                    self._state, self._error = "error", _describe_failure(err, self.trainer.step)
+        finally:
+            with self._lock:
+                if self._release_on_exit:
+                    self.trainer.release()
+
+    def _record_start(self) -> None:
+        """Evaluate the untrained model, so curves and the time-lapse begin at uniform attention."""
+        train_loss, val_loss = self.trainer.evaluate()
+        event = TrainEvent(step=0, max_steps=self.trainer.cfg.max_steps, train_loss=train_loss, lr=0.0,
+                           tokens_per_sec=0.0, elapsed=0.0, val_loss=val_loss, train_eval_loss=train_loss)
+        if self.trainer.scorer is not None:
+            event.score = self.trainer.scorer(self.trainer)
+        record = EvalRecord(0, train_loss, val_loss, *self._probe())
+        with self._lock:
+            self._history.append(event)
+            self._evals.append(record)
+
+    # -- the Gate that Trainer.events consults -------------------------------------
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
+
+    def wait_until_running(self) -> bool:
+        while not self._stop.is_set():
+            if self._run.wait(timeout=0.2):
+                return not self._stop.is_set()
+        return False
+
+    def is_running(self) -> bool:
+        return self._run.is_set() and not self._stop.is_set()
+
+    def pause_if_due(self, step: int) -> bool:
+        """Called by the trainer with the lock held, after each step: pause at run_steps' target."""
+        if self._pause_at is None or step < self._pause_at:
+            return False
+        self._pause_at = None
+        self._run.clear()
+        self._state = "paused"
+        return True
+
+    @torch.no_grad()
+    def _probe(self) -> tuple[str, np.ndarray | None]:
+        """A short sample and the probe text's attention maps, from the live model (this thread)."""
+        model, tokenizer = self.trainer.model, self.trainer.tokenizer
+        try:
+            text = generate(model, tokenizer, self.sample_prompt, max_new_tokens=self.sample_chars,
+                            temperature=SAMPLE_TEMPERATURE, seed=0, block_size=self.trainer.cfg.block_size)
+            attention = None
+            if self.probe_ids is not None:
+                attention = model.attention_maps(self.probe_ids.to(self.trainer.device)).cpu().numpy()
+        finally:
+            model.train()
+        return text, attention
+
+
+def steady_speed(history: list[TrainEvent], window: int = SPEED_WINDOW) -> float:
+    """The tokens per second a learner is shown: the median of the last `window` logged intervals,
+    which a single slow interval (an evaluation, a busy moment) does not move; 0 before the first."""
+    speeds = [e.tokens_per_sec for e in history[-window:] if e.step > 0]
+    return statistics.median(speeds) if speeds else 0.0
+
+
+def _describe_failure(err: Exception, step: int) -> Exception | Message:
+    """What a learner reads when the training thread fails: the error, and what to try for
+    running out of memory (a TrainingDiverged message already carries its advice)."""
+    if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+        return Message("out of memory at step {step} ({error}). Use a smaller batch_size, block_size or model, or "
+                       "train on a device with more memory.", step=step + 1, error=text)
+    return err
+
+
+def _register(run: "TrainingRun") -> None:
+    global _ATEXIT_REGISTERED
+    if not _ATEXIT_REGISTERED:
+        atexit.register(stop_all_runs)
+        _ATEXIT_REGISTERED = True
+    _ALL_RUNS.add(run)
+
+
+def stop_all_runs(timeout: float = 2.0) -> None:
+    """Stop every run in this process (registered with atexit)."""
+    for run in list(_ALL_RUNS):
+        run.stop(timeout)
+
+
+def stop_orphaned_runs(keep: "set[TrainingRun] | None" = None) -> int:
+    """Stop trainer threads no live registry knows about (e.g. left by a module reload)."""
+    kept = {run._thread for run in (keep or set())}
+    stopped = 0
+    for thread in threading.enumerate():
+        if thread.name == THREAD_NAME and thread not in kept and hasattr(thread, "minigpt_stop"):
+            thread.minigpt_stop.set()
+            thread.minigpt_run.set()
+            stopped += 1
+    return stopped
+

@@ -1,0 +1,110 @@
+"""Training: the loss curves, the learning-rate schedule, a task's accuracy, runs side by side."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+from ._layout import (COLORS, LR_TICKS, MARGIN, Translate, axis_title, downsample, english, figure, hline,
+                      legend_below, vline)
+
+if TYPE_CHECKING:
+    from ..lab.diagnosis import Overfitting
+    from ..train import TrainEvent
+
+
+def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
+                overfit: Overfitting | None = None, floor: float | None = None,
+                tr: Translate = english) -> go.Figure:
+    """Train loss per logged interval, validation loss at evaluations, lr on a second axis.
+
+    uniform: the loss of guessing uniformly (ln vocab), drawn as a reference line;
+    overfit: marks where val loss was lowest and the stretch where it rose since;
+    floor: the lowest loss possible (a task's random questions), drawn as a second line.
+    """
+    _ = tr
+    rows = downsample(history)
+    evals = [e for e in history if e.val_loss is not None]
+    steps = [e.step for e in rows]
+    data = [
+        {"type": "scatter", "x": steps, "y": [e.train_loss for e in rows], "name": _("train loss"), "mode": "lines",
+         "line": {"color": "#1E88E5"}},
+        {"type": "scatter", "x": [e.step for e in evals], "y": [e.val_loss for e in evals], "name": _("val loss"),
+         "mode": "lines+markers", "line": {"color": "#E53935"}},
+        {"type": "scatter", "x": steps, "y": [e.lr for e in rows], "name": _("learning rate"), "mode": "lines",
+         "line": {"color": "#9E9E9E", "dash": "dot"}, "yaxis": "y2"},
+    ]
+    lines = []
+    if uniform is not None:
+        lines.append(hline(uniform, _("guessing uniformly: ln V = {loss:.2f}", loss=uniform), position="bottom right"))
+    if floor is not None:
+        lines.append(hline(floor, _("lowest possible: {loss:.2f} (the questions are random)", loss=floor),
+                           color="#2E7D32", dash="dot"))
+    shapes, notes = [s for s, _n in lines], [n for _s, n in lines]
+    if overfit is not None:
+        shapes.append({"type": "rect", "xref": "x", "x0": overfit.best_step, "x1": overfit.step, "yref": "y domain",
+                       "y0": 0, "y1": 1, "fillcolor": "#E53935", "opacity": 0.08, "line": {"width": 0}})
+        notes.append({"x": overfit.best_step, "y": overfit.best_val, "text": _("val loss lowest; rising since: overfitting"),
+                      "showarrow": True, "arrowhead": 2, "ax": 40, "ay": -40, "font": {"color": "#B71C1C"}})
+    max_lr = max((e.lr for e in rows), default=0.0)
+    return figure(data, {
+        "xaxis": {**axis_title(_("step")), "domain": [0.0, 0.94]},  # room on the right for the lr axis
+        "yaxis": {**axis_title(_("cross-entropy loss (nats)")), "rangemode": "tozero"},
+        "yaxis2": {**axis_title(_("learning rate")), "overlaying": "y", "side": "right", "anchor": "x",
+                   "showgrid": False, "tickformat": LR_TICKS, "range": [0, 1.05 * max_lr if max_lr > 0 else 1],
+                   "nticks": 4},
+        "shapes": shapes, "annotations": notes, "height": 400, "margin": MARGIN, "legend": legend_below(-0.2),
+    })
+
+
+def lr_figure(lrs: Sequence[float], warmup_steps: int = 0, tr: Translate = english) -> go.Figure:
+    """The learning rate at every step (`lrs[step]`, from minigpt.train.lr_at): the warmup's
+    straight climb, then the cosine down to min_lr (or flat), with the turn marked."""
+    _ = tr
+    data = [{"type": "scatter", "x": list(range(len(lrs))), "y": list(lrs), "mode": "lines", "name": _("learning rate"),
+             "line": {"color": "#1E88E5"}, "hovertemplate": _("step") + " %{x}: %{y:.3~g}<extra></extra>"}]
+    shapes, notes = [], []
+    if 0 < warmup_steps < len(lrs):  # the curve peaks at the line's top: the label goes at its foot
+        shape, note = vline(warmup_steps, _("warmup ends (step {step})", step=warmup_steps))
+        shapes, notes = [shape], [note]
+    return figure(data, {
+        "xaxis": axis_title(_("step")), "yaxis": {**axis_title(_("learning rate")), "tickformat": LR_TICKS,
+                                                  "rangemode": "tozero"},
+        "shapes": shapes, "annotations": notes, "height": 300, "margin": {**MARGIN, "t": 30}, "showlegend": False,
+    })
+
+
+def task_figure(history: Sequence[TrainEvent], chance: float, tr: Translate = english) -> go.Figure:
+    """A task's held-out accuracy at each evaluation (the events' `score`, a TaskScore): answer
+    characters, and whole lines, right."""
+    _ = tr
+    evals = [e for e in history if e.score is not None]
+    steps = [e.step for e in evals]
+    shape, note = hline(chance, _("guessing: {chance:.0%}", chance=chance))
+    return figure([
+        {"type": "scatter", "x": steps, "y": [e.score.chars for e in evals], "mode": "lines+markers",
+         "name": _("answer characters right"), "line": {"color": "#2E7D32"}},
+        {"type": "scatter", "x": steps, "y": [e.score.lines for e in evals], "mode": "lines+markers",
+         "name": _("whole answers right"), "line": {"color": "#6A1B9A", "dash": "dot"}},
+    ], {
+        "xaxis": axis_title(_("step")),
+        "yaxis": {**axis_title(_("accuracy on held-out lines")), "range": [0, 1.02], "tickformat": ".0%"},
+        "shapes": [shape], "annotations": [note], "height": 300, "margin": MARGIN, "legend": legend_below(),
+    })
+
+
+def compare_figure(records: Sequence, tr: Translate = english) -> go.Figure:
+    """Runs side by side: each run's validation loss (solid, at its evaluations) and training loss
+    (dotted), one colour per run."""
+    _ = tr
+    data = []
+    for i, record in enumerate(records):
+        color = COLORS[i % len(COLORS)]
+        data.append({"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
+                     "name": _("{run} · val loss", run=record.name), "line": {"color": color}})
+        data.append({"type": "scatter", "mode": "lines", "x": list(record.steps), "y": list(record.train_loss),
+                     "name": _("{run} · train loss", run=record.name), "line": {"color": color, "dash": "dot",
+                                                                                  "width": 1}})
+    return figure(data, {"height": 380, "xaxis": axis_title(_("step")), "yaxis": axis_title(_("loss (nats)")),
+                         "legend": {"orientation": "h", "y": -0.25}, "margin": MARGIN})

@@ -1,0 +1,24 @@
+"""Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
+from app import corpora, navigation, runs, site, train_form, training
+from minigpt import N_
+
+navigation.open_page(site.TRAIN, N_(
+    "Train your own MiniGPT on the chosen corpus. Training runs in a background thread on the server, so it goes "
+    "on while you visit other pages; the chart shows the training loss (blue), the validation loss on held-out "
+    "text at each evaluation (red) and the learning rate (grey, right axis). The loss is the cross-entropy in "
+    "nats. At each evaluation the run also writes a sample and keeps the attention maps for the Attention page's "
+    "time-lapse."), lesson_steps=(11, 12))
+
+corpus = corpora.current_corpus()
+entry, owner = runs.session_run()
+train_form.ensure_filled(runs.run_settings(entry) if entry is not None else None)
+in_range = train_form.form(expanded=entry is None)
+model_cfg, train_cfg = train_form.configs()
+train_form.share_link(model_cfg, train_cfg)
+
+settings_ok = training.new_run_line(corpus, model_cfg, train_cfg, in_range)
+training.controls(corpus, model_cfg, train_cfg, settings_ok)
+
+training.run_heading(entry, owner)
+training.live_view(entry)
+training.downloads_and_sharing(entry, owner)

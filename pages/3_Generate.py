@@ -1,0 +1,24 @@
+"""Generate: sample text from the loaded model, streamed, with each step's probabilities."""
+import streamlit as st
+
+from app import beliefs, generation, navigation, site
+from minigpt import N_
+
+loaded = navigation.open_model_page(site.GENERATE, N_(
+    "The model writes one character at a time: it turns the text so far into a probability for every character "
+    "it knows, and one is drawn. Temperature 0 always takes the likeliest (greedy); higher temperatures, top-k "
+    "and top-p trade safety for variety. The table under the text shows what the model believed at every step."),
+    lesson_steps=(13, 14))
+
+prompt_key = generation.prompt_key(loaded)
+sampling = generation.sampling_settings(loaded)
+prompt, clicked = generation.prompt_form(prompt_key)
+
+typed = st.session_state.get(prompt_key, "")
+beliefs.next_character(loaded, typed, sampling.temperature, sampling.top_k, sampling.top_p)
+beliefs.three_temperatures(loaded, typed, sampling.seed or 0, sampling.top_k, sampling.top_p)
+
+output = st.empty()  # one slot: a new request replaces the old answer at once, never under it
+if clicked and sampling.seed is not None:  # a seed out of range has said so under its box
+    generation.write(loaded, prompt, prompt_key, sampling, output)
+generation.show_result(loaded, output)

@@ -1,0 +1,268 @@
+"""minigpt/serve/runner.py: a TrainingRun started, paused, resumed and stopped from other threads; snapshots;
+runs side by side; the tokens per second it shows.
+
+Nothing here waits on time: a test waits for the step it needs (`wait_until`), or for the
+training thread to be parked at its gate (`parked`), where no further step can land.
+
+    pytest tests/minigpt/serve/test_runner.py
+"""
+import statistics
+import threading
+import time
+import weakref
+
+import pytest
+import torch
+
+from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.waiting import parked, wait_until
+from minigpt import TrainConfig, Trainer, build_model, stream
+from minigpt.serve.runner import TrainingRun, stop_orphaned_runs
+from minigpt.serve.runner import THREAD_NAME, steady_speed
+from minigpt.train import TrainEvent
+
+pytestmark = pytest.mark.trains
+
+
+def _run(max_steps=100_000, **overrides) -> TrainingRun:
+    tok = tiny_tokenizer()
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=20,
+                      eval_iters=2, **overrides)
+    model = build_model(tiny_config(vocab_size=tok.vocab_size), cfg.seed)
+    return TrainingRun(Trainer(model, tok, TEXT, cfg, log_interval=5), probe_text="the cat", sample_prompt="the")
+
+
+def _step(run: TrainingRun) -> int:
+    return run.snapshot().step
+
+
+@pytest.fixture
+def run():
+    run = _run()
+    yield run
+    run.stop()
+
+
+def test_start_pause_resume_stop(run):
+    assert run.state == "idle"
+    run.start()
+    wait_until(lambda: _step(run) >= 10, "step 10")
+    run.pause()
+    paused = run.snapshot()
+    assert paused.state == "paused"
+    wait_until(lambda: parked(run), "the paused thread to wait at its gate")
+    assert _step(run) == paused.step  # the step in flight at pause() was dropped, not landed
+    run.resume()
+    wait_until(lambda: _step(run) > paused.step + 5, "steps after resume")
+    run.stop(timeout=None)
+    assert run.state == "stopped" and not run.is_alive()
+
+
+def test_stop_then_start_continues_the_same_model_on_one_thread(run):
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    run.stop(timeout=None)
+    before = _step(run)
+    run.start()
+    wait_until(lambda: _step(run) > before + 5, "steps after the restart")
+    assert sum(t.name == THREAD_NAME and t.is_alive() for t in threading.enumerate()) == 1
+
+
+def test_a_snapshot_never_waits_for_the_training_step_in_flight(run):
+    """Forward and backward run outside the lock: with the trainer held inside a forward pass, a
+    snapshot still returns, and it is consistent (its history ordered, never past its step)."""
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(module, args):
+        if threading.current_thread() is run._thread:  # the trainer's own forward, nobody else's
+            inside.set()
+            release.wait()
+
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    handle = run.trainer.model.register_forward_pre_hook(hold)
+    try:
+        wait_until(inside.is_set, "the trainer inside a forward pass")
+        taken = []
+        reader = threading.Thread(target=lambda: taken.append(run.snapshot()), daemon=True)
+        reader.start()
+        snap = wait_until(lambda: taken and taken[0], "a snapshot while the step is held")
+        steps = [e.step for e in snap.history]
+        assert steps == sorted(steps) and steps[-1] <= snap.step
+    finally:
+        handle.remove()
+        release.set()
+
+
+def test_inference_model_is_a_detached_copy(run):
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    copy = run.inference_model()
+    frozen = {k: v.clone() for k, v in copy.state_dict().items()}
+    wait_until(lambda: _step(run) >= 15, "step 15")
+    assert not copy.training
+    for k, v in copy.state_dict().items():
+        assert torch.equal(v, frozen[k])
+    assert copy.token_embed.weight.data_ptr() != run.trainer.model.token_embed.weight.data_ptr()
+
+
+def test_finished_run_keeps_eval_samples_and_probe_attention():
+    run = _run(max_steps=40)
+    run.start()
+    wait_until(lambda: run.state == "finished", "the run to finish")
+    snap = run.snapshot()
+    assert snap.step == 40 and snap.progress == 1.0 and snap.eta_seconds == 0
+    assert [r.step for r in snap.evals] == [0, 20, 40]  # step 0: the untrained model
+    record = snap.evals[-1]
+    assert record.sample.startswith("the") and len(record.sample) > 3
+    assert record.attention.shape == (2, 2, 7, 7)  # (layers, heads, T, T) for "the cat"
+
+
+def test_error_in_training_thread_is_reported_not_raised():
+    run = _run()
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    run.pause()
+    wait_until(lambda: parked(run), "the paused thread to wait at its gate")
+    with torch.no_grad():  # what a too-high learning rate does, mid-run
+        run.trainer.model.final_norm.weight.fill_(float("nan"))
+    run.resume()
+    wait_until(lambda: run.state == "error", "the run to fail")
+    assert "lower learning rate" in str(run.snapshot().error)
+
+
+def test_orphaned_trainer_threads_are_stopped():
+    orphan, kept = _run(), _run()
+    orphan.start()
+    kept.start()
+    wait_until(lambda: _step(orphan) > 0 and _step(kept) > 0, "both runs to step")
+    assert stop_orphaned_runs(keep={kept}) == 1
+    wait_until(lambda: not orphan.is_alive(), "the orphan's thread to end")
+    assert kept.is_alive()
+    kept.stop()
+
+
+def test_close_stops_for_good_and_frees_the_weights():
+    run = _run()
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    model = weakref.ref(run.trainer.model)
+    run.close(timeout=None)
+    assert run.state == "closed" and not run.is_alive()
+    assert model() is None  # nothing else held the weights, the optimizer state or the data
+    assert _step(run) >= 5  # what a page may still read
+    run.start()
+    assert run.state == "closed" and not run.is_alive()
+
+
+def test_a_run_closed_inside_a_step_is_closed_at_once_and_frees_its_weights_when_the_step_ends():
+    """A server releasing an abandoned run does not wait for its step: the run reads closed at once,
+    and the thread frees the model as it leaves."""
+    run, inside, release = _run(), threading.Event(), threading.Event()
+
+    def hold(module, args):
+        if threading.current_thread() is run._thread:
+            inside.set()
+            release.wait()
+
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    model = weakref.ref(run.trainer.model)
+    handle = model().register_forward_pre_hook(hold)
+    wait_until(inside.is_set, "the trainer inside a forward pass")
+    run.close(timeout=0)
+    assert run.state == "closed" and run.is_alive()  # closed, though its step has not ended
+    handle.remove()
+    release.set()
+    wait_until(lambda: not run.is_alive(), "the thread to leave")
+    assert run.state == "closed" and model() is None
+
+
+def test_the_shown_tokens_per_second_is_the_median_of_the_last_intervals():
+    """One slow interval (an evaluation) does not move it; only the last SPEED_WINDOW intervals
+    count; the untrained model's step-0 event has no speed."""
+    def events(speeds, first_step=1):
+        return [TrainEvent(step=first_step + i, max_steps=100, train_loss=1.0, lr=1e-3, tokens_per_sec=s,
+                           elapsed=float(i)) for i, s in enumerate(speeds)]
+
+    assert steady_speed(events([1800, 5400, 5300, 1900, 5200, 5500, 5400])) == 5300  # by hand: the 4th of 7 sorted
+    assert steady_speed(events([100, 100, 5000, 5200, 5400, 5600, 5800, 6000, 6200])) == 5600  # the last 7
+    assert steady_speed(events([4000, 4100, 4300, 9000])) == 4200  # an even count: the mean of the middle two
+    assert steady_speed(events([0.0], first_step=0)) == 0.0  # before the first step: nothing to show
+    speeds = [3.0, 1.0, 7.0, 5.0, 9.0]
+    assert steady_speed(events(speeds), window=3) == statistics.median(speeds[-3:])
+
+
+def _dropout_run(seed: int) -> TrainingRun:
+    tok = tiny_tokenizer()
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=60, warmup_steps=2, eval_interval=20, eval_iters=2,
+                      seed=seed)
+    model = build_model(tiny_config(vocab_size=tok.vocab_size, dropout=0.3), cfg.seed)
+    return TrainingRun(Trainer(model, tok, TEXT, cfg, log_interval=5), probe_text="the cat", sample_prompt="the")
+
+
+def _record(run: TrainingRun) -> tuple:
+    snap = run.snapshot()
+    assert snap.state == "finished", snap.error
+    return ([(e.step, e.train_loss, e.val_loss) for e in snap.history],
+            [(r.sample, r.attention.tobytes()) for r in snap.evals])
+
+
+def test_two_runs_training_at_once_each_give_exactly_the_curve_they_give_alone():
+    """Dropout, batches and samples come from each run's own generators: neither the other run nor
+    a thread that keeps reseeding torch's global generator (as stream(seed=None) once did) changes them."""
+    alone = {}
+    for seed in (1, 2):
+        run = _dropout_run(seed)
+        run.start()
+        wait_until(lambda: run.state == "finished", "the run to finish")
+        alone[seed] = _record(run)
+    assert alone[1][0] != alone[2][0]
+
+    together = {seed: _dropout_run(seed) for seed in (1, 2)}
+    model, tok = tiny_config(vocab_size=tiny_tokenizer().vocab_size), tiny_tokenizer()
+    noisy = build_model(model, seed=0)
+    for run in together.values():
+        run.start()
+    while any(run.state == "running" for run in together.values()):
+        torch.manual_seed(int(time.monotonic_ns()) % 2**31)
+        torch.rand(1000)
+        list(stream(noisy, tok, "the", max_new_tokens=5, seed=None))
+    for seed, run in together.items():
+        assert _record(run) == alone[seed], f"seed {seed} trained differently beside another run"
+
+
+def test_a_run_started_paused_waits_at_step_0_and_steps_exactly_as_asked():
+    """Reset, then Step: the run waits at step 0; each run_steps(n) trains n steps, no more, logs
+    an event where it stops (even between log intervals) and pauses; max_steps caps the last."""
+    run = _run(max_steps=12)
+    try:
+        run.start(paused=True)
+        wait_until(lambda: parked(run), "the thread to wait at its gate")
+        assert run.trainer.step == 0
+        for target in (3, 4, 11):  # 3 from 0, 1 more, then 7 more: each between the log interval's 5s
+            run.run_steps(target - run.trainer.step)
+            wait_until(lambda: run.trainer.step >= target and parked(run), f"the run to stop at step {target}")
+            assert run.trainer.step == target and run.snapshot().history[-1].step == target
+        run.run_steps(100)
+        wait_until(lambda: run.state == "finished", "the run to finish")
+        assert run.trainer.step == 12
+        run.run_steps(1)  # a finished run stays finished
+        assert run.state == "finished"
+    finally:
+        run.stop()
+
+
+def test_pause_forgets_a_step_target():
+    run = _run(max_steps=100_000)
+    try:
+        run.start(paused=True)
+        run.run_steps(50_000)
+        wait_until(lambda: run.trainer.step > 0, "the first step")
+        run.pause()
+        step = run.trainer.step
+        run.resume()  # plain resume: no target left, it trains on past it
+        wait_until(lambda: run.trainer.step > step + 5, "steps past the forgotten target")
+        assert run.state == "running"
+    finally:
+        run.stop()

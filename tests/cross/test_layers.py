@@ -4,6 +4,7 @@
     pytest tests/cross/test_layers.py
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -111,3 +112,35 @@ def test_importing_the_core_loads_no_instrument_and_no_figure():
             "print(sorted(m for m in sys.modules if m.startswith(('minigpt.lab', 'minigpt.serve', 'minigpt.viz'))))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_public_api_is_what_the_app_uses_and_each_name_is_its_modules_own():
+    """minigpt re-exports the core names that app/, pages/ and Home import from it, no more and no
+    fewer, and each is the very object of the module the TYPE_CHECKING block names."""
+    import ast
+    import importlib
+
+    import minigpt
+
+    used = set()
+    for path in [ROOT / "streamlit_app.py", *(ROOT / "app").glob("*.py"), *(ROOT / "pages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "minigpt" and node.level == 0:
+                used.update(alias.name for alias in node.names)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    used.update(re.findall(r"from minigpt import ([\w, ]+)", readme)[0].replace(" ", "").split(","))
+    assert set(minigpt.__all__) == used
+    tree = ast.parse((ROOT / "minigpt" / "__init__.py").read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    for node in block.body:
+        module = importlib.import_module(f"minigpt.{node.module}")
+        for alias in node.names:
+            assert getattr(minigpt, alias.name) is getattr(module, alias.name), alias.name
+
+
+@pytest.mark.slow
+def test_importing_minigpt_alone_loads_no_torch():
+    """The names load on first use: a page that only needs the package's constants waits for no torch."""
+    done = subprocess.run([sys.executable, "-c", "import sys, minigpt; print('torch' in sys.modules)"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -124,6 +124,7 @@ def test_attention_page_default_figure_is_the_hand_computed_attention_and_the_ch
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_time_lapse_replays_the_run_evaluations():
     at = start_tiny_run(eval_interval=5)
     entry = runs.registry().get(own_run(at)[0])

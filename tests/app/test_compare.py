@@ -28,6 +28,7 @@ def kept_run(at, steps: int, name: str):
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_link_for_others():
     at = kept_run(start_tiny_run(max_steps=40), 40, "slow")
     at = page(at, EXPERIMENTS.script)
@@ -59,6 +60,7 @@ def test_two_kept_runs_compare_on_one_chart_with_the_setting_that_differs_and_a_
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_run_start_replaces_is_kept_and_the_current_one_is_compared_as_it_is_now():
     at = finished(start_tiny_run(max_steps=30), 30)
     at.select_slider(key="lr").set_value(3e-2).run()

@@ -54,6 +54,7 @@ def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sess
     assert len(other.metric) == 1 and other.metric[0].value == f"{base:.3f}"  # nothing knocked out there
 
 
+@pytest.mark.slow
 def test_a_knockout_measured_again_shows_its_own_numbers_not_another_ones():
     """The page keeps each knock-out's loss and sample for the session: turning one off and on again
     shows its numbers again, and another knock-out never shows the kept ones."""
@@ -75,6 +76,7 @@ def test_a_knockout_measured_again_shows_its_own_numbers_not_another_ones():
     assert shown["positions again"] == shown["positions"]
 
 
+@pytest.mark.slow
 def test_two_uploads_of_the_same_name_and_step_keep_their_own_knockout_numbers():
     """The page keeps knock-out results per model: two checkpoints named alike, at the same step and
     with the same vocabulary, are still two models."""
@@ -103,6 +105,7 @@ def test_two_uploads_of_the_same_name_and_step_keep_their_own_knockout_numbers()
     assert shown[0][0] != shown[1][0] and shown[0][1] != shown[1][1], shown
 
 
+@pytest.mark.slow
 def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_head():
     at = page(home(), EXPERIMENTS.script)
     at.button(key="measure_heads").click().run()
@@ -114,6 +117,7 @@ def test_head_importance_draws_the_layer_by_head_grid_and_names_the_costliest_he
     assert any(f"layer {layer + 1}'s head {head + 1}" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_the_experiments_page_in_chinese_after_a_knockout_and_the_importance_grid():
     at = page(home("zh"), EXPERIMENTS.script)
     at.multiselect[0].set_value([(0, 0)]).run()
@@ -123,6 +127,7 @@ def test_the_experiments_page_in_chinese_after_a_knockout_and_the_importance_gri
 
 
 @pytest.mark.parametrize("corpus", ["task-copy", "task-reverse", "task-sort"])
+@pytest.mark.slow
 def test_a_task_model_is_measured_on_the_windows_its_training_measured(corpus):
     """Issue: the task models were measured on windows that start mid-line, which they never saw:
     6.01, 6.92 and 5.42 nats, worse than a uniform guess. The page's val loss is now the one their

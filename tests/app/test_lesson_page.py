@@ -50,6 +50,7 @@ def drew(at, kind: str, key) -> bool:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.slow
 def test_next_walks_every_step_with_its_view_and_a_question_that_tells_right_from_wrong(lang):
     at = page(home(lang, lesson="1"), LESSON)
     for n, step in enumerate(STEPS, start=1):
@@ -117,6 +118,7 @@ def test_the_formulas_spell_only_notation_no_sentences():
             assert all(w.strip() in NOTATION for w in words), (n, words)
 
 
+@pytest.mark.slow
 def test_the_lesson_is_reachable_from_home_and_each_tool_page_links_to_its_step():
     at = home("en")
     assert any(l.proto.query_string.startswith("lesson=1&") for l in at.get("page_link")), "Home: start the lesson"
@@ -129,6 +131,7 @@ def test_the_lesson_is_reachable_from_home_and_each_tool_page_links_to_its_step(
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_lesson_trains_the_tiny_preset_then_watches_the_demos_448_characters_overfit():
     at = page(home("en", lesson="11"), LESSON)
     at.button(key="lesson_train").click().run()
@@ -240,6 +243,7 @@ def test_the_model_facts_the_words_state_hold_in_the_code():
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_lesson_says_its_run_replaces_the_model_before_the_click_and_leaves_the_train_form_alone():
     """Issue: one click in steps 11 and 12 silently made a Tiny run the model everywhere, left the
     Train form on Tiny though Home promises the Small default, and the sidebar still said course-zh.

@@ -119,6 +119,7 @@ def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_trainin
     assert own_run(at)[0] == first and runs.registry().get(first).run.state == "running"
 
 
+@pytest.mark.slow
 def test_simultaneous_starts_never_build_more_runs_than_the_cap():
     """16 Start clicks at the same instant against a cap of 2: exactly 2 runs are built and train,
     and at no moment did a third training thread exist, even briefly."""

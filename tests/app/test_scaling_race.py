@@ -23,6 +23,7 @@ def race_page(lang: str | None = None, steps: int = 100):
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_race_draws_both_models_and_says_what_happened_in_the_measured_numbers():
     at = race_page()
     assert not at.exception and not at.warning
@@ -52,11 +53,13 @@ def test_a_race_at_the_servers_cap_says_so_and_trains_nothing(monkeypatch):
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_race_in_chinese():
     assert_chinese(race_page("zh"), "Experiments, after a race")
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_race_trains_what_its_settings_say_and_names_the_layer_where_scaling_mattered_most(monkeypatch):
     """One head of the chosen d_k (d_model = d_k, as the label says), the chosen layers, steps and
     learning rate; with two layers, the verdict names the one whose softmax let through the most
@@ -86,6 +89,7 @@ def test_the_race_trains_what_its_settings_say_and_names_the_layer_where_scaling
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_when_the_two_losses_agree_the_page_says_why():
     at = race_page()
     points = at.session_state["race_shown"]

@@ -44,6 +44,7 @@ def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setti
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_every_hyperparameter_and_metric_explains_itself():
     at = page(home(), TRAIN.script)
     widgets = [*at.slider, *at.select_slider, *at.number_input, *at.checkbox]
@@ -64,6 +65,7 @@ def test_every_hyperparameter_and_metric_explains_itself():
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_memorisation_is_named_on_the_chart_and_in_words():
     at = home()
     at.selectbox(key=choices.CORPUS).set_value("demo-zh").run()
@@ -125,6 +127,7 @@ def test_one_layer_is_singular_and_the_step_metric_fits():
 
 @pytest.mark.trains
 @pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.slow
 def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
     at = home(lang)
     at.selectbox(key="corpus").set_value("task-copy").run()
@@ -342,6 +345,7 @@ def test_a_number_out_of_range_is_refused_under_its_box_in_the_pages_language():
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_throughput_has_one_name_in_each_language():
     for lang, name in (("en", "Characters/s"), ("zh", "字符/秒")):
         at = start_tiny_run(lang)

@@ -175,6 +175,7 @@ def test_no_uploaded_name_becomes_a_path(writes, tmp_path):
 HEAVY_FOR_HOME = ("pandas", "app.lesson", "minigpt.viz")
 
 
+@pytest.mark.slow
 def test_home_and_the_sidebar_draw_without_pandas_or_the_lessons_views():
     """The first load waits for every import Home makes: pandas (about half a second here) and the
     lesson's views are for other pages. Streamlit itself brings in Plotly, so that is not counted."""
@@ -188,6 +189,7 @@ def test_home_and_the_sidebar_draw_without_pandas_or_the_lessons_views():
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_a_page_session_writes_nothing_at_all(writes, tmp_path):
     before = repo_files()
     at = home()

@@ -237,6 +237,7 @@ def zh_run():
     runs.registry().stop_all()
 
 
+@pytest.mark.slow
 def test_every_page_in_chinese_shows_no_english_words(zh_run):
     at = zh_run
     assert at.title[0].value == "训练"

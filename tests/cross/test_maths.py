@@ -129,6 +129,7 @@ def test_next_token_distribution_is_softmax_of_logits_over_temperature(temperatu
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.6])
+@pytest.mark.slow
 def test_sampled_characters_follow_softmax_over_temperature(pydoc_en, temperature):
     """2,000 one-character samples after one prompt: their frequencies are softmax(logits / T)."""
     model, tok = pydoc_en.model, pydoc_en.tokenizer

@@ -46,6 +46,7 @@ def test_a_knockout_is_the_hand_forward_with_that_part_removed(shipped, knockout
     assert not np.allclose(want["logits"], hand_forward(model, ids)["logits"], atol=1e-2)  # it does change them
 
 
+@pytest.mark.slow
 def test_the_shuffled_head_is_an_untied_copy_of_the_embedding_in_another_order(shipped):
     model, ids = shipped
     twin = knocked_out(model, Knockout(shuffled_head=True, shuffle_seed=3))

@@ -55,6 +55,7 @@ def test_the_score_gradient_is_autograds_gradient_at_the_softmax_input(monkeypat
     assert all(p.grad is None for p in model.parameters())  # it leaves no gradients behind
 
 
+@pytest.mark.slow
 def test_without_scaling_one_head_of_d_k_64_saturates_and_lets_less_through():
     """One head of d_k 64 on the course text, 100 steps, both from the same weights and batches:
     unscaled, its rows saturate (lower entropy, larger max weight) and its softmax Jacobian

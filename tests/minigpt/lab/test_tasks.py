@@ -148,6 +148,7 @@ def reverse_run():
     return trainer, events
 
 
+@pytest.mark.slow
 def test_a_tiny_model_learns_to_reverse_far_above_chance(reverse_run):
     trainer, events = reverse_run
     final = events[-1]

@@ -208,6 +208,7 @@ def _record(run: TrainingRun) -> tuple:
             [(r.sample, r.attention.tobytes()) for r in snap.evals])
 
 
+@pytest.mark.slow
 def test_two_runs_training_at_once_each_give_exactly_the_curve_they_give_alone():
     """Dropout, batches and samples come from each run's own generators: neither the other run nor
     a thread that keeps reseeding torch's global generator (as stream(seed=None) once did) changes them."""

@@ -8,13 +8,18 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .data import BUILTIN_CORPORA
+
+
+def shipped_checkpoints() -> list[str]:
+    """The corpora a checkpoint ships for: the package's own folders, not the corpus registry, which
+    holds the task corpora only once minigpt.lab.tasks is imported."""
+    return sorted(entry.name for entry in resources.files("minigpt").joinpath("pretrained").iterdir() if entry.is_dir())
 
 
 def pretrained_dir(corpus: str) -> Path:
     """Folder of the shipped checkpoint for a built-in corpus."""
-    if corpus not in BUILTIN_CORPORA:
-        raise KeyError(f"no pretrained checkpoint for {corpus!r}; built-in corpora: {', '.join(BUILTIN_CORPORA)}")
+    if corpus not in shipped_checkpoints():
+        raise KeyError(f"no pretrained checkpoint for {corpus!r}; shipped: {', '.join(shipped_checkpoints())}")
     return Path(str(resources.files("minigpt").joinpath("pretrained", corpus)))
 
 

@@ -6,6 +6,10 @@ distribution, and the task models answer questions they never saw.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -17,6 +21,8 @@ from minigpt.lab.tasks import TASKS, task_for_corpus
 from minigpt.data import eval_windows, split_tokens
 from minigpt.lab.tasks import accuracy
 from minigpt import estimate_loss
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _val_loss(corpus: str) -> tuple[float, float]:
@@ -85,3 +91,18 @@ def test_a_shipped_models_validation_windows_give_the_val_loss_its_training_reco
     ids = torch.tensor(checkpoint.tokenizer.encode(load_corpus(corpus)))
     windows = validation_windows(ids, checkpoint.train_config, task.line_length if task is not None else 1)
     assert estimate_loss(checkpoint.model, windows) == pytest.approx(checkpoint.meta["val_loss"], abs=5e-5)
+
+
+@pytest.mark.slow
+def test_every_shipped_model_loads_in_a_fresh_interpreter_without_the_lab():
+    """The task corpora join the corpus registry when minigpt.lab.tasks is imported; the shipped task
+    checkpoints must load without it (a library user, or a test file run alone, has not imported it).
+    In a fresh interpreter, since this one has long imported the lab."""
+    code = ("import sys; from minigpt import load_pretrained\n"
+            "for corpus in sys.argv[1:]:\n"
+            "    assert load_pretrained(corpus).tokenizer.vocab_size > 0, corpus\n"
+            "assert 'minigpt.lab.tasks' not in sys.modules\n")
+    shipped = sorted(folder.name for folder in (ROOT / "minigpt" / "pretrained").iterdir() if folder.is_dir())
+    assert {"course-zh", "task-copy", "task-reverse", "task-sort"} <= set(shipped)
+    done = subprocess.run([sys.executable, "-c", code, *shipped], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = {
     "browser": ["tests/cross/test_browser.py"],
-    "threads": ["tests/minigpt/test_runner.py", "tests/minigpt/test_registry.py"],  # the runner and registry
+    "threads": ["tests/minigpt/serve/test_runner.py", "tests/minigpt/serve/test_registry.py"],  # the runner and registry
     "trains": ["-m", "trains"],       # every test that starts a training thread, app pages included
     "all": [],                        # the README's test command: everything
 }

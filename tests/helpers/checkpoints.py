@@ -8,6 +8,7 @@ import os
 import zipfile
 from pathlib import Path
 
+import pytest
 import torch
 
 from minigpt import CharTokenizer, GPTConfig, MiniGPT
@@ -44,6 +45,14 @@ def saved(tmp_path: Path, seed: int = 0, name: str = "ckpt", **kwargs) -> Path:
     return save_pretrained(tmp_path / name, checkpoint_model(seed), TOKENIZER, **kwargs)
 
 
+def saved_with_optimizer(tmp_path: Path, name: str = "ckpt", **kwargs) -> tuple[Path, torch.nn.Module]:
+    """A checkpoint saved after one AdamW step, so that it carries an optimizer state; and its model."""
+    model = checkpoint_model()
+    optimizer = torch.optim.AdamW(model.parameters())
+    train_step(model, optimizer)
+    return save_pretrained(tmp_path / name, model, TOKENIZER, optimizer=optimizer, **kwargs), model
+
+
 def read_config(path: Path) -> dict:
     return json.loads((path / CONFIG_NAME).read_text(encoding="utf-8"))
 
@@ -68,9 +77,9 @@ def folder_files(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in path.iterdir()}
 
 
-def make_zip(entries: dict[str, bytes]) -> bytes:
+def make_zip(entries: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
         for name, data in entries.items():
             archive.writestr(name, data)
     return buffer.getvalue()
@@ -117,3 +126,12 @@ class RunsCode:
 
     def __reduce__(self):
         return (os.system, (f"touch '{self.marker}'",))
+
+
+def assert_same_curve(resumed: list, straight: list) -> None:
+    """Two loss curves, (step, train loss, val loss or None) rows, equal to float32 rounding."""
+    assert [row[0] for row in resumed] == [row[0] for row in straight]
+    for (step, loss, val), (_, want, want_val) in zip(resumed, straight):
+        assert loss == pytest.approx(want, rel=1e-5, abs=1e-6), step
+        assert (val is None) == (want_val is None), step
+        assert val is None or val == pytest.approx(want_val, rel=1e-5, abs=1e-6), step

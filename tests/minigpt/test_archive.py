@@ -16,22 +16,14 @@ import pytest
 import torch
 
 from helpers.checkpoints import (TOKENIZER, bomb_zip, checkpoint_model, folder_files, logits_of, make_zip, saved,
-                                 train_step)
+                                 saved_with_optimizer)
 from minigpt import CheckpointError, checkpoint_zip, load_zip
 from minigpt.archive import folder_zip
-from minigpt.checkpoint import save_pretrained
 from minigpt.checkpoint import CONFIG_NAME, WEIGHTS_NAME
 
 
-def _with_optimizer(tmp_path: Path, name: str = "ckpt", **kwargs) -> tuple[Path, torch.nn.Module]:
-    model = checkpoint_model()
-    optimizer = torch.optim.AdamW(model.parameters())
-    train_step(model, optimizer)
-    return save_pretrained(tmp_path / name, model, TOKENIZER, optimizer=optimizer, **kwargs), model
-
-
 def test_zip_round_trip_gives_identical_checkpoint(tmp_path):
-    path, model = _with_optimizer(tmp_path, meta={"step": 1})
+    path, model = saved_with_optimizer(tmp_path, meta={"step": 1})
     data = folder_zip(path)
     assert sorted(zipfile.ZipFile(io.BytesIO(data)).namelist()) == sorted(p.name for p in path.iterdir())
     ckpt = load_zip(data, with_optimizer=True)
@@ -121,11 +113,7 @@ def test_bad_zip_is_refused_and_nothing_is_written(tmp_path, build, match):
 
 def _stored_zip(entries: dict[str, bytes]) -> bytes:
     """Entries stored as they are: incompressible data, so no ratio check can stand in for a size check."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
+    return make_zip(entries, zipfile.ZIP_STORED)
 
 
 def test_the_files_of_a_zip_together_may_not_unpack_past_the_total_limit(monkeypatch):

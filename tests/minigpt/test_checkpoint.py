@@ -23,7 +23,8 @@ import torch
 
 from helpers import ROOT
 from helpers.checkpoints import (RunsCode, TOKENIZER, checkpoint_model, edit, folder_files, logits_of, mutate,
-                                 read_config, replace_weights, saved, train_step, weights_path, write_config)
+                                 read_config, replace_weights, saved, saved_with_optimizer, train_step, weights_path,
+                                 write_config)
 from helpers.waiting import DEADLINE
 from minigpt import Checkpoint, CheckpointError, TrainConfig, checkpoint
 from minigpt.checkpoint import from_pretrained, latest_checkpoint, save_checkpoint, save_pretrained
@@ -32,13 +33,6 @@ from minigpt import CharTokenizer
 
 WORKER = Path(__file__).resolve().parent / "_save_worker.py"
 PICKLE_MESSAGE = r"pickle-based checkpoints \(torch\.save\) are refused"
-
-
-def _with_optimizer(tmp_path: Path, name: str = "ckpt", **kwargs) -> tuple[Path, torch.nn.Module]:
-    model = checkpoint_model()
-    optimizer = torch.optim.AdamW(model.parameters())
-    train_step(model, optimizer)
-    return save_pretrained(tmp_path / name, model, TOKENIZER, optimizer=optimizer, **kwargs), model
 
 
 def test_checkpoint_round_trip_gives_identical_logits_tokenizer_and_config(tmp_path):
@@ -108,7 +102,7 @@ def test_save_unwraps_a_compiled_model(tmp_path):
 
 
 def test_optimizer_state_is_only_loaded_on_request(tmp_path):
-    path, _ = _with_optimizer(tmp_path)
+    path, _ = saved_with_optimizer(tmp_path)
     assert from_pretrained(path).optimizer_state is None
     assert from_pretrained(saved(tmp_path, name="other"), with_optimizer=True).optimizer_state is None
 
@@ -125,7 +119,7 @@ def test_save_refuses_meta_that_is_not_json(tmp_path):
 
 
 def test_damaged_optimizer_file_is_refused_only_when_requested(tmp_path):
-    path, model = _with_optimizer(tmp_path)
+    path, model = saved_with_optimizer(tmp_path)
     optimizer_file = path / OPTIMIZER_NAME
     optimizer_file.write_bytes(optimizer_file.read_bytes()[:-4] + b"oops")
     assert torch.equal(logits_of(from_pretrained(path).model), logits_of(model))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.checkpoints import assert_same_curve
 from helpers import ROOT
 from minigpt.checkpoint import from_pretrained
 from minigpt.cli import main
@@ -126,14 +127,6 @@ def test_the_cli_trains_a_task_and_reports_its_accuracy(tmp_path):
 
 
 N = 20  # steps of the first half of a resumed run
-
-
-def assert_same_curve(resumed: list, straight: list) -> None:
-    assert [row[0] for row in resumed] == [row[0] for row in straight]
-    for (step, loss, val), (_, want, want_val) in zip(resumed, straight):
-        assert loss == pytest.approx(want, rel=1e-5, abs=1e-6), step
-        assert (val is None) == (want_val is None), step
-        assert val is None or val == pytest.approx(want_val, rel=1e-5, abs=1e-6), step
 
 
 def test_cli_resume_continues_the_loss_curve_of_an_uninterrupted_run(tmp_path, capsys):

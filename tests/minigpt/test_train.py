@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.checkpoints import assert_same_curve
 from helpers.tiny import TEXT, tiny_config, tiny_lm, tiny_tokenizer
 from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, build_model, estimate_loss,
                      load_corpus, validation_windows)
@@ -159,14 +160,6 @@ def _resumable_trainer(model=None) -> Trainer:
 
 def _curve(events) -> list[tuple[int, float, float | None]]:
     return [(e.step, e.train_loss, e.val_loss) for e in events]
-
-
-def assert_same_curve(resumed: list, straight: list) -> None:
-    assert [row[0] for row in resumed] == [row[0] for row in straight]
-    for (step, loss, val), (_, want, want_val) in zip(resumed, straight):
-        assert loss == pytest.approx(want, rel=1e-5, abs=1e-6), step
-        assert (val is None) == (want_val is None), step
-        assert val is None or val == pytest.approx(want_val, rel=1e-5, abs=1e-6), step
 
 
 def test_resume_through_save_pretrained_and_from_pretrained_continues_the_loss_curve(tmp_path):

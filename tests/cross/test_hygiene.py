@@ -270,9 +270,11 @@ def test_every_chart_offers_plotlys_png_download():
     assert not missing, missing
 
 
-def test_the_stress_and_mutant_scripts_name_files_that_exist():
-    """tests/stress.py's suites and tests/mutants.py's mutated files are paths typed into the scripts:
-    after a file moves, the threaded suite ran nothing and reported every run as failed (pytest exit 4)."""
+def test_the_stress_and_mutant_scripts_name_files_that_exist_and_every_mutant_applies():
+    """tests/stress.py's suites and tests/mutants.py's files are paths typed into the scripts, and each
+    mutant is an exact edit. After the redesign the threaded suite named moved files (pytest ran
+    nothing, exit 4, every run 'failed'), and a race-page mutant matched nothing, which stopped the
+    mutant run after 113 mutants."""
     import importlib.util
 
     def script(name):
@@ -285,3 +287,5 @@ def test_the_stress_and_mutant_scripts_name_files_that_exist():
     paths = [arg for suite in stress.SUITES.values() for arg in suite if not arg.startswith("-") and "/" in arg]
     paths += [path for path, _edits in mutants.MUTANTS.values()] + mutants.REST
     assert paths and not [path for path in paths if not (ROOT / path).exists()]
+    for name, (path, edits) in mutants.MUTANTS.items():  # each edit still matches its file's text, once
+        mutants.mutated((ROOT / path).read_text(encoding="utf-8"), name, path, edits)

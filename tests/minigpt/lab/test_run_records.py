@@ -32,6 +32,16 @@ def test_a_record_keeps_the_runs_curves_and_numbers():
     assert table.loc[0, "best_val"] == pytest.approx(1.1) and table.loc[0, "seconds"] == 2.0
 
 
+def test_the_best_val_loss_is_the_lowest_one_not_the_last_when_a_run_overfits():
+    """An overfitting run's val loss turns back up: 2.0, then 1.2, then 1.5. The table's last val loss
+    is 1.5 and its best 1.2, the number the comparison ranks runs by."""
+    events = [TrainEvent(step=s, max_steps=30, train_loss=3.0 - s / 10, lr=1e-3, tokens_per_sec=500.0, elapsed=s / 10,
+                         val_loss=v) for s, v in ((10, 2.0), (20, 1.2), (30, 1.5))]
+    snapshot = type("Snapshot", (), {"history": events, "elapsed": 3.0, "tokens_per_sec": 500.0})
+    table = results_table([RunRecord.of_run("overfits", "course-zh", GPTConfig(vocab_size=30), TrainConfig(), snapshot)])
+    assert table.loc[0, "val_loss"] == pytest.approx(1.5) and table.loc[0, "best_val"] == pytest.approx(1.2)
+
+
 def test_only_the_settings_that_differ_are_listed():
     a, b, c = record("a"), record("b", lr=1e-2), record("c", lr=1e-2, batch_size=32)
     assert differing_settings([a, a]).empty

@@ -9,6 +9,7 @@ import pytest
 
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_finished
 from helpers.language import assert_chinese
+from app.compare import KEPT_KEY, MAX_KEPT, NOTICE_KEY, shelf
 from app.site import EXPERIMENTS, TRAIN
 
 
@@ -104,3 +105,17 @@ def test_the_comparison_in_chinese():
     at = kept_run(start_tiny_run("zh", max_steps=30), 30, "第一")
     at = page(at, EXPERIMENTS.script)
     assert_chinese(at, "Experiments, comparing a kept run")
+
+
+@pytest.mark.trains
+@pytest.mark.slow
+def test_a_kept_run_past_the_sessions_limit_lets_the_oldest_go_and_says_so():
+    """A session keeps MAX_KEPT runs: one more lets the oldest go (never the newest), with a notice."""
+    at = finished(start_tiny_run(max_steps=20), 20)
+    for n in range(1, MAX_KEPT + 2):
+        at.text_input(key="keep_name").set_value(f"k{n}").run()
+        at.button(key="keep_run").click().run()
+    assert not at.exception
+    kept = [record.name for record in shelf().get(at.session_state[KEPT_KEY])]
+    assert kept == [f"k{n}" for n in range(2, MAX_KEPT + 2)]
+    assert str(MAX_KEPT) in at.session_state[NOTICE_KEY]

@@ -37,6 +37,8 @@ def test_the_inside_page_shows_the_row_of_the_heatmap_for_the_chosen_query(shipp
         want = model.attention_maps(torch.tensor([ids]), scale_attention=scale)[1, 2, 6].numpy()
         np.testing.assert_allclose(weights, want, atol=1e-6)
         assert np.all(weights[7:] == 0)  # the future keys, masked
+        example = next(x.value for x in at.latex if "softmax" in x.value)  # the worked example: the heaviest key
+        assert f"k_{{{int(want.argmax())}}}" in example and f"\\rightarrow {want.max():.3f}" in example, example
         at.checkbox(key="inside_unscaled").check().run()
     assert len(at.dataframe[0].value) == model.config.num_layers * model.config.num_heads
 

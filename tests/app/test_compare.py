@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_finished
+from helpers.apptest import home, page, plotly_spec, start_tiny_run, tiny_settings, wait_finished, wait_for_step
 from helpers.language import assert_chinese
 from app.compare import KEPT_KEY, MAX_KEPT, NOTICE_KEY, shelf
 from app.site import EXPERIMENTS, TRAIN
@@ -119,3 +119,18 @@ def test_a_kept_run_past_the_sessions_limit_lets_the_oldest_go_and_says_so():
     kept = [record.name for record in shelf().get(at.session_state[KEPT_KEY])]
     assert kept == [f"k{n}" for n in range(2, MAX_KEPT + 2)]
     assert str(MAX_KEPT) in at.session_state[NOTICE_KEY]
+
+
+@pytest.mark.trains
+def test_a_replaced_run_is_kept_only_if_it_trained_a_step():
+    """Reset twice: the first run, paused at step 0, is let go unkept. Ten steps later, Reset keeps it."""
+    at = tiny_settings(page(home(), TRAIN.script), max_steps=100, eval_interval=5)
+    at.button(key="reset").click().run()  # a run paused at step 0
+    at.button(key="reset").click().run()  # replaces it: nothing to keep, it never stepped
+    assert not at.exception and KEPT_KEY not in at.session_state
+    at.button(key="step").click().run()  # ten steps, then paused
+    assert wait_for_step(at, 10) == 10
+    at.button(key="reset").click().run()
+    assert not at.exception
+    kept = shelf().get(at.session_state[KEPT_KEY])
+    assert [(record.name, record.val_steps[-1]) for record in kept] == [("run 1", 10)]

@@ -24,6 +24,7 @@ from app import choices, glossary, i18n, runs, uploads
 from app.lesson_text import STEPS
 from helpers import ROOT
 from helpers.apptest import PAGES, home, own_run, page, start_tiny_run, tiny_settings, wait_for_step
+from helpers.checkpoints import make_zip
 from helpers.language import GLOSSED, assert_chinese, english_words
 from minigpt import LabError, load_pretrained
 from app.site import ATTENTION, GENERATE, GLOSSARY, LESSON, TRAIN
@@ -443,6 +444,15 @@ def test_a_malformed_checkpoint_is_refused_in_chinese():
     assert not english_words(besides(at.error[0].value, "model.zip"), GLOSSED), at.error[0].value
     at.radio(key=i18n.LANG_WIDGET_KEY).set_value("en").run()  # the refusal is kept as an error, not as words
     assert "not a zip archive" in at.error[0].value
+
+
+def test_an_error_inside_an_error_is_translated_too():
+    """The library names the upload as a Message inside its CheckpointError: both are translated."""
+    at = home("zh")
+    at.radio(key=choices.MODEL_SOURCE).set_value(choices.UPLOADED).run()
+    zipped = make_zip({"notes.txt": b"not a checkpoint"})
+    at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("model.zip", zipped, "application/zip")).run()
+    assert [e.value for e in at.error] == ["model\\.zip: 压缩包 中没有 config\\.json，所以它不是 MiniGPT 检查点。"]
 
 
 def besides(shown: str, name: str) -> str:

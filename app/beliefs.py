@@ -6,9 +6,10 @@ from __future__ import annotations
 import streamlit as st
 
 from minigpt import SampledToken, SamplingError, check_sampling, generate
-from minigpt.lab.explain import beliefs, last_query_attention, next_logits
+from minigpt.lab.explain import beliefs
 from minigpt.viz import beliefs_figure, step_attention_figure
 
+from . import shared_results
 from .charts import config as chart_config
 from .i18n import _, n_, number
 from .loaded_model import LoadedModel
@@ -31,7 +32,7 @@ def next_character(loaded: LoadedModel, prompt: str, temperature: float, top_k: 
     except SamplingError:
         return  # the generate button says why
     k = top_k if 0 < top_k < loaded.tokenizer.vocab_size else None
-    belief = beliefs(next_logits(loaded.model, loaded.tokenizer.encode(prompt), loaded.block_size), temperature, k, top_p)
+    belief = beliefs(shared_results.next_logits(loaded, prompt), temperature, k, top_p)
     st.plotly_chart(beliefs_figure(belief, loaded.tokenizer.chars, tr=_), key="beliefs", config=chart_config())
     st.caption(_("After “{prompt}”, at temperature {temperature:g}: the entropy is {entropy:.2f} nats, as unsure "
                  "as a fair choice among {choices:.1f} characters; top-k and top-p cut off {cut} of them.",
@@ -85,7 +86,7 @@ def generation_by_probability(loaded: LoadedModel, prompt: str, steps: list[Samp
                   prob=step.prob, top=top))
     context = prompt + "".join(s.text for s in steps[:pick])
     window = context[-step.context:]  # exactly what the model read: after the cache refilled, fewer than block_size
-    rows = last_query_attention(loaded.model, loaded.tokenizer.encode(window), loaded.block_size)
+    rows = shared_results.last_query_attention(loaded, window)
     st.caption(n_("Where the last character before it looked, in each layer (mean of the heads), when the model "
                   "chose it, over the {n} character it read:", "Where the last character before it looked, in each "
                   "layer (mean of the heads), when the model chose it, over the {n} characters it read:",

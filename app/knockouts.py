@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt import SamplingError, Windows, estimate_loss, generate
-from minigpt.lab.knockout import Knockout, KnockoutError, head_importance, knocked_out
+from minigpt import SamplingError, Windows
+from minigpt.lab.knockout import Knockout, KnockoutError
 from minigpt.viz import attention_panels, importance_figure
 
-from . import charts, heatmaps, loaded_model, prompts
+from . import charts, heatmaps, loaded_model, prompts, shared_results
 from .i18n import _, error_text, number
 from .loaded_model import LoadedModel
 
-SAMPLE_SEED, SAMPLE_TOKENS, SAMPLE_TEMPERATURE = 0, 120, 0.8
 IMPORTANCE_KEY = "head_importance_shown"  # session_state: the last importance grid, with the model it is of
-MEASURED_KEY = "knockouts_measured"  # session_state: {(model, prompt, knock-out): (loss, sample)}, the latest few
-KEEP_MEASURED = 16
-Measured = tuple[float | None, "str | SamplingError"]  # a model's loss (None without windows) and its sample
 
 
 def choose(loaded: LoadedModel) -> Knockout:
@@ -49,7 +45,7 @@ def knockout_section(loaded: LoadedModel, windows: Windows | None) -> None:
     st.subheader(_("Knock-outs"))
     knockout = choose(loaded)
     try:
-        twin = knocked_out(loaded.model, knockout)
+        knockout.check(loaded.model.config)
     except KnockoutError as err:
         st.error(error_text(err))
         return
@@ -60,8 +56,10 @@ def knockout_section(loaded: LoadedModel, windows: Windows | None) -> None:
     if windows is None:
         st.info(_("This model's corpus is not known here, so there is no validation text to measure its loss on; "
                   "the samples and the attention below still show what the knock-out changed."))
-    whole = measured(loaded, loaded.model, Knockout(), windows)
-    knocked = None if knockout.empty else measured(loaded, twin, knockout, windows)
+    # the same for every learner who asks: the seed is fixed, and the windows are the model's own
+    prompt = loaded_model.first_prompt(loaded)
+    whole = shared_results.measured(loaded, Knockout(), prompt, windows)
+    knocked = None if knockout.empty else shared_results.measured(loaded, knockout, prompt, windows)
     if windows is not None:
         base = whole[0]
         whole_col, knocked_col = st.columns(2)
@@ -72,7 +70,7 @@ def knockout_section(loaded: LoadedModel, windows: Windows | None) -> None:
             knocked_col.metric(_("Val loss, knocked out"), number(after, ".3f"), delta=f"{after - base:+.3f}",
                                delta_color="inverse")
     st.markdown(_("**The same prompt and seed** (temperature {temperature:g}), before and after:",
-                  temperature=SAMPLE_TEMPERATURE))
+                  temperature=shared_results.SAMPLE_TEMPERATURE))
     shown = [(whole[1], _("Whole model"))] + ([] if knocked is None else [(knocked[1], _("Knocked out"))])
     for col, (sample, label) in zip(st.columns(2), shown):
         col.caption(label)
@@ -85,28 +83,8 @@ def knockout_section(loaded: LoadedModel, windows: Windows | None) -> None:
     text = prompts.readable(text, loaded, text_key)
     if text:
         span = heatmaps.pick_page(len(text), key=f"knockout_page:{len(text)}")
-        attention = loaded_model.attention_maps(twin, loaded.tokenizer, text)
+        attention = shared_results.attention_maps(loaded, text, knockout=knockout)
         heatmaps.draw_panels(attention_panels(attention, view="layers", tr=_), text, span, key="knockout_attention")
-
-
-def measured(loaded: LoadedModel, model, knockout: Knockout, windows: Windows | None) -> Measured:
-    """A model's loss on the windows and its sample from the prompt and seed, once per model, prompt
-    and knock-out in this session: the same every time, and a learner turns a knock-out on and off
-    to compare."""
-    prompt = loaded_model.first_prompt(loaded)
-    memo = st.session_state.setdefault(MEASURED_KEY, {})
-    key = (loaded.identity, prompt, knockout)
-    if key not in memo:
-        loss = estimate_loss(model, windows) if windows is not None else None
-        try:
-            sample = generate(model, loaded.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS,
-                              temperature=SAMPLE_TEMPERATURE, seed=SAMPLE_SEED, block_size=loaded.block_size)
-        except SamplingError as err:  # a model whose training diverged
-            sample = err
-        memo[key] = (loss, sample)
-        while len(memo) > KEEP_MEASURED:
-            del memo[next(iter(memo))]  # the oldest
-    return memo[key]
 
 
 def importance_section(loaded: LoadedModel, windows: Windows | None) -> None:
@@ -118,7 +96,7 @@ def importance_section(loaded: LoadedModel, windows: Windows | None) -> None:
                   "leans on stand out."))
     if windows is not None and st.button(_("Measure every head"), key="measure_heads"):
         with st.spinner(_("Zeroing each of the {count} heads in turn…", count=cells)):
-            st.session_state[IMPORTANCE_KEY] = (identity, head_importance(loaded.model, windows))
+            st.session_state[IMPORTANCE_KEY] = (identity, shared_results.importance(loaded, windows))
     shown = st.session_state.get(IMPORTANCE_KEY)
     if shown is not None and shown[0] == identity:
         rise = shown[1]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt.lab.explain import logit_lens
 from minigpt.viz import logit_lens_figure
 
+from . import shared_results
 from .charts import config as chart_config
 from .i18n import _
 from .loaded_model import LoadedModel
 
 
 def logit_lens_view(loaded: LoadedModel, text: str, key: str) -> None:
-    lens = logit_lens(loaded.model, loaded.tokenizer.encode(text))
+    lens = shared_results.logit_lens(loaded, text)
     st.plotly_chart(logit_lens_figure(lens, text, loaded.tokenizer.chars, tr=_), key=key, config=chart_config())
     st.caption(_("Each cell is the likeliest next character after that position, read out of the residual stream "
                  "after the embedding and after each layer through the final LayerNorm and the tied head; its colour "

@@ -13,12 +13,12 @@ import streamlit as st
 
 from minigpt import DEFAULT_PRESET, PRESETS, REFILL_KEPT, SamplingError, TrainConfig, generate, lr_schedule
 from minigpt.lab.diagnosis import overfitting, uniform_loss
-from minigpt.lab.explain import character_table, next_logits, position_similarity, surprisal
+from minigpt.lab.explain import character_table, position_similarity, surprisal
 from minigpt.lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
 from minigpt.viz import (attention_panels, loss_figure, lr_figure, position_labels, positions_figure, scaling_figure,
                          similarity_figure)
 
-from . import beliefs, compare, fields, heatmaps, loaded_model, one_weight, prompts, runs, train_form, url
+from . import beliefs, compare, fields, heatmaps, loaded_model, one_weight, prompts, runs, shared_results, train_form, url
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, language, n_, number, textbook
@@ -167,7 +167,7 @@ def mask_view(loaded: LoadedModel) -> None:
     text = _text(loaded)
     if not text:
         return
-    attention = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text)
+    attention = shared_results.attention_maps(loaded, text)
     span = heatmaps.pick_page(len(text), key=f"lesson_mask_page:{len(text)}")
     heatmaps.draw_panels([(_("layer {layer} · head {head}", layer=1, head=1), attention[0, 0])], text, span,
                          key="lesson_mask")
@@ -184,7 +184,7 @@ def heads_view(loaded: LoadedModel) -> None:
     config = loaded.model.config
     layer = st.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
                          key=f"lesson_heads_layer:{config.num_layers}")
-    attention = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text)
+    attention = shared_results.attention_maps(loaded, text)
     span = heatmaps.pick_page(len(text), key=f"lesson_heads_page:{len(text)}")
     heatmaps.draw_panels(attention_panels(attention, view="heads", layer=layer, tr=_), text, span, key="lesson_heads")
 
@@ -202,7 +202,7 @@ def head_view(loaded: LoadedModel) -> None:
     prompt = _prompt(loaded)
     if not prompt:
         return
-    logits = next_logits(model, loaded.tokenizer.encode(prompt), loaded.block_size)
+    logits = shared_results.next_logits(loaded, prompt)
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     top = np.argsort(-logits)[:8]

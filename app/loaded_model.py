@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import streamlit as st
 import torch
 
@@ -250,12 +249,3 @@ def windows_said(loaded: LoadedModel, windows: Windows) -> str:
                  "settings: the checkpoint does not say how it was trained.", **size)
     return _("Measured on the {batches} batches of {size} held-out windows the model's training measured its "
              "val loss on: the val loss it was saved with.", **size)
-
-
-def attention_maps(model: MiniGPT, tokenizer: CharTokenizer, text: str, scaled: bool | None = None) -> np.ndarray:
-    """Attention weights of `text`, shaped (layers, heads, T, T).
-
-    scaled=None follows the model's config; False recomputes the scores without 1/sqrt(d_k).
-    """
-    ids = torch.tensor([tokenizer.encode(text)], device=next(model.parameters()).device)
-    return model.attention_maps(ids, scale_attention=scaled).cpu().numpy()

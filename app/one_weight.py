@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt.lab.explain import attention_row
 from minigpt.viz import position_labels, weight_figure
 
+from . import shared_results
 from .charts import config as chart_config
 from .i18n import _
 from .loaded_model import LoadedModel
@@ -25,8 +25,7 @@ def weight_view(loaded: LoadedModel, text: str, unscaled: bool, prefix: str = "i
                               key=f"{prefix}_head:{config.num_heads}", persist_state="session")
     query = st.select_slider(_("Query character"), range(len(text)), value=len(text) - 1,
                              format_func=labels.__getitem__, key=f"{prefix}_query:{len(text)}")
-    row = attention_row(loaded.model, loaded.tokenizer.encode(text), layer, head, query,
-                        scale_attention=False if unscaled else None)
+    row = shared_results.attention_row(loaded, text, layer, head, query, unscaled)
     top = int(row.weights.argmax())
     st.latex(rf"\begin{{gathered}} q \cdot k_{{{top}}} = {row.scores[top]:.3f} \\ "  # one step a line: fits a phone
              rf"\frac{{q \cdot k_{{{top}}}}}{{{row.divisor:.2f}}} = {row.scaled[top]:.3f} \\ "

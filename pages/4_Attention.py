@@ -3,7 +3,7 @@ import math
 
 import streamlit as st
 
-from app import heatmaps, loaded_model, navigation, prompts, runs, site, timelapse
+from app import heatmaps, navigation, prompts, runs, shared_results, site, timelapse
 from app.i18n import _
 from minigpt import N_
 from minigpt.lab.diagnosis import top_key_changes
@@ -38,7 +38,7 @@ unscaled = scale_col.checkbox(_("Without 1/√d_k scaling"), key="attention_unsc
 
 text = prompts.readable(text, loaded, text_key)
 if text:
-    attention = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text, scaled=False if unscaled else None)
+    attention = shared_results.attention_maps(loaded, text, scaled=False if unscaled else None)
     span = heatmaps.pick_page(len(text), key=f"attention_page:{len(text)}")
     line = heatmaps.task_line(text)
     heatmaps.draw_panels(attention_panels(attention, view=view, layer=layer, tr=_), text, span, key="attention",
@@ -51,7 +51,7 @@ if text:
                        help=_("Every layer and head, shaped (layers, heads, T, T), with the text's characters: "
                               "numpy.load reads it."))
     if unscaled and config.scale_attention:
-        scaled = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text)
+        scaled = shared_results.attention_maps(loaded, text)
         moved = _("; ").join(_("layer {layer}: {moved} of {rows}", layer=i + 1, moved=n, rows=rows)
                              for i, (n, rows) in enumerate(top_key_changes(scaled, attention)))
         st.caption(_("Every score is now √d_k = {root:.1f} times larger than the model was trained with, so each "

@@ -1,7 +1,7 @@
 """Inside attention: how one attention weight is made, step by step, and what each head does."""
 import streamlit as st
 
-from app import charts, heatmaps, loaded_model, navigation, one_weight, prompts, site
+from app import charts, heatmaps, navigation, one_weight, prompts, shared_results, site
 from app.i18n import _
 from minigpt import N_
 from minigpt.lab.explain import PATTERNS, head_table
@@ -38,7 +38,7 @@ st.subheader(_("What each head does"))
 st.markdown(_("Averaged over the queries after the first: the entropy of a row (in nats; low = sharp), its largest "
               "weight, and how much weight lands on the previous character, on the query itself and on the first "
               "character. A head whose weight clearly lands in one place is named for it."))
-attention = loaded_model.attention_maps(loaded.model, loaded.tokenizer, text, scaled=False if unscaled else None)
+attention = shared_results.attention_maps(loaded, text, scaled=False if unscaled else None)
 table = head_table(attention)
 pattern_names = {key: _(name) for key, name in PATTERNS.items()}
 table["pattern"] = [pattern_names.get(p, "–") for p in table["pattern"]]

@@ -211,11 +211,12 @@ MUTANTS = {
                                     'layers=_("{n} layers", n=c.num_layers)')]),
     "scaling caption claims the demo's numbers at any settings": ("app/scaling_view.py", [(
         "if demo_settings:", "if True:")]),
-    "a kept knock-out's numbers shown for another knock-out": ("app/knockouts.py", [(
-        "    key = (loaded.identity, prompt, knockout)\n", "    key = (loaded.identity, prompt, knockout.empty)\n")]),
-    "two uploads of the same name and step taken for one model": ("app/knockouts.py", [(
-        "    key = (loaded.identity, prompt, knockout)\n",
-        "    key = ((loaded.vocab_id, loaded.detail, loaded.steps), prompt, knockout)\n")]),
+    "a kept knock-out's numbers shown for another knock-out": ("app/shared_results.py", [(
+        "return _measured(loaded.identity, _knockout_key(knockout), prompt,",
+        "return _measured(loaded.identity, knockout.empty, prompt,")]),
+    "two uploads of the same name and step taken for one model": ("app/shared_results.py", [(
+        "return _measured(loaded.identity, _knockout_key(knockout), prompt,",
+        "return _measured((loaded.vocab_id, loaded.detail, loaded.steps), _knockout_key(knockout), prompt,")]),
     "the score-std chart left outside the scaling fragment, on the first settings": ("pages/5_Scaling.py", [(
         "\nscaling_view.experiment()\n",
         "\nscaling_view.experiment()\nimport streamlit as st\nfrom app.i18n import _\nfrom minigpt.viz import "
@@ -370,12 +371,20 @@ MUTANTS = {
     "the mask step counts the diagonal as above it (lesson)": ("app/lesson.py", [(
         "above = float(np.triu(attention[0, 0], k=1).sum())", "above = float(np.triu(attention[0, 0], k=0).sum())")]),
     # the one-weight view
-    "one weight: the checkbox wired backwards (inside)": ("app/one_weight.py", [(
+    "one weight: the checkbox wired backwards (inside)": ("app/shared_results.py", [(
         "scale_attention=False if unscaled else None)", "scale_attention=None if unscaled else False)")]),
     "one weight: the caption's divisor is always √d_k (inside)": ("app/one_weight.py", [(
         "key=labels[top], divisor=row.divisor,", "key=labels[top], divisor=config.d_k ** 0.5,")]),
     "one weight: the view's key is the least attended (inside)": ("app/one_weight.py", [(
         "top = int(row.weights.argmax())", "top = int(row.weights.argmin())")]),
+    # a class's questions, answered once for every session
+    "a class's attention keyed without its text (shared)": ("app/shared_results.py", [
+        ("def _attention_maps(identity: str, text: str,", "def _attention_maps(identity: str, _text: str,"),
+        ("_loaded.tokenizer.encode(text)], device", "_loaded.tokenizer.encode(_text)], device")]),
+    "a knocked-out copy's attention shared as the whole model's (shared)": ("app/shared_results.py", [(
+        "key = _knockout_key(knockout) if knockout is not None else None", "key = None")]),
+    "the next character's scores keyed on the vocabulary, not the weights (shared)": ("app/shared_results.py", [(
+        "return _next_logits(loaded.identity, prompt, loaded)", "return _next_logits(loaded.vocab_id, prompt, loaded)")]),
     # the localisation
     "a nested error's own words left untranslated (L10n)": ("app/i18n.py", [(
         "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),

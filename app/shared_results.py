@@ -1,0 +1,131 @@
+"""What a class asks, computed once: the pages' model results, shared by every session.
+
+A class of thirty opens Attention on the shipped model and its default text at the same time:
+thirty sessions asking one question. Each function here keys its result on the model's identity
+(`LoadedModel.identity`: the same for the same weights) and on the question's own inputs, in
+Streamlit's process-wide cache, so that the first session computes it and the others read it.
+A session that asks while the first is still computing waits for that computation instead of
+starting its own (Streamlit holds a lock per key). A learner's own text, settings, knock-out or
+model is another key, and gets its own answer.
+
+Bounded: each function keeps at most KEEP_RESULTS results, each for KEEP_SECONDS after it was
+computed. A hit returns a copy, so a page may change what it gets.
+"""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+import torch
+
+from minigpt import MiniGPT, SamplingError, Windows, estimate_loss, generate
+from minigpt.lab import explain
+from minigpt.lab.knockout import Knockout, head_importance, knocked_out
+
+from .loaded_model import LoadedModel
+
+KEEP_RESULTS = 64      # per function: a class's few models × the texts and settings it tries
+KEEP_SECONDS = 20 * 60  # a lesson's length: what the class asked a while ago is asked again less
+SAMPLE_SEED, SAMPLE_TOKENS, SAMPLE_TEMPERATURE = 0, 120, 0.8  # a knock-out's sample, the same every time
+Measured = tuple[float | None, "str | SamplingError"]  # a model's loss (None without windows) and its sample
+
+_shared = st.cache_data(max_entries=KEEP_RESULTS, ttl=KEEP_SECONDS, show_spinner=False)
+
+
+def _knockout_key(knockout: Knockout) -> tuple:
+    """A knock-out as plain values in a fixed order (its set of heads sorted): the cache's key."""
+    return (tuple(sorted(knockout.heads)), knockout.positions, knockout.window, knockout.shuffled_head,
+            knockout.shuffle_seed)
+
+
+def _model(loaded: LoadedModel, knockout: Knockout | None) -> MiniGPT:
+    return loaded.model if knockout is None or knockout.empty else knocked_out(loaded.model, knockout)
+
+
+def attention_maps(loaded: LoadedModel, text: str, scaled: bool | None = None,
+                   knockout: Knockout | None = None) -> np.ndarray:
+    """Attention weights of `text`, shaped (layers, heads, T, T). scaled=None follows the model's
+    config; False recomputes the scores without 1/sqrt(d_k). With a knock-out: its copy's."""
+    key = _knockout_key(knockout) if knockout is not None else None
+    return _attention_maps(loaded.identity, text, scaled, key, loaded, knockout)
+
+
+@_shared
+def _attention_maps(identity: str, text: str, scaled: bool | None, knockout_key: tuple | None,
+                    _loaded: LoadedModel, _knockout: Knockout | None) -> np.ndarray:
+    model = _model(_loaded, _knockout)
+    ids = torch.tensor([_loaded.tokenizer.encode(text)], device=next(model.parameters()).device)
+    return model.attention_maps(ids, scale_attention=scaled).cpu().numpy()
+
+
+def next_logits(loaded: LoadedModel, prompt: str) -> np.ndarray:
+    """The model's scores for the character after `prompt` (its last block_size characters)."""
+    return _next_logits(loaded.identity, prompt, loaded)
+
+
+@_shared
+def _next_logits(identity: str, prompt: str, _loaded: LoadedModel) -> np.ndarray:
+    return explain.next_logits(_loaded.model, _loaded.tokenizer.encode(prompt), _loaded.block_size)
+
+
+def last_query_attention(loaded: LoadedModel, window: str) -> np.ndarray:
+    """Where the last character of `window` looks, in each layer (mean of the heads)."""
+    return _last_query_attention(loaded.identity, window, loaded)
+
+
+@_shared
+def _last_query_attention(identity: str, window: str, _loaded: LoadedModel) -> np.ndarray:
+    return explain.last_query_attention(_loaded.model, _loaded.tokenizer.encode(window), _loaded.block_size)
+
+
+def attention_row(loaded: LoadedModel, text: str, layer: int, head: int, query: int,
+                  unscaled: bool) -> explain.AttentionRow:
+    """One query's scores, scaled scores and weights in one head: the one-weight view."""
+    return _attention_row(loaded.identity, text, layer, head, query, unscaled, loaded)
+
+
+@_shared
+def _attention_row(identity: str, text: str, layer: int, head: int, query: int, unscaled: bool,
+                   _loaded: LoadedModel) -> explain.AttentionRow:
+    return explain.attention_row(_loaded.model, _loaded.tokenizer.encode(text), layer, head, query,
+                                 scale_attention=False if unscaled else None)
+
+
+def logit_lens(loaded: LoadedModel, text: str) -> np.ndarray:
+    """Each layer's reading of `text` through the output head: the logit lens."""
+    return _logit_lens(loaded.identity, text, loaded)
+
+
+@_shared
+def _logit_lens(identity: str, text: str, _loaded: LoadedModel) -> np.ndarray:
+    return explain.logit_lens(_loaded.model, _loaded.tokenizer.encode(text))
+
+
+def measured(loaded: LoadedModel, knockout: Knockout, prompt: str, windows: Windows | None) -> Measured:
+    """The model's (or its knocked-out copy's) loss on `windows` and its sample from `prompt`.
+    The windows are the model's own validation windows: its identity fixes them."""
+    return _measured(loaded.identity, _knockout_key(knockout), prompt, windows is not None, loaded, knockout,
+                     windows)
+
+
+@_shared
+def _measured(identity: str, knockout_key: tuple, prompt: str, has_windows: bool, _loaded: LoadedModel,
+              _knockout: Knockout, _windows: Windows | None) -> Measured:
+    model = _model(_loaded, _knockout)
+    loss = estimate_loss(model, _windows) if _windows is not None else None
+    try:
+        sample = generate(model, _loaded.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS,
+                          temperature=SAMPLE_TEMPERATURE, seed=SAMPLE_SEED, block_size=_loaded.block_size)
+    except SamplingError as err:  # a model whose training diverged
+        sample = err
+    return loss, sample
+
+
+def importance(loaded: LoadedModel, windows: Windows) -> np.ndarray:
+    """How much the loss on the model's validation windows rises with each head zeroed alone,
+    shaped (layers, heads)."""
+    return _importance(loaded.identity, loaded, windows)
+
+
+@_shared
+def _importance(identity: str, _loaded: LoadedModel, _windows: Windows) -> np.ndarray:
+    return head_importance(_loaded.model, _windows)

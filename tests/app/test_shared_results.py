@@ -1,0 +1,101 @@
+"""app/shared_results.py: a class asking one question gets one computation; a learner's own text,
+knock-out or model gets its own answer, checked against the forward pass by hand.
+
+    pytest tests/app/test_shared_results.py
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app import shared_results
+from app.choices import MODEL_SOURCE, TRAINED
+from app.site import ATTENTION, EXPERIMENTS, GENERATE
+from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_step
+from helpers.figures import plotly_array
+from helpers.maths import hand_forward
+from minigpt import DEFAULT_CORPUS, MiniGPT, load_corpus, load_pretrained
+from minigpt.data import DEMO_SENTENCE
+
+
+def counted(monkeypatch, owner, name: str) -> list:
+    """Every call of owner.name from now on (it still does its work), as a list that grows."""
+    calls, real = [], getattr(owner, name)
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls
+
+
+def heatmaps(at, last: int | None = None) -> list[np.ndarray]:
+    """Every heatmap the page draws, in order (or its `last` few)."""
+    charts = range(len(at.get("plotly_chart")))
+    shown = [plotly_array(t["z"]) for i in charts for t in plotly_spec(at, i)["data"] if t["type"] == "heatmap"]
+    return shown[-last:] if last else shown
+
+
+def assert_means(shown: list[np.ndarray], layers: list[dict]) -> None:
+    """Each layer's panel is the mean over its heads of the weights computed by hand (the masked
+    future aside)."""
+    assert len(shown) == len(layers)
+    for z, layer in zip(shown, layers):
+        mean = layer["weights"].mean(0).numpy()
+        seen = ~np.triu(np.ones_like(mean, dtype=bool), k=1)
+        np.testing.assert_allclose(z[seen], mean[seen], atol=2e-5)
+
+
+def test_learners_opening_attention_on_one_model_share_one_computation_and_own_text_gets_its_own(monkeypatch):
+    maps = counted(monkeypatch, MiniGPT, "attention_maps")
+    first = page(home(), ATTENTION.script)
+    assert len(maps) == 1 and not first.exception  # the default text, on the shipped model
+    others = [page(home(), ATTENTION.script) for _ in range(3)]
+    assert len(maps) == 1  # three more learners: read, not computed again
+    for other in others:
+        np.testing.assert_array_equal(heatmaps(first), heatmaps(other))
+
+    own = others[0]
+    text = load_corpus(DEFAULT_CORPUS).replace("\n", "")[300:320]
+    own.text_input[0].set_value(text).run()
+    assert len(maps) == 2  # a text of its own: computed for it
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    assert_means(heatmaps(own), hand_forward(checkpoint.model, checkpoint.tokenizer.encode(text))["layers"])
+    np.testing.assert_array_equal(heatmaps(page(home(), ATTENTION.script)), heatmaps(first))  # the class's
+
+
+def test_two_learners_knocking_out_the_same_head_measure_it_once_and_another_head_is_its_own(monkeypatch):
+    copies = counted(monkeypatch, shared_results, "knocked_out")  # every knocked-out copy the page makes
+    config = load_pretrained(DEFAULT_CORPUS).model.config
+    heads = f"knockout_heads:{config.num_layers}x{config.num_heads}"
+    sessions = [page(home(), EXPERIMENTS.script) for _ in range(2)]
+    sessions[0].multiselect(key=heads).select((0, 1)).run()
+    made = len(copies)
+    assert made >= 1 and not sessions[0].exception
+    sessions[1].multiselect(key=heads).select((0, 1)).run()
+    assert len(copies) == made  # the second learner's loss, sample and attention: read, not computed
+    first, second = ([m.value for m in at.metric] for at in sessions)
+    assert first == second and [c.value for c in sessions[0].code] == [c.value for c in sessions[1].code]
+    np.testing.assert_array_equal(heatmaps(sessions[0]), heatmaps(sessions[1]))
+
+    sessions[1].multiselect(key=heads).unselect((0, 1)).select((1, 3)).run()
+    assert len(copies) > made and [m.value for m in sessions[1].metric][1] != first[1]
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    ids = checkpoint.tokenizer.encode(DEMO_SENTENCE)
+    for at, zeroed in ((sessions[0], (0, 1)), (sessions[1], (1, 3))):  # each its own copy's attention, by hand
+        want = hand_forward(checkpoint.model, ids, zero_heads=[zeroed])["layers"]
+        assert_means(heatmaps(at, last=len(want)), want)
+
+
+@pytest.mark.trains
+def test_a_run_on_the_shipped_models_corpus_gets_its_own_next_character_distribution():
+    """Keyed on the weights, never on the corpus or the vocabulary: a learner's run and the shipped
+    model, on one corpus and one prompt, each get their own model's distribution."""
+    shipped = page(home(), GENERATE.script)
+    run = start_tiny_run()
+    wait_for_step(run, 5)
+    run.session_state[MODEL_SOURCE] = TRAINED
+    trained = page(run, GENERATE.script)
+    assert not trained.exception and trained.text_input[0].value == shipped.text_input[0].value
+    assert plotly_spec(shipped)["data"][0]["y"] != plotly_spec(trained)["data"][0]["y"]

@@ -90,7 +90,7 @@ def start_run_keeping_the_last(corpus: Corpus, model: GPTConfig, train: TrainCon
     try:
         runs.start_run(corpus, model, train, paused=paused)
     except (ConfigError, CorpusError, RunLimitError) as err:
-        st.error(md(error_text(err)))
+        st.error(md(error_text(err)) + (" " + runs.when_a_slot_frees() if isinstance(err, RunLimitError) else ""))
         return False
     keep_before_replacing(entry if owner else None)
     return True

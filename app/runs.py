@@ -21,6 +21,7 @@ from . import url
 from .choices import MODEL_SOURCE, TRAINED, current_device
 from .corpora import Corpus
 from .i18n import _, language
+from .text import format_duration
 
 MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
@@ -58,6 +59,16 @@ def registry() -> RunRegistry:
     stop_orphaned_runs()
     return RunRegistry(max_runs=_env_int(MAX_RUNS_ENV, DEFAULT_MAX_RUNS),
                        idle_seconds=_env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+
+
+def when_a_slot_frees() -> str:
+    """For a server at its cap: when a training slot is likely to free up, in a sentence."""
+    left = registry().soonest_free()
+    if left is None:
+        return _("No running run can tell yet when it will end: a slot frees up when a run finishes, is stopped, or "
+                 "is left by its owner.")
+    return _("A slot is likely to free up in about {wait}, when the run nearest its end finishes.",
+             wait=format_duration(left))
 
 
 def session_run() -> tuple[RunEntry | None, bool]:

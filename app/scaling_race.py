@@ -15,7 +15,7 @@ from .charts import html_button
 from .choices import current_device
 from .corpora import current_corpus
 from .i18n import _, error_text
-from .runs import registry
+from .runs import registry, when_a_slot_frees
 
 D_KS, D_K = (16, 32, 64, 128), 64       # the choices, and the one the page starts at
 LAYERS, LAYER = (1, 2), 1
@@ -63,7 +63,7 @@ def run_race(d_k: int, layers: int, steps: int, lr: float) -> None:
                 points.append(point)
                 figures = draw(points, places)
     except (RunLimitError, CorpusError) as err:
-        st.warning(error_text(err))
+        st.warning(error_text(err) + (" " + when_a_slot_frees() if isinstance(err, RunLimitError) else ""))
         return
     st.session_state[RACE_SHOWN_KEY] = points
     said(points)

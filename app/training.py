@@ -72,7 +72,8 @@ def controls(corpus: Corpus, model: GPTConfig, train: TrainConfig, settings_ok: 
                                        "start."))
     if slots_full:
         st.info(_("All {slots} training slots on this server are in use. Start comes back when one finishes; "
-                  "meanwhile Generate and Attention work with the loaded model.", slots=registry.max_runs))
+                  "meanwhile Generate and Attention work with the loaded model.", slots=registry.max_runs)
+                + " " + runs.when_a_slot_frees())
     if (start or reset) and compare.start_run_keeping_the_last(corpus, model, train, paused=reset):
         st.rerun()
     for action, pressed in clicked.items():

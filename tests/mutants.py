@@ -353,6 +353,12 @@ MUTANTS = {
         "            if busy >= self.max_runs:", "            if busy > self.max_runs:")]),
     "registry: anyone may replace a run": ("minigpt/serve/registry.py", [(
         "            if old is not None and not old.is_owner(replace[1]):\n                old = None\n", "")]),
+    "registry: a slot's wait is the run furthest from its end": ("minigpt/serve/registry.py", [(
+        "return min((s for s in left if s is not None), default=None)",
+        "return max((s for s in left if s is not None), default=None)")]),
+    "registry: a paused run said to free its slot": ("minigpt/serve/registry.py", [(
+        'for snap in (run.snapshot() for run in active) if snap.state == "running"]',
+        "for snap in (run.snapshot() for run in active)]")]),
     "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(
         "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
         "idle = sorted(self._entries.values(), key=lambda e: e.last_seen)")]),

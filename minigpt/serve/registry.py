@@ -114,6 +114,15 @@ class RunRegistry:
         with self._lock:
             return self._active_locked()
 
+    def soonest_free(self) -> float | None:
+        """Seconds until a training slot is likely to free up: the time left of the running run
+        nearest its end, at its own pace so far. None when no running run has stepped yet (a
+        paused run frees its slot only when its owner stops it or leaves)."""
+        with self._lock:
+            active = [e.run for e in self._entries.values() if e.is_active()]
+        left = [snap.eta_seconds for snap in (run.snapshot() for run in active) if snap.state == "running"]
+        return min((s for s in left if s is not None), default=None)
+
     def start(self, build: Callable[[], TrainingRun], *, corpus: str, probe: str,
               replace: tuple[str, str] | None = None, paused: bool = False, facts: Any = None) -> RunEntry:
         """Build and start a run (paused at step 0 if asked). It replaces the caller's own previous

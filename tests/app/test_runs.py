@@ -3,6 +3,7 @@ a refresh, the cap holds under simultaneous clicks, and abandoned runs are relea
 
     pytest tests/app/test_runs.py
 """
+import re
 import threading
 
 import pytest
@@ -78,11 +79,12 @@ def test_the_owner_url_carries_the_run_id_and_key():
 
 def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
     monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
-    start_tiny_run()
-    start_tiny_run()
+    running = [runs.registry().get(own_run(start_tiny_run())[0]) for _ in range(2)]
+    wait_until(lambda: all(entry.run.snapshot().eta_seconds for entry in running), "both runs to know their pace")
     third = tiny_settings(page(home(), TRAIN.script))
     assert third.button(key="start").disabled  # issue B12: Start stayed clickable with every slot taken
-    assert any("training slots" in i.value for i in third.info)
+    full = [i.value for i in third.info if "training slots" in i.value]
+    assert len(full) == 1 and re.search(r"free up in about \d+ (s|min \d\d s|h \d\d min),", full[0]), full
     assert runs.OWN_RUN_KEY not in third.session_state
     with pytest.raises(RunLimitError, match="limit"):  # and the registry refuses even a forged click
         runs.registry().start(lambda: pytest.fail("built past the cap"), corpus="x", probe="")

@@ -8,6 +8,7 @@ Idle release is tested on a clock the test moves by hand: no test waits for time
 import pytest
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.serve.registry import NotOwnerError, RunLimitError, RunRegistry
 from minigpt.serve.runner import TrainingRun
@@ -26,9 +27,9 @@ class Clock:
         return self.now
 
 
-def _build() -> TrainingRun:
+def _build(max_steps: int = 100_000) -> TrainingRun:
     tok = tiny_tokenizer()
-    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=100_000, warmup_steps=2, eval_interval=10_000,
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=10_000,
                       eval_iters=1)
     return TrainingRun(Trainer(build_model(tiny_config(vocab_size=tok.vocab_size), 0), tok, TEXT, cfg))
 
@@ -105,3 +106,25 @@ def test_at_most_max_kept_runs_stay_and_the_longest_unseen_stopped_run_goes_firs
     entries.append(registry.start(_build, corpus="c", probe="p"))  # one more than max_kept
     kept = [e for e in entries if registry.get(e.run_id) is not None]
     assert kept == entries[1:] and entries[0].run.state == "closed"
+
+
+def test_a_slot_is_likely_to_free_when_the_running_run_nearest_its_end_finishes(clock):
+    """The time left of the running run nearest its end, at its own pace: a run with a thousand
+    times more steps to go is not the one, and a paused run frees nothing."""
+    registry = RunRegistry(max_runs=3, idle_seconds=IDLE, clock=clock)
+    try:
+        near = registry.start(lambda: _build(max_steps=20_000), corpus="c", probe="p")
+        far = registry.start(lambda: _build(max_steps=20_000_000), corpus="c", probe="p")
+        registry.start(_build, corpus="c", probe="p", paused=True)
+        wait_until(lambda: near.run.snapshot().eta_seconds and far.run.snapshot().eta_seconds,
+                   "both runs to know their pace")
+        soonest = registry.soonest_free()
+        assert soonest is not None and 0 < soonest < far.run.snapshot().eta_seconds / 100
+        near.run.pause()
+        wait_until(lambda: near.run.state == "paused", "the near run to pause")
+        assert registry.soonest_free() > soonest * 100  # now the far run's
+        far.run.pause()
+        wait_until(lambda: far.run.state == "paused", "the far run to pause")
+        assert registry.soonest_free() is None  # nothing running: no run can say
+    finally:
+        registry.stop_all()

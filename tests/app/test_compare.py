@@ -134,3 +134,12 @@ def test_a_replaced_run_is_kept_only_if_it_trained_a_step():
     assert not at.exception
     kept = shelf().get(at.session_state[KEPT_KEY])
     assert [(record.name, record.val_steps[-1]) for record in kept] == [("run 1", 10)]
+
+
+@pytest.mark.trains
+def test_one_name_kept_three_times_is_numbered_each_time():
+    at = finished(start_tiny_run(max_steps=20), 20)
+    for _ in range(3):
+        at.text_input(key="keep_name").set_value("mine").run()
+        at.button(key="keep_run").click().run()
+    assert [record.name for record in shelf().get(at.session_state[KEPT_KEY])] == ["mine", "mine (2)", "mine (3)"]

@@ -27,6 +27,8 @@ MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in min
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
 MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
+# a run's thread yields the CPU to learners' page runs (0: trains at the server's own priority)
+NICE_ENV, DEFAULT_NICE = "MINIGPT_TRAIN_NICE", 10
 
 # session_state keys
 OWN_RUN_KEY, WATCHED_RUN_KEY = "own_run", "watched_run"   # (run id, key) / run id
@@ -44,12 +46,12 @@ class RunFacts:
     unseen: UnseenCharacters     # validation characters the training split never shows
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int, low: int = 1) -> int:
     try:
         value = int(os.environ.get(name, default))
     except ValueError:
         return default
-    return value if value >= 1 else default
+    return value if value >= low else default
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda registry: registry.stop_all())
@@ -176,7 +178,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
         trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
                           **training_hooks(task))
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
-                           run_id=secrets.token_urlsafe(9))
+                           run_id=secrets.token_urlsafe(9), nice=min(19, _env_int(NICE_ENV, DEFAULT_NICE, low=0)))
 
     ss = st.session_state
     facts = RunFacts(task, unseen_validation_chars(corpus.text, train.val_fraction))

@@ -359,6 +359,11 @@ MUTANTS = {
     "registry: a paused run said to free its slot": ("minigpt/serve/registry.py", [(
         'for snap in (run.snapshot() for run in active) if snap.state == "running"]',
         "for snap in (run.snapshot() for run in active)]")]),
+    "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
+        "    def _loop(self) -> None:\n        lower_priority(self.nice)\n", "    def _loop(self) -> None:\n")]),
+    "a learner's run built without its lower priority (runs)": ("app/runs.py", [(
+        "run_id=secrets.token_urlsafe(9), nice=min(19, _env_int(NICE_ENV, DEFAULT_NICE, low=0)))",
+        "run_id=secrets.token_urlsafe(9))")]),
     "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(
         "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
         "idle = sorted(self._entries.values(), key=lambda e: e.last_seen)")]),

@@ -15,12 +15,17 @@ Lessons this design encodes (each was a real bug in a prototype):
   by a hot reload (the stop Event is stored on the Thread object itself).
 At each evaluation the run also keeps a short sample and the attention maps of a
 probe text, so a learner can replay how both changed during training.
+
+A run may train at a lower CPU priority (`nice`, Linux: per thread): on a server that also
+answers learners, their page runs then come first, and training takes the CPU they leave.
 """
 from __future__ import annotations
 
 import atexit
 import copy
+import os
 import statistics
+import sys
 import threading
 import uuid
 import weakref
@@ -81,8 +86,9 @@ class TrainingRun:
     """A Trainer on a background thread. Thread-safe; see the module docstring."""
 
     def __init__(self, trainer: Trainer, *, probe_text: str | None = None, sample_prompt: str = "",
-                 sample_chars: int = 80, run_id: str | None = None):
+                 sample_chars: int = 80, run_id: str | None = None, nice: int = 0):
         self.trainer = trainer
+        self.nice = nice  # the training thread's niceness: 0 as the server, up to 19 (yields the most)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.probe_ids = None
         if probe_text:
@@ -208,6 +214,7 @@ class TrainingRun:
 
     # -- the thread --------------------------------------------------------------
     def _loop(self) -> None:
+        lower_priority(self.nice)
         try:
             if self.trainer.step == 0 and not self._evals:
                 self._record_start()
@@ -324,3 +331,15 @@ def stop_orphaned_runs(keep: "set[TrainingRun] | None" = None) -> int:
             stopped += 1
     return stopped
 
+
+def lower_priority(nice: int) -> bool:
+    """Lower the calling thread's CPU priority to niceness `nice` (never raise it). Linux keeps a
+    niceness per thread; elsewhere, or where the kernel refuses, nothing changes: False."""
+    if nice <= 0 or sys.platform != "linux":
+        return False
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, thread, max(nice, os.getpriority(os.PRIO_PROCESS, thread)))
+    except OSError:
+        return False
+    return True

@@ -10,7 +10,7 @@ import pytest
 
 from app import choices, corpora, runs
 from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
-from helpers.waiting import wait_until
+from helpers.waiting import niceness, wait_until
 from minigpt import CorpusError, GPTConfig, TrainConfig, Trainer, build_model
 from minigpt.serve.registry import NotOwnerError, RunLimitError, RunRegistry
 from minigpt.serve.runner import TrainingRun
@@ -202,3 +202,9 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
     assert runs.registry().get(run_id).run.state == "running"  # the owner's run is untouched
     owner.run()
     assert owner.metric[0].value == "running" and not owner.button(key="pause").disabled
+
+
+def test_a_learners_run_trains_below_the_priority_of_the_pages_it_shares_the_server_with():
+    entry = runs.registry().get(own_run(start_tiny_run())[0])
+    wait_until(lambda: entry.run.snapshot().step > 0, "the run to step")
+    assert niceness(entry.run._thread) == runs.DEFAULT_NICE > 0

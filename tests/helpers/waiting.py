@@ -5,6 +5,7 @@ assumed. `wait_until` polls the condition the assertion needs and returns as soo
 its deadline only bounds how long a test that has really failed takes to say so, so it is
 generous. `parked` is the deterministic way to say "nothing more will happen": the training
 thread is blocked at its gate, so its step cannot advance until someone lets it go.
+`niceness` reads a thread's CPU priority as the kernel keeps it.
 """
 from __future__ import annotations
 
@@ -46,3 +47,9 @@ def parked(run) -> bool:
     thread = run._thread
     return (run.state == "paused" and thread is not None and thread.is_alive()
             and _blocked_in(thread, "wait_until_running"))
+
+
+def niceness(thread: threading.Thread) -> int:
+    """A live thread's niceness as the kernel keeps it (Linux): field 19 of its /proc stat line."""
+    with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[16])

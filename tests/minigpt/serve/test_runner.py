@@ -7,6 +7,7 @@ training thread to be parked at its gate (`parked`), where no further step can l
     pytest tests/minigpt/serve/test_runner.py
 """
 import statistics
+import sys
 import threading
 import time
 import weakref
@@ -15,7 +16,7 @@ import pytest
 import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
-from helpers.waiting import parked, wait_until
+from helpers.waiting import niceness, parked, wait_until
 from minigpt import TrainConfig, Trainer, build_model, stream
 from minigpt.serve.runner import TrainingRun, stop_orphaned_runs
 from minigpt.serve.runner import THREAD_NAME, steady_speed
@@ -24,12 +25,13 @@ from minigpt.train import TrainEvent
 pytestmark = pytest.mark.trains
 
 
-def _run(max_steps=100_000, **overrides) -> TrainingRun:
+def _run(max_steps=100_000, nice=0, **overrides) -> TrainingRun:
     tok = tiny_tokenizer()
     cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=20,
                       eval_iters=2, **overrides)
     model = build_model(tiny_config(vocab_size=tok.vocab_size), cfg.seed)
-    return TrainingRun(Trainer(model, tok, TEXT, cfg, log_interval=5), probe_text="the cat", sample_prompt="the")
+    return TrainingRun(Trainer(model, tok, TEXT, cfg, log_interval=5), probe_text="the cat", sample_prompt="the",
+                       nice=nice)
 
 
 def _step(run: TrainingRun) -> int:
@@ -265,5 +267,18 @@ def test_pause_forgets_a_step_target():
         run.resume()  # plain resume: no target left, it trains on past it
         wait_until(lambda: run.trainer.step > step + 5, "steps past the forgotten target")
         assert run.state == "running"
+    finally:
+        run.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread is Linux's")
+def test_a_run_trains_at_its_lower_priority_and_the_threads_that_serve_pages_keep_theirs():
+    own = niceness(threading.current_thread())
+    run = _run(nice=7)
+    try:
+        run.start()
+        wait_until(lambda: _step(run) > 0, "the run to step")
+        assert niceness(run._thread) == max(7, own)
+        assert niceness(threading.current_thread()) == own  # the caller, and any page, unchanged
     finally:
         run.stop()

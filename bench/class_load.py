@@ -280,8 +280,8 @@ async def play(url: str, args) -> tuple[dict, list, list[tuple[float | None, flo
     return waits, errors, speeds
 
 
-def serve_and_play(app_dir: Path, args) -> dict:
-    env = {"MINIGPT_MAX_RUNS": str(max(2, args.training_runs))}
+def serve_and_play(app_dir: Path, args, env: dict[str, str]) -> dict:
+    env = {"MINIGPT_MAX_RUNS": str(max(2, args.training_runs)), **env}
     with Box(args.memory_mb, args.cpus) as box, LiveServer(env, box=box, app_dir=app_dir) as server:
         cpu0 = server.cpu_seconds()
         waits, errors, speeds = asyncio.run(play(server.url, args))
@@ -319,6 +319,12 @@ def main() -> None:
     parser.add_argument("--memory-mb", type=int, default=None)
     parser.add_argument("--cpus", default=None, help='the server\'s cores, e.g. "0"; the bench takes the others')
     parser.add_argument("--before", type=Path, default=None, help="another checkout, served after this one")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for this checkout's server; repeat --env-b for a second "
+                             "serving of this checkout with other settings")
+    parser.add_argument("--env-b", action="append", default=None, metavar="NAME=VALUE",
+                        help="serve this checkout a second time with these variables instead (e.g. "
+                             "MINIGPT_TRAIN_NICE=0), in turn")
     args = parser.parse_args()
     print_header(f"A class on one server: {args.scenario}")
     if args.cpus:  # the bench's own work stays off the server's cores
@@ -326,10 +332,17 @@ def main() -> None:
         others = set(range(os.cpu_count() or 1)) - served
         if others:
             os.sched_setaffinity(0, others)
-    checkouts = [("this checkout", APP_DIR)] + ([("before", args.before.resolve())] if args.before else [])
-    for name, app_dir in checkouts:
+    def variables(pairs: list[str]) -> dict[str, str]:
+        return dict(pair.split("=", 1) for pair in pairs)
+
+    servings = [(f"this checkout {' '.join(args.env)}".strip(), APP_DIR, variables(args.env))]
+    if args.env_b is not None:
+        servings.append((f"this checkout {' '.join(args.env_b)}".strip(), APP_DIR, variables(args.env_b)))
+    if args.before:
+        servings.append(("before", args.before.resolve(), {}))
+    for name, app_dir, env in servings:
         before = resource.getrusage(resource.RUSAGE_SELF)
-        result = serve_and_play(app_dir, args)
+        result = serve_and_play(app_dir, args, env)
         after = resource.getrusage(resource.RUSAGE_SELF)
         report(f"{name} ({app_dir.name})", result)
         print(f"the bench's own CPU: {after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime:.1f} s")

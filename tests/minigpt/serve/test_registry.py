@@ -108,6 +108,21 @@ def test_at_most_max_kept_runs_stay_and_the_longest_unseen_stopped_run_goes_firs
     assert kept == entries[1:] and entries[0].run.state == "closed"
 
 
+def test_past_max_kept_a_run_that_trains_stays_even_when_it_was_seen_longest_ago(registry, clock):
+    registry.max_runs = 10
+    clock.now += 1
+    training = registry.start(_build, corpus="c", probe="p")  # seen first, and still training
+    stopped = []
+    for _ in range(2):
+        clock.now += 1
+        stopped.append(registry.start(_build, corpus="c", probe="p"))
+        registry.control(stopped[-1].run_id, stopped[-1].key, "stop")
+    clock.now += 1
+    registry.start(_build, corpus="c", probe="p")  # one more than max_kept
+    assert registry.get(training.run_id) is training and training.run.state == "running"
+    assert registry.get(stopped[0].run_id) is None and stopped[0].run.state == "closed"  # the oldest idle one
+
+
 def test_a_slot_is_likely_to_free_when_the_running_run_nearest_its_end_finishes(clock):
     """The time left of the running run nearest its end, at its own pace: a run with a thousand
     times more steps to go is not the one, and a paused run frees nothing."""

@@ -386,6 +386,8 @@ MUTANTS = {
         "scale_attention=False if unscaled else None)", "scale_attention=None if unscaled else False)")]),
     "one weight: the caption's divisor is always √d_k (inside)": ("app/one_weight.py", [(
         "key=labels[top], divisor=row.divisor,", "key=labels[top], divisor=config.d_k ** 0.5,")]),
+    "one weight: the caption's √d_k taken of d_model (inside)": ("app/one_weight.py", [(
+        "d_k=config.d_k, root=config.d_k ** 0.5)", "d_k=config.d_k, root=config.d_model ** 0.5)")]),
     "one weight: the view's key is the least attended (inside)": ("app/one_weight.py", [(
         "top = int(row.weights.argmax())", "top = int(row.weights.argmin())")]),
     # a class's questions, answered once for every session

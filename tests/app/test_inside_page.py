@@ -41,6 +41,7 @@ def test_the_inside_page_shows_the_row_of_the_heatmap_for_the_chosen_query(shipp
         assert f"k_{{{int(want.argmax())}}}" in example and f"\\rightarrow {want.max():.3f}" in example, example
         at.checkbox(key="inside_unscaled").check().run()
     assert len(at.dataframe[0].value) == model.config.num_layers * model.config.num_heads
+    assert any("√d_k = √16 = 4.00" in c.value for c in at.caption)  # d_model 64 over 4 heads: d_k 16
 
 
 def test_a_model_trained_without_the_scaling_shows_its_own_unscaled_row():

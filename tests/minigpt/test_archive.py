@@ -9,6 +9,7 @@ import io
 import os
 import pickle
 import struct
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -80,6 +81,18 @@ def _valid_entries(tmp_path: Path) -> dict[str, bytes]:
     return folder_files(saved(tmp_path))
 
 
+def _one_name_twice_zip(tmp_path):
+    """A whole checkpoint, and its config.json a second time: which of the two would a reader take?"""
+    entries = _valid_entries(tmp_path)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w") as archive:
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name, and writes it
+        for name, data in entries.items():
+            archive.writestr(name, data)
+        archive.writestr(CONFIG_NAME, entries[CONFIG_NAME])
+    return buffer.getvalue()
+
+
 BAD_ZIPS = {
     "not a zip": (lambda tmp_path: b"definitely not a zip file", "not a zip archive"),
     "empty zip": (lambda tmp_path: make_zip({}), "empty"),
@@ -95,6 +108,7 @@ BAD_ZIPS = {
     "zip bomb by size": (bomb_zip, "more than the 67108864 allowed"),
     "zip bomb by ratio": (lambda tmp_path: bomb_zip(tmp_path, 10 * 2**20), "zip bomb"),
     "lying size header": (_lying_header_zip, "damaged|zip bomb"),
+    "one name twice": (_one_name_twice_zip, "more than once"),
     "no checkpoint inside": (lambda tmp_path: make_zip({"notes.txt": b"hello"}), "no config.json"),
     "damaged checkpoint inside": (
         lambda tmp_path: make_zip({**_valid_entries(tmp_path), CONFIG_NAME: b"{oops"}), "not valid UTF-8 JSON"),

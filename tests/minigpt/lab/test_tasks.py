@@ -14,6 +14,7 @@ import torch
 
 from minigpt import CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, build_model, load_corpus
 from minigpt.data import get_batch
+from minigpt.lab import tasks
 from minigpt.lab.tasks import TASKS, accuracy, right_key_chance, right_key_mask, right_key_scores, training_hooks
 
 REVERSE, COPY, SORT = TASKS["reverse"], TASKS["copy"], TASKS["sort"]
@@ -124,6 +125,19 @@ def test_aligned_batches_start_at_a_line_and_the_split_falls_between_lines():
     assert trainer.scorer(trainer).count == 300  # 10% of 3000 lines, whole lines only
     with pytest.raises(ConfigError, match="block_size at least 13"):
         REVERSE.check_block(12)  # the caller checks it, before building a trainer
+
+
+def test_the_task_is_scored_on_its_held_out_lines_never_on_the_training_lines(monkeypatch):
+    text = load_corpus("task-reverse")
+    tokenizer = CharTokenizer.from_text(text)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=16)
+    trainer = Trainer(build_model(config, 0), tokenizer, text, TrainConfig(block_size=13, val_fraction=0.1),
+                      **training_hooks(REVERSE))
+    scored = []
+    monkeypatch.setattr(tasks, "accuracy", lambda model, lines, task: scored.append(lines) or accuracy(model, lines, task))
+    assert trainer.scorer(trainer).count == 300
+    held_out = "".join(line + "\n" for line in text.splitlines()[-300:])  # the last tenth of the lines, by hand
+    assert tokenizer.decode(scored[0].reshape(-1).tolist()) == held_out
 
 
 def test_the_loss_floor_counts_the_random_question_characters():

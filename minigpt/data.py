@@ -34,27 +34,22 @@ class BuiltinCorpus:
     name: str
     load: Callable[[], str] = field(repr=False)  # the text, made or read on each call
     description: str  # a template marked for the catalogs; {chars} is its length, corpus_chars(name)
-    period: int = 1   # a generated task's line length: splits and windows start at multiples of it
 
 
 BUILTIN_CORPORA: dict[str, BuiltinCorpus] = {}  # in the order they were registered: Home lists them so
 
 
-def register_corpus(name: str, load: Callable[[], str], description: str, period: int = 1) -> None:
-    """Make a corpus loadable by name (`load_corpus(name)`), shown on Home with `description`."""
-    BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description, period)
+def register_corpus(name: str, load: Callable[[], str], description: str) -> None:
+    """Make a corpus loadable by name (`load_corpus(name)`), shown on Home with `description`. A
+    task's line length is not the corpus's business: the caller passes it to the trainer
+    (`minigpt.lab.tasks.training_hooks`)."""
+    BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description)
 
 
 @functools.cache
 def corpus_chars(name: str) -> int:
     """A built-in corpus's length in characters (counted once per process)."""
     return len(BUILTIN_CORPORA[name].load())
-
-
-def corpus_period(name: str | None) -> int:
-    """The period a corpus's splits and windows keep: a task's line length, else 1."""
-    corpus = BUILTIN_CORPORA.get(str(name))
-    return corpus.period if corpus is not None else 1
 
 
 def _packaged(name: str) -> Callable[[], str]:

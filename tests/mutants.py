@@ -409,9 +409,6 @@ MUTANTS = {
         "lines = trainer.val_data[: count * period]", "lines = trainer.train_data[: count * period]")]),
     "eval_mode leaves a training model in eval mode (model)": ("minigpt/model.py", [(
         "    finally:\n        model.train(was_training)", "    finally:\n        pass")]),
-    "a registered corpus forgets its period (data)": ("minigpt/data.py", [(
-        "BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description, period)",
-        "BUILTIN_CORPORA[name] = BuiltinCorpus(name, load, description)")]),
     "the comparison's address hook never runs (navigation)": ("app/navigation.py", [(
         "    for hook in _every_page:\n        hook()\n", "")]),
     "a page's address without its number's prefix stripped (site)": ("app/site.py", [(

@@ -145,7 +145,7 @@ class Sort(Task):
 TASKS: dict[str, Task] = {task.name: task for task in (Reverse(), Copy(), Sort())}
 TASK_CORPORA: dict[str, Task] = {task.corpus_name: task for task in TASKS.values()}
 for _task in TASKS.values():  # the data module finds the task corpora by name, as it finds the texts
-    register_corpus(_task.corpus_name, _task.corpus, _task.description, period=_task.line_length)
+    register_corpus(_task.corpus_name, _task.corpus, _task.description)
 
 
 def training_hooks(task: Task | None) -> dict[str, Any]:

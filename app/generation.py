@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt, stream
+from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt
 from minigpt.viz import steps_table
 
-from . import beliefs, fields, loaded_model, prompts
+from . import beliefs, fields, loaded_model, prompts, shared_results
 from .fields import REMEMBERED
 from .i18n import _, error_text
 from .loaded_model import LoadedModel
@@ -95,9 +95,8 @@ def write(loaded: LoadedModel, prompt: str, prompt_key: str, s: Sampling, output
 
             def pieces():
                 yield prompt
-                for step in stream(loaded.model, loaded.tokenizer, prepared, max_new_tokens=s.max_new,
-                                   temperature=s.temperature, top_k=k or None, top_p=s.top_p, seed=s.seed,
-                                   block_size=loaded.block_size):
+                for step in shared_results.written(loaded, prepared, s.max_new, s.temperature, k or None, s.top_p,
+                                                   s.seed):
                     steps.append(step)
                     yield step.text
                     time.sleep(delay)

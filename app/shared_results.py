@@ -10,14 +10,23 @@ model is another key, and gets its own answer.
 
 Bounded: each function keeps at most KEEP_RESULTS results, each for KEEP_SECONDS after it was
 computed. A hit returns a copy, so a page may change what it gets.
+
+Generation is shared too when it is deterministic, and it always is here: the Generate page
+draws with a seed. The first learner watches the model write; a learner who asks for the same
+text from the same model reads the steps it wrote, streamed the same way (`written`).
 """
 from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
 
 import numpy as np
 import streamlit as st
 import torch
 
-from minigpt import MiniGPT, SamplingError, Windows, estimate_loss, generate
+from minigpt import MiniGPT, Prompt, SampledToken, SamplingError, Windows, estimate_loss, generate, stream
 from minigpt.lab import explain
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
 
@@ -129,3 +138,51 @@ def importance(loaded: LoadedModel, windows: Windows) -> np.ndarray:
 @_shared
 def _importance(identity: str, _loaded: LoadedModel, _windows: Windows) -> np.ndarray:
     return head_importance(_loaded.model, _windows)
+
+
+class _Kept:
+    """Whole generations by their question, for every session: at most `limit`, each for `seconds`."""
+
+    def __init__(self, limit: int, seconds: float):
+        self.limit, self.seconds = limit, seconds
+        self._items: OrderedDict[tuple, tuple[float, list[SampledToken]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> list[SampledToken] | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or time.monotonic() - item[0] > self.seconds:
+                self._items.pop(key, None)
+                return None
+            self._items.move_to_end(key)
+            return item[1]
+
+    def put(self, key: tuple, steps: list[SampledToken]) -> None:
+        with self._lock:
+            self._items[key] = (time.monotonic(), steps)
+            self._items.move_to_end(key)
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)  # the least recently read
+
+
+@st.cache_resource(show_spinner=False)
+def _generations() -> _Kept:
+    return _Kept(KEEP_RESULTS, KEEP_SECONDS)
+
+
+def written(loaded: LoadedModel, prompt: Prompt, max_new_tokens: int, temperature: float, top_k: int | None,
+            top_p: float, seed: int) -> Iterator[SampledToken]:
+    """The model's writing from `prompt`, step by step: as the model draws it, or, when another
+    session has asked the same model the same (prompt, settings and seed), the steps it drew then.
+    Only a whole generation is kept."""
+    key = (loaded.identity, tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)
+    steps = _generations().get(key)
+    if steps is not None:
+        yield from steps
+        return
+    steps = []
+    for step in stream(loaded.model, loaded.tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                       top_k=top_k, top_p=top_p, seed=seed, block_size=loaded.block_size):
+        steps.append(step)
+        yield step
+    _generations().put(key, steps)

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
                        decode_corpus_as, demo_prompts, load_corpus, probe_text)
     from .model import MiniGPT
     from .train import Trainer, build_model, estimate_loss, lr_schedule, validation_windows
-    from .sample import (MAX_NEW_TOKENS, REFILL_KEPT, SampledToken, SamplingError, check_sampling, generate,
-                         prepare_prompt, stream)
+    from .sample import (MAX_NEW_TOKENS, REFILL_KEPT, Prompt, SampledToken, SamplingError, check_sampling,
+                         generate, prepare_prompt, stream)
     from .checkpoint import Checkpoint, CheckpointError
     from .archive import checkpoint_zip, load_zip
     from .pretrained import load_pretrained

@@ -152,7 +152,8 @@ MUTANTS = {
     "layer view shows the max over heads": ("minigpt/viz/attention.py", [(
         "attention[l].mean(axis=0)", "attention[l].max(axis=0)")]),
     "Generate page ignores the temperature": ("app/generation.py", [(
-        "temperature=s.temperature, top_k=", "temperature=0.8, top_k=")]),
+        "shared_results.written(loaded, prepared, s.max_new, s.temperature,",
+        "shared_results.written(loaded, prepared, s.max_new, 0.8,")]),
     "loader skips the sha256 check": ("minigpt/checkpoint.py", [(
         "if _sha256(data) != sha256:", "if False:")]),
     "run folder loads the oldest checkpoint": ("minigpt/checkpoint.py", [(
@@ -399,6 +400,9 @@ MUTANTS = {
         "key = _knockout_key(knockout) if knockout is not None else None", "key = None")]),
     "the next character's scores keyed on the vocabulary, not the weights (shared)": ("app/shared_results.py", [(
         "return _next_logits(loaded.identity, prompt, loaded)", "return _next_logits(loaded.vocab_id, prompt, loaded)")]),
+    "a generation kept without its seed (shared)": ("app/shared_results.py", [(
+        "max_new_tokens, temperature, top_k, top_p, seed)\n    steps = _generations().get(key)",
+        "max_new_tokens, temperature, top_k, top_p)\n    steps = _generations().get(key)")]),
     # the localisation
     "a nested error's own words left untranslated (L10n)": ("app/i18n.py", [(
         "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from app import shared_results
+from app.generation import GENERATION_KEY, STREAM_DELAY_KEY
 from app.choices import MODEL_SOURCE, TRAINED
 from app.site import ATTENTION, EXPERIMENTS, GENERATE
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_step
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
-from minigpt import DEFAULT_CORPUS, MiniGPT, load_corpus, load_pretrained
+from minigpt import DEFAULT_CORPUS, MiniGPT, generate, load_corpus, load_pretrained
 from minigpt.data import DEMO_SENTENCE
 
 
@@ -99,3 +100,27 @@ def test_a_run_on_the_shipped_models_corpus_gets_its_own_next_character_distribu
     trained = page(run, GENERATE.script)
     assert not trained.exception and trained.text_input[0].value == shipped.text_input[0].value
     assert plotly_spec(shipped)["data"][0]["y"] != plotly_spec(trained)["data"][0]["y"]
+
+
+def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_is_drawn_anew(monkeypatch):
+    draws = counted(monkeypatch, shared_results, "stream")
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    sessions = [page(home(), GENERATE.script) for _ in range(2)]
+    prompt = sessions[0].text_input[0].value
+
+    def written(at, seed: int) -> str:
+        at.session_state[STREAM_DELAY_KEY] = 0
+        at.number_input(key="max_new_tokens").set_value(40)
+        at.number_input(key="gen_seed").set_value(seed)
+        at.button(key="generate").click().run()
+        assert not at.exception and not at.error
+        return at.session_state[GENERATION_KEY]["text"]
+
+    def by_the_library(seed: int) -> str:
+        return generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=40, temperature=0.8,
+                        top_p=1.0, seed=seed, block_size=checkpoint.block_size)
+
+    assert [written(at, 0) for at in sessions] == [by_the_library(0)] * 2
+    assert len(draws) == 1  # the second learner read the steps the first one's model drew
+    assert written(sessions[1], 1) == by_the_library(1) != by_the_library(0)
+    assert len(draws) == 2

@@ -362,7 +362,7 @@ MUTANTS = {
         "for snap in (run.snapshot() for run in active)]")]),
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
         "    def _loop(self) -> None:\n        lower_priority(self.nice)\n", "    def _loop(self) -> None:\n")]),
-    "a learner's run built without its lower priority (runs)": ("app/runs.py", [(
+    "a learner's run built without the priority the server is told (runs)": ("app/runs.py", [(
         "run_id=secrets.token_urlsafe(9), nice=min(19, _env_int(NICE_ENV, DEFAULT_NICE, low=0)))",
         "run_id=secrets.token_urlsafe(9))")]),
     "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(

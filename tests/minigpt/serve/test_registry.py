@@ -95,13 +95,19 @@ def test_a_run_its_owner_keeps_looking_at_is_never_released(registry, clock):
     assert registry.get(entry.run_id, entry.key) is None
 
 
-def test_at_most_max_kept_runs_stay_and_the_longest_unseen_stopped_run_goes_first(registry, clock):
-    registry.max_runs = 10
+def _stopped(registry, clock, count: int) -> list:
+    """`count` runs started a second apart, each stopped by its owner."""
     entries = []
-    for _ in range(3):
+    for _ in range(count):
         clock.now += 1
         entries.append(registry.start(_build, corpus="c", probe="p"))
         registry.control(entries[-1].run_id, entries[-1].key, "stop")
+    return entries
+
+
+def test_at_most_max_kept_runs_stay_and_the_longest_unseen_stopped_run_goes_first(registry, clock):
+    registry.max_runs = 10
+    entries = _stopped(registry, clock, 3)
     clock.now += 1
     entries.append(registry.start(_build, corpus="c", probe="p"))  # one more than max_kept
     kept = [e for e in entries if registry.get(e.run_id) is not None]
@@ -112,11 +118,7 @@ def test_past_max_kept_a_run_that_trains_stays_even_when_it_was_seen_longest_ago
     registry.max_runs = 10
     clock.now += 1
     training = registry.start(_build, corpus="c", probe="p")  # seen first, and still training
-    stopped = []
-    for _ in range(2):
-        clock.now += 1
-        stopped.append(registry.start(_build, corpus="c", probe="p"))
-        registry.control(stopped[-1].run_id, stopped[-1].key, "stop")
+    stopped = _stopped(registry, clock, 2)
     clock.now += 1
     registry.start(_build, corpus="c", probe="p")  # one more than max_kept
     assert registry.get(training.run_id) is training and training.run.state == "running"

@@ -9,8 +9,10 @@ of a few (it prints its own CPU time), so a class fits beside the server on this
 
 Two runs train throughout, each started and watched by a session of its own on Train (which
 keeps them from being released as abandoned, and reruns the live fragment as a browser does).
-Their steps per second are read off the Train page's step metric: first with no learners ("alone"),
-then during the scenario.
+Their steps per second are read off the Train page's step metric, during the scenario and then
+"alone": the same sessions start their runs again, with the same settings, and the new runs train
+with nobody else on the server for as long; each speed is taken over the same stretch of time
+since its run started (a run slows as its live chart's history grows, so this is the fair match).
 
 Scenarios:
     steady  N learners, each one action about every 10 s (a page from the sidebar, a slider,
@@ -171,6 +173,12 @@ class Trainer:
         await s.click("start")
         self.task = asyncio.create_task(self._watch())
 
+    async def restart(self) -> float:
+        """Start again: a new run with the same settings replaces this session's run. Returns the
+        moment it started."""
+        await self.session.click("start")
+        return time.monotonic()
+
     async def _watch(self) -> None:
         s = self.session
         while True:
@@ -263,8 +271,8 @@ async def play(url: str, args) -> tuple[dict, list, list[tuple[float | None, flo
     trainers = [Trainer(url) for _ in range(args.training_runs)]
     for t in trainers:
         await t.start()
-    t0 = time.monotonic()
-    await asyncio.sleep(args.alone)  # the runs with nobody else on the server
+    started = time.monotonic()
+    await asyncio.sleep(args.warmup)  # the runs' first steps, before learners come
     t1 = time.monotonic()
     if args.scenario == "burst":
         await burst(url, args.learners, args.bursts, waits, errors)
@@ -273,7 +281,11 @@ async def play(url: str, args) -> tuple[dict, list, list[tuple[float | None, flo
         until = time.monotonic() + args.minutes * 60
         await asyncio.gather(*(learner(url, seed, until, waits, errors, args.period) for seed in range(count)))
     t2 = time.monotonic()
-    speeds = [(t.speed(t0, t1), t.speed(t1, t2)) for t in trainers]
+    during = [t.speed(t1, t2) for t in trainers]
+    again = [await t.restart() for t in trainers]  # the same runs again, with nobody else on the server
+    await asyncio.sleep(t2 - started + 3)
+    alone = [t.speed(s + (t1 - started), s + (t2 - started)) for t, s in zip(trainers, again)]
+    speeds = list(zip(alone, during))
     for t in trainers:
         errors.extend(t.session.errors)
         await t.stop()
@@ -315,7 +327,7 @@ def main() -> None:
     parser.add_argument("--period", type=float, default=10.0, help="seconds between a learner's actions, on average")
     parser.add_argument("--bursts", type=int, default=3, help="rounds of the burst scenario")
     parser.add_argument("--training-runs", type=int, default=2)
-    parser.add_argument("--alone", type=float, default=30.0, help="seconds the runs train before learners come")
+    parser.add_argument("--warmup", type=float, default=30.0, help="seconds the runs train before learners come")
     parser.add_argument("--memory-mb", type=int, default=None)
     parser.add_argument("--cpus", default=None, help='the server\'s cores, e.g. "0"; the bench takes the others')
     parser.add_argument("--before", type=Path, default=None, help="another checkout, served after this one")

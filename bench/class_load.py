@@ -46,7 +46,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from app.train_form import RANGES
+from app.train_form import EARLY_STOP, RANGES
 from bench.common import print_header, print_table
 from bench.live_server import APP_DIR, Box, LiveServer, percentile
 
@@ -170,6 +170,7 @@ class Trainer:
         s = self.session
         await s.open("Train")
         await s.set("max_steps", int_value=TRAIN_STEPS)
+        await s.set(EARLY_STOP, bool_value=False)  # else a run stops when its val loss stalls, long before the end
         await s.click("start")
         self.task = asyncio.create_task(self._watch())
 

@@ -223,10 +223,11 @@ def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
      (None, r"^Training stopped: the loss became nan at step 6: .* Try a lower learning rate")],
     ids=["MemoryError", "RuntimeError-out-of-memory", "nan-loss"])
 def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
+    neighbour = _entry(start_tiny_run())  # another learner's run, training when this one fails
     real = Trainer.compute_gradients
 
     def compute_gradients(self):
-        if self.step >= 5:
+        if self is not neighbour.run.trainer and self.step >= 5:
             if failure is not None:
                 raise failure
             with torch.no_grad():  # what too high a learning rate does: weights that are not numbers
@@ -242,7 +243,10 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
     assert at.metric[0].value == "error"
     assert any(re.search(message, unescaped(e.value)) for e in at.error), [e.value for e in at.error]
     assert at.button(key="pause").disabled and not at.button(key="start").disabled
-    assert runs.registry().active_count() == 0  # its training slot is free again
+    assert runs.registry().active_count() == 1  # its training slot is free again; the neighbour's is not
+    failed_at = neighbour.run.trainer.step
+    wait_until(lambda: neighbour.run.trainer.step >= failed_at + 5, "the other run to go on training")
+    assert neighbour.run.state == "running" and neighbour.run.snapshot().error is None
 
     for path in PAGES[1:]:  # the failed run stays the loaded model, and every page still renders
         assert not page(at, path).exception
@@ -257,6 +261,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
     assert not home().exception  # other sessions are served as before
 
     monkeypatch.undo()
+    neighbour.run.stop()  # a slot for the failed run's owner to start again
     page(at, TRAIN.script).button(key="start").click().run()
     assert not at.error and at.metric[0].value == "running"
 

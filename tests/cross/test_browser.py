@@ -328,7 +328,10 @@ def test_a_task_model_shows_its_right_keys_and_a_task_run_its_accuracy(browser, 
     page.get_by_text(words["of_600"]).wait_for()  # the run took the 600 steps
     page.get_by_test_id("stMetricValue").get_by_text(words["finished"], exact=True).wait_for(timeout=TRAINING_MS)
     drawn(page)
-    accuracy = page.locator(".js-plotly-plot").nth(1)
+    # the accuracy chart by what it is (its axis in percent), not by its place: Plotly draws each chart
+    # of a page in its own time, and on a busy machine the one after the loss may not be there yet
+    accuracy = page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                                      ".find(p => p.layout && p.layout.yaxis && p.layout.yaxis.tickformat === '.0%')")
     assert accuracy.evaluate("p => p.data[0].x") == [0, 100, 200, 300, 400, 500, 600]
     screenshot_whole(page, shots / f"{lang}_task_train.png", viewport)
     go(page, words["attention"], words["attention"])
@@ -372,7 +375,8 @@ def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(brows
     main_button(page, words["race"]).click()
     page.get_by_text(words["verdict"]).wait_for(timeout=TRAINING_MS)
     drawn(page)
-    assert page.locator(".js-plotly-plot").count() >= 6  # 2 layers' attention, the grid, the race's three
+    # 2 layers' attention, the grid, the race's three: Plotly draws each in its own time after the script ends
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 6")
     grid = page.locator(".js-plotly-plot").nth(2)
     grid.hover()  # Plotly's save-as-PNG button, its tooltip in the page's language
     save = grid.locator(".modebar-btn").first

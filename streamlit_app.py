@@ -1,10 +1,14 @@
-"""Home: what MiniGPT Lab is, the loaded model, and the choice of corpus, model and device."""
+"""Home: what MiniGPT Lab is, the loaded model, and the choice of corpus, model and device.
+
+Home draws without torch, which a fresh server's first visitor would otherwise wait seconds for:
+it describes the shipped model from its config.json, and lists the devices once torch, loading
+beside it (app.warmup), has; the other pages wait for it."""
 import streamlit as st
 
-from app import choices, corpora, loaded_model, navigation, runs, site, uploads, url
+from app import choices, corpora, loaded_model, navigation, runs, site, uploads, url, warmup
 from app.i18n import _, language, number
 from app.lesson_text import STEPS
-from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, available_devices
+from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS
 
 navigation.setup_page(site.HOME.script)
 
@@ -51,13 +55,18 @@ with model_col:
             st.error(error)
 
 with device_col:
-    st.selectbox(_("Device"), available_devices(), key=choices.DEVICE, persist_state="session",
-                 help=_("Only devices available on this server are listed."))
+    if warmup.ready():
+        st.selectbox(_("Device"), choices.devices(), key=choices.DEVICE, persist_state="session",
+                     help=_("Only devices available on this server are listed."))
+    else:  # a stand-in until torch can say which devices there are; then the page draws again
+        st.selectbox(_("Device"), [choices.device_label()], disabled=True,
+                     help=_("Only devices available on this server are listed."))
+        warmup.rerun_when_ready()
 
 with summary:
     st.subheader(_("The loaded model"))
     try:
-        model = loaded_model.session_model()
+        model = loaded_model.session_facts()
     except loaded_model.ModelUnavailable as reason:
         st.info(str(reason))
     else:
@@ -65,7 +74,7 @@ with summary:
                 (_("Corpus"), model.corpus), (_("Parameters"), number(model.num_params)), (_("Steps trained"), model.steps),
                 (_("Status"), model.status), (_("Device"), model.device))):
             col.metric(label, value)
-        st.caption(_("Loaded: {source}; {description}.", source=model.detail, description=model.describe()))
+        st.caption(_("Loaded: {source}; {description}.", source=model.detail, description=model.description))
 
 st.subheader(_("Where next"))
 links = [page for page in site.PAGES if page != site.HOME]

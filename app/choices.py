@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt import N_, available_devices
+import minigpt
+from minigpt import N_
 
+from . import warmup
 from .i18n import _
 
 # session_state keys of Home's widgets
@@ -25,7 +27,18 @@ def model_source_label(source: str) -> str:
     return _(_SOURCE_LABELS[source])
 
 
+def devices() -> list[str]:
+    """The devices this server can use, best first. Asks torch (loading it)."""
+    return minigpt.available_devices()
+
+
 def current_device() -> str:
-    device = st.session_state.get(DEVICE)
-    devices = available_devices()
-    return device if device in devices else devices[0]
+    """The device the session's models use: its choice, else the best here. Asks torch (loading it)."""
+    device, usable = st.session_state.get(DEVICE), devices()
+    return device if device in usable else usable[0]
+
+
+def device_label() -> str:
+    """The session's device, as the sidebar and Home say it; until torch has loaded (warmup), which
+    devices exist is not known yet, and this says so instead of asking torch and waiting for it."""
+    return current_device() if warmup.ready() else _("being found…")

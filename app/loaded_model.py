@@ -1,29 +1,34 @@
 """The model Generate and Attention use: shipped with the app, uploaded, or this session's run.
 
 Checkpoints load once per process (`st.cache_resource`), so opening a page never reloads
-or retrains a model; a run's weights are copied only when it has stepped.
+or retrains a model; a run's weights are copied only when it has stepped. Importing this module
+loads no torch: Home describes the shipped model from its config.json (`session_facts`) while
+torch loads (app.warmup); the library's torch-backed names are read from `minigpt` when used.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import streamlit as st
-import torch
 
-from minigpt import (BUILTIN_CORPORA, CharTokenizer, Checkpoint, CheckpointError, CorpusError, MiniGPT, TrainConfig,
-                     demo_prompts, load_pretrained, load_zip, probe_text)
+import minigpt
+from minigpt import (BUILTIN_CORPORA, CharTokenizer, CheckpointError, CorpusError, GPTConfig, TrainConfig,
+                     demo_prompts, load_pretrained, probe_text)
 from minigpt.lab.tasks import find_task, task_for_corpus
-from minigpt import validation_windows as minigpt_validation_windows
-from minigpt import Windows
+from minigpt.pretrained import shipped_header
 
 from .advice import state_label
-from .choices import MODEL_SOURCE, SHIPPED, TRAINED, UPLOADED, current_device, model_source
-from .corpora import builtin_corpus, current_corpus
+from .choices import MODEL_SOURCE, SHIPPED, TRAINED, UPLOADED, current_device, device_label, model_source
+from .corpora import Corpus, builtin_corpus, current_corpus
 from .i18n import _, error_text, n_, number
 from .site import HOME
 from .runs import session_run
 from .text import md
+
+if TYPE_CHECKING:
+    from minigpt import Checkpoint, MiniGPT, Windows
 
 UPLOADED_CHECKPOINT_KEY = "uploaded_checkpoint"   # session_state key
 
@@ -40,7 +45,7 @@ def pretrained_checkpoint(corpus: str, device: str) -> Checkpoint:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _zip_checkpoint(digest: str, device: str, _data: bytes) -> Checkpoint:
-    return load_zip(_data, device=device)
+    return minigpt.load_zip(_data, device=device)
 
 
 @dataclass(frozen=True)
@@ -97,11 +102,47 @@ class LoadedModel:
                  params=self.num_params, device=self.device)
 
     def describe(self) -> str:
-        c = self.model.config
-        return _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, "
-                 "vocabulary {vocab} characters", layers=n_("{n} layer", "{n} layers", c.num_layers),
-                 heads=n_("{n} head", "{n} heads", c.num_heads), d_model=c.d_model, d_k=c.d_k, d_ff=c.d_ff,
-                 max_len=c.max_len, vocab=self.tokenizer.vocab_size)
+        return describe(self.model.config, self.tokenizer.vocab_size)
+
+    def facts(self) -> ModelFacts:
+        return ModelFacts(self.corpus, self.num_params, self.steps, self.status, self.device, self.detail,
+                          self.describe())
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What Home says of the session's model: from the loaded model, or for the shipped one from its
+    config.json alone, before torch has loaded (session_facts)."""
+
+    corpus: str
+    num_params: int
+    steps: str
+    status: str
+    device: str
+    detail: str
+    description: str
+
+
+def describe(c: GPTConfig, vocab_size: int) -> str:
+    """A model's shape in one line."""
+    return _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, "
+             "vocabulary {vocab} characters", layers=n_("{n} layer", "{n} layers", c.num_layers),
+             heads=n_("{n} head", "{n} heads", c.num_heads), d_model=c.d_model, d_k=c.d_k, d_ff=c.d_ff,
+             max_len=c.max_len, vocab=vocab_size)
+
+
+def session_facts() -> ModelFacts:
+    """What Home shows of the session's model. The shipped model's come from its config.json, so
+    Home needs neither its weights nor torch; ModelUnavailable as session_model."""
+    if model_source() != SHIPPED:
+        return session_model().facts()
+    corpus = _shipped_corpus()
+    try:
+        header = shipped_header(corpus.key)
+    except (CheckpointError, OSError) as err:
+        raise _unloadable(corpus, err) from None
+    return ModelFacts(corpus.key, header.model_config.num_params(), _steps(header.meta.get("step")), _("pretrained"),
+                      device_label(), _shipped_detail(corpus), describe(header.model_config, header.tokenizer.vocab_size))
 
 
 def session_model() -> LoadedModel:
@@ -150,8 +191,7 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
                      text: str, identity: str) -> LoadedModel:
     """text: the corpus the model learned, when known; the default texts come from it, or from the
     probe text the checkpoint carries, never from another corpus."""
-    step = checkpoint.meta.get("step")
-    steps = number(step) if isinstance(step, int) else "–"
+    steps = _steps(checkpoint.meta.get("step"))
     tokenizer = checkpoint.tokenizer
     probe = checkpoint.meta.get("probe_text")
     if not (isinstance(probe, str) and probe.strip() and not tokenizer.unknown_chars(probe)):
@@ -160,19 +200,37 @@ def _from_checkpoint(checkpoint: Checkpoint, source: str, corpus: str, status: s
                        probe[: checkpoint.block_size], checkpoint.block_size, identity, text, checkpoint.train_config)
 
 
-def _pretrained_model() -> LoadedModel:
+def _steps(step: object) -> str:
+    """Training steps done, as a checkpoint's meta says them."""
+    return number(step) if isinstance(step, int) else "–"
+
+
+def _shipped_corpus() -> Corpus:
+    """The session's corpus, when a model ships for it; else ModelUnavailable."""
     corpus = current_corpus()
     if corpus.key not in BUILTIN_CORPORA:
         raise ModelUnavailable(_(
             "No model ships with your uploaded corpus ({corpus}): train one on the Train page, upload a checkpoint "
             "on Home, or choose a built-in corpus.", corpus=md(corpus.label)))
+    return corpus
+
+
+def _unloadable(corpus: Corpus, err: Exception) -> ModelUnavailable:
+    return ModelUnavailable(_("The shipped model for {corpus} could not be loaded: {error}", corpus=corpus.key,
+                              error=md(error_text(err))))
+
+
+def _shipped_detail(corpus: Corpus) -> str:
+    return _("the model shipped with the app for {corpus}", corpus=corpus.key)
+
+
+def _pretrained_model() -> LoadedModel:
+    corpus = _shipped_corpus()
     try:
         checkpoint = pretrained_checkpoint(corpus.key, current_device())
     except (CheckpointError, OSError) as err:
-        raise ModelUnavailable(_("The shipped model for {corpus} could not be loaded: {error}", corpus=corpus.key,
-                                 error=md(error_text(err)))) from None
-    return _from_checkpoint(checkpoint, SHIPPED, corpus.key, _("pretrained"),
-                            _("the model shipped with the app for {corpus}", corpus=corpus.key), corpus.text,
+        raise _unloadable(corpus, err) from None
+    return _from_checkpoint(checkpoint, SHIPPED, corpus.key, _("pretrained"), _shipped_detail(corpus), corpus.text,
                             f"shipped:{corpus.key}")
 
 
@@ -230,10 +288,12 @@ def validation_windows(loaded: LoadedModel) -> Windows | None:
     if not loaded.corpus_text or loaded.tokenizer.unknown_chars(loaded.corpus_text):
         return None
     task = task_for_corpus(loaded.corpus)
+    import torch  # a page that measures a loss has torch loaded already
+
     ids = torch.tensor(loaded.tokenizer.encode(loaded.corpus_text), dtype=torch.long)
     settings = loaded.train_config or replace(TrainConfig(), block_size=loaded.block_size)  # a checkpoint that does not say
     try:
-        return minigpt_validation_windows(ids, settings, task.line_length if task is not None else 1)
+        return minigpt.validation_windows(ids, settings, task.line_length if task is not None else 1)
     except CorpusError:  # a held-out split too short for the settings
         return None
 

@@ -10,23 +10,25 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import streamlit as st
-import torch
 
 from minigpt import BUILTIN_CORPORA
 
-from . import lesson_links, loaded_model, url
+from . import lesson_links, loaded_model, url, warmup
 from .charts import SWIPE
-from .choices import SHIPPED, current_device, model_source, model_source_label
+from .choices import SHIPPED, device_label, model_source, model_source_label
 from .corpora import current_corpus
 from .i18n import _, choose_language, language_switch, streamlit_chrome_css
 from .lesson_text import STEPS
-from .loaded_model import LoadedModel
 from .runs import NOTICE_KEY, read_run_from_url, session_run
-from .site import LESSON, PAGES, Page, page_of
+from .site import HOME, LESSON, PAGES, Page, page_of
 from .text import md
 from .uploads import uploaders_css
+
+if TYPE_CHECKING:
+    from .loaded_model import LoadedModel
 
 _every_page: list[Callable[[], None]] = []  # what other modules asked to run on every page (on_every_page)
 
@@ -85,7 +87,7 @@ def setup_page(script: str) -> None:
     page = page_of(script)
     lang = choose_language()  # first: the tab's title is in the language too
     st.set_page_config(page_title=f"{_(page.label)} · MiniGPT Lab", page_icon=page.icon, layout="wide")
-    configure_process()
+    configure_process(wait=page != HOME)
     read_run_from_url()
     for hook in _every_page:
         hook()
@@ -106,7 +108,7 @@ def setup_page(script: str) -> None:
         model = (_("{source}, trained on {corpus}", source=model_source_label(source), corpus=md(learned))
                  if learned else model_source_label(source))
         st.caption(_("**Model** {model}  \n**Corpus for new runs** {corpus}  \n**Device** {device}",
-                     model=model, corpus=md(current_corpus().label), device=current_device()))
+                     model=model, corpus=md(current_corpus().label), device=device_label()))
         if source != SHIPPED and current_corpus().key in BUILTIN_CORPORA:
             st.button(_("Back to the shipped model"), key="use_shipped", on_click=loaded_model.use_shipped_model,
                       help=_("Generate, Attention and the other pages use the model shipped for {corpus} again; "
@@ -116,19 +118,16 @@ def setup_page(script: str) -> None:
                        else _("**Run** `{run}` (watching)", run=entry.run_id))
 
 
-def configure_process() -> None:
-    """Once per server process, at the first page.
-
-    One intra-op torch thread: under CPU contention (server, browser, trainers) more threads
-    made training ~100x slower, not faster.
-
-    gc.freeze(): Streamlit collects garbage after every script run (`runner.postScriptGC`), and a
-    full collection walked every object the libraries made at import (torch, plotly, pandas,
-    Streamlit: ~250,000), ~240 ms with the GIL held, after every widget move. Those live as long
-    as the process; frozen, the collection only walks what was made since. Frozen objects are
-    still freed when nothing refers to them."""
+def configure_process(wait: bool = True) -> None:
+    """At every page: torch and the model code load once per process on a thread of their own
+    (app.warmup, which also sets torch to one thread); every page but Home waits for them. Before
+    that, once, gc.freeze() takes what Streamlit and plotly made at import out of the garbage
+    collector's walk (the warmup freezes torch's once loaded; see its _configure)."""
     global _process_configured
     if not _process_configured:
-        torch.set_num_threads(1)
         gc.freeze()
         _process_configured = True
+    if wait:
+        warmup.wait()
+    else:
+        warmup.start()

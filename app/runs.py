@@ -1,5 +1,9 @@
 """This session's training run: the process-wide registry, the run this session owns or
-watches, the run in the URL (so a refresh reattaches), and starting or steering a run."""
+watches, the run in the URL (so a refresh reattaches), and starting or steering a run.
+
+Looking a run up loads no torch (Home does it before torch has loaded, app.warmup): the
+library's torch-backed names are read from `minigpt` where a run is built or saved, and the
+training threads' module is imported where a run is started."""
 from __future__ import annotations
 
 import os
@@ -10,12 +14,12 @@ from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, Trainer, build_model, check_corpus_fits,
-                     check_memory_budget, checkpoint_zip, demo_prompts, probe_text)
+import minigpt
+from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, check_corpus_fits, check_memory_budget,
+                     demo_prompts, probe_text)
 from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
 from minigpt.lab.tasks import Task, task_for_corpus, training_hooks
 from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
-from minigpt.serve.runner import TrainingRun, stop_orphaned_runs
 
 from . import url
 from .choices import MODEL_SOURCE, TRAINED, current_device
@@ -48,7 +52,9 @@ class RunFacts:
     unseen: UnseenCharacters     # validation characters the training split never shows
 
 
-def _env_int(name: str, default: int, low: int = 1) -> int:
+def env_int(name: str, default: int, low: int = 1) -> int:
+    """A server setting from the environment (docs/deploying.md): `default` when unset or not a whole
+    number from `low`."""
     try:
         value = int(os.environ.get(name, default))
     except ValueError:
@@ -60,9 +66,11 @@ def _env_int(name: str, default: int, low: int = 1) -> int:
 def registry() -> RunRegistry:
     """The process-wide registry. A new one (first use, or after a code reload) stops the
     trainer threads an old one left behind, since nothing can reach them any more."""
+    from minigpt.serve.runner import stop_orphaned_runs
+
     stop_orphaned_runs()
-    return RunRegistry(max_runs=_env_int(MAX_RUNS_ENV, DEFAULT_MAX_RUNS),
-                       idle_seconds=_env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+    return RunRegistry(max_runs=env_int(MAX_RUNS_ENV, DEFAULT_MAX_RUNS),
+                       idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS))
 
 
 def when_a_slot_frees() -> str:
@@ -153,7 +161,7 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
     if model.num_params() > MAX_PARAMS:
         raise ConfigError("This model has {params:,} parameters; this server trains at most {limit:,}. "
                           "Use a smaller d_model or d_ff, or fewer layers.", params=model.num_params(), limit=MAX_PARAMS)
-    check_memory_budget(model, train, _env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
+    check_memory_budget(model, train, env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
     check_corpus_fits(len(corpus.text), train.val_fraction, train.block_size, train.batch_size)
     task = task_for_corpus(corpus.key)
     if task is not None:
@@ -176,11 +184,13 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
         probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
         prompt, sample_chars = next(iter(demo_prompts(tokenizer)), ""), 80
 
+    from minigpt.serve.runner import TrainingRun
+
     def build() -> TrainingRun:
-        trainer = Trainer(build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
-                          **training_hooks(task))
+        trainer = minigpt.Trainer(minigpt.build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
+                                  **training_hooks(task))
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
-                           run_id=secrets.token_urlsafe(9), nice=min(19, _env_int(NICE_ENV, DEFAULT_NICE, low=0)))
+                           run_id=secrets.token_urlsafe(9), nice=min(19, env_int(NICE_ENV, DEFAULT_NICE, low=0)))
 
     ss = st.session_state
     facts = RunFacts(task, unseen_validation_chars(corpus.text, train.val_fraction))
@@ -220,4 +230,4 @@ def run_checkpoint_zip(entry: RunEntry) -> bytes:
         "history": [[e.step, e.train_loss, e.val_loss] for e in history],
         "run_id": entry.run_id, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "probe_text": entry.probe_text,
     }
-    return checkpoint_zip(parts["model"], parts["tokenizer"], train_config=parts["train_config"], meta=meta)
+    return minigpt.checkpoint_zip(parts["model"], parts["tokenizer"], train_config=parts["train_config"], meta=meta)

@@ -14,13 +14,21 @@ computed. A hit returns a copy, so a page may change what it gets.
 Generation is shared too when it is deterministic, and it always is here: the Generate page
 draws with a seed. The first learner watches the model write; a learner who asks for the same
 text from the same model reads the steps it wrote, streamed the same way (`written`).
+
+A computation takes its turn: at most COMPUTE_SLOTS run at once (minigpt.serve.turns), first come,
+first served, and a learner whose request waits sees how many are ahead of it where the answer
+will be, instead of a frozen page. What was computed lately skips the queue: it is read, not
+computed.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import streamlit as st
@@ -29,15 +37,72 @@ import torch
 from minigpt import MiniGPT, Prompt, SampledToken, SamplingError, Windows, estimate_loss, generate, stream
 from minigpt.lab import explain
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
+from minigpt.serve.turns import TurnQueue
 
+from .i18n import n_
 from .loaded_model import LoadedModel
+from .runs import env_int
 
 KEEP_RESULTS = 64      # per function: a class's few models × the texts and settings it tries
 KEEP_SECONDS = 20 * 60  # a lesson's length: what the class asked a while ago is asked again less
 SAMPLE_SEED, SAMPLE_TOKENS, SAMPLE_TEMPERATURE = 0, 120, 0.8  # a knock-out's sample, the same every time
 Measured = tuple[float | None, "str | SamplingError"]  # a model's loss (None without windows) and its sample
 
-_shared = st.cache_data(max_entries=KEEP_RESULTS, ttl=KEEP_SECONDS, show_spinner=False)
+# computations at once: a small shared CPU serves them best one after another (the first answered
+# soonest, none later); a server with cores to spare may allow more
+COMPUTE_SLOTS_ENV, DEFAULT_COMPUTE_SLOTS = "MINIGPT_COMPUTE_SLOTS", 1
+
+
+@st.cache_resource(show_spinner=False)
+def turns() -> TurnQueue:
+    """The process's queue of computations."""
+    return TurnQueue(env_int(COMPUTE_SLOTS_ENV, DEFAULT_COMPUTE_SLOTS))
+
+
+@contextlib.contextmanager
+def in_turn() -> Iterator[None]:
+    """Run the block in this request's turn; while it waits, say so where its answer will appear.
+    A learner who leaves or changes the page meanwhile gives the place up (Streamlit stops the
+    script at the next element, here the notice)."""
+    notice = None
+
+    def say(ahead: int) -> None:
+        nonlocal notice
+        if notice is None:
+            notice = st.empty()
+        notice.info(n_("Queued: {n} request is ahead of yours on this busy server; yours comes next.",
+                       "Queued: {n} requests are ahead of yours on this busy server; they are served in turn.",
+                       ahead))
+
+    with turns().turn(on_wait=say):
+        if notice is not None:
+            notice.empty()
+        yield
+
+
+@st.cache_resource(show_spinner=False)
+def _recent() -> "_Kept":
+    """The questions answered lately, by function: what is read from the cache, not computed."""
+    return _Kept(8 * KEEP_RESULTS, KEEP_SECONDS)
+
+
+def _shared(compute: Callable) -> Callable:
+    """Streamlit's process-wide cache around `compute`, whose parameters without a leading
+    underscore (the key) come first; a question not answered lately is computed in its turn."""
+    cached = st.cache_data(max_entries=KEEP_RESULTS, ttl=KEEP_SECONDS, show_spinner=False)(compute)
+    keyed = sum(not name.startswith("_") for name in inspect.signature(compute).parameters)
+
+    @functools.wraps(compute)
+    def call(*args):
+        question = (compute.__name__, *args[:keyed])
+        if _recent().get(question) is not None:
+            return cached(*args)
+        with in_turn():
+            answer = cached(*args)
+        _recent().put(question, [])
+        return answer
+
+    return call
 
 
 def _knockout_key(knockout: Knockout) -> tuple:
@@ -141,14 +206,15 @@ def _importance(identity: str, _loaded: LoadedModel, _windows: Windows) -> np.nd
 
 
 class _Kept:
-    """Whole generations by their question, for every session: at most `limit`, each for `seconds`."""
+    """Values by their question, for every session (whole generations; the questions answered
+    lately): at most `limit`, each for `seconds`."""
 
     def __init__(self, limit: int, seconds: float):
         self.limit, self.seconds = limit, seconds
-        self._items: OrderedDict[tuple, tuple[float, list[SampledToken]]] = OrderedDict()
+        self._items: OrderedDict[tuple, tuple[float, list]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> list[SampledToken] | None:
+    def get(self, key: tuple) -> list | None:
         with self._lock:
             item = self._items.get(key)
             if item is None or time.monotonic() - item[0] > self.seconds:
@@ -157,7 +223,7 @@ class _Kept:
             self._items.move_to_end(key)
             return item[1]
 
-    def put(self, key: tuple, steps: list[SampledToken]) -> None:
+    def put(self, key: tuple, steps: list) -> None:
         with self._lock:
             self._items[key] = (time.monotonic(), steps)
             self._items.move_to_end(key)

@@ -22,13 +22,15 @@ if TYPE_CHECKING:
                          check_memory_budget)
     from .device import available_devices
     from .tokenizer import CharTokenizer
-    from .data import (BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, Windows, check_corpus_fits, corpus_chars,
-                       decode_corpus_as, demo_prompts, load_corpus, probe_text)
+    from .corpus import (BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, check_corpus_fits, corpus_chars,
+                         decode_corpus_as, demo_prompts, load_corpus, probe_text)
+    from .data import Windows
     from .model import MiniGPT
     from .train import Trainer, build_model, estimate_loss, lr_schedule, validation_windows
     from .sample import (MAX_NEW_TOKENS, REFILL_KEPT, Prompt, SampledToken, SamplingError, check_sampling,
                          generate, prepare_prompt, stream)
-    from .checkpoint import Checkpoint, CheckpointError
+    from .header import CheckpointError
+    from .checkpoint import Checkpoint
     from .archive import checkpoint_zip, load_zip
     from .pretrained import load_pretrained
 

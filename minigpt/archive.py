@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from .checkpoint import (CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME, Checkpoint, CheckpointError, checkpoint_files,
-                         checkpoint_folder, from_pretrained, load_files)
+from .checkpoint import Checkpoint, checkpoint_files, checkpoint_folder, from_pretrained, load_files
+from .header import CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME, CheckpointError
 from .messages import Message
 from .model import MiniGPT
 from .tokenizer import CharTokenizer

@@ -37,30 +37,20 @@ from typing import Any
 import safetensors.torch
 import torch
 
-from .config import ConfigError, GPTConfig, TrainConfig
-from .messages import LabError, Message
+from .config import GPTConfig, TrainConfig
+from .header import (CONFIG_NAME, FORMAT, FORMAT_VERSION, OPTIMIZER_NAME, WEIGHTS_NAME, CheckpointError,
+                     read_header)
+from .messages import Message
 from .model import MiniGPT
 from .tokenizer import CharTokenizer
 
-FORMAT = "minigpt"
-FORMAT_VERSION = 2
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-OPTIMIZER_NAME = "optimizer.safetensors"
 TIED_KEY = "lm_head.weight"  # the same tensor as token_embed.weight
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".ckpt")
 WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # float8 would let a small file build a big model
-MAX_POSITION_TABLE = 2**25           # max_len * d_model: the one allocation the weights don't bound
 MAX_EXTRA_PARAMS = 2**20             # slack over the stored values before a config counts as doctored
 
 _STEP_FOLDER = re.compile(r"checkpoint-(\d+)")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_REQUIRED_KEYS = {"format", "format_version", "model", "vocab", "weights_sha256"}
-_OPTIONAL_KEYS = {"train", "meta", "optimizer"}
-
-
-class CheckpointError(LabError, ValueError):
-    """A checkpoint that cannot be saved or loaded, with a sentence saying why."""
 
 
 @dataclass
@@ -304,95 +294,18 @@ def load_files(
             raise CheckpointError("{source} holds only pickle files: pickle-based checkpoints (torch.save) are "
                                   "refused: they can run code when loaded; convert to safetensors.", source=source)
         raise CheckpointError("{source} has no config.json, so it is not a MiniGPT checkpoint.", source=source)
-    config = _parse_config(files[CONFIG_NAME])
-    model_config = _model_config(config["model"])
-    tokenizer = _tokenizer(config["vocab"], model_config.vocab_size)
-    train_config = _train_config(config.get("train"))
-    meta = config.get("meta") or {}
-    if not isinstance(meta, dict):
-        raise CheckpointError("config.json's meta must be a JSON object, got {type}.", type=type(meta).__name__)
-    tensors = _tensors(files, WEIGHTS_NAME, config["weights_sha256"], source)
-    model = _build_model(model_config, tensors)
+    header = read_header(files[CONFIG_NAME])
+    tensors = _tensors(files, WEIGHTS_NAME, header.config["weights_sha256"], source)
+    model = _build_model(header.model_config, tensors)
     optimizer_state = None
-    if with_optimizer and config.get("optimizer") is not None:
-        optimizer_state = _optimizer_state(files, config["optimizer"], source)
-    return Checkpoint(model.to(device).eval(), tokenizer, train_config, meta, optimizer_state)
+    if with_optimizer and header.config.get("optimizer") is not None:
+        optimizer_state = _optimizer_state(files, header.config["optimizer"], source)
+    return Checkpoint(model.to(device).eval(), header.tokenizer, header.train_config, header.meta, optimizer_state)
 
 
 def _looks_pickled(data: bytes) -> bool:
     """A pickle (protocol 2 and later begin with the PROTO opcode) or torch.save's zip around one."""
     return data[:1] == b"\x80" or (data[:4] == b"PK\x03\x04" and b"data.pkl" in data)
-
-
-def _parse_config(data: bytes) -> dict[str, Any]:
-    """Check config.json's envelope: format, version and keys."""
-    try:
-        config = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise CheckpointError("config.json is not valid UTF-8 JSON ({error}).", error=error) from None
-    if not isinstance(config, dict):
-        raise CheckpointError("config.json must hold a JSON object, got {type}.", type=type(config).__name__)
-    if config.get("format") != FORMAT:
-        raise CheckpointError(
-            "config.json is not a MiniGPT checkpoint: its format is {format!r}, expected {expected!r}.",
-            format=config.get("format"), expected=FORMAT,
-        )
-    version = config.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise CheckpointError("config.json's format_version must be a positive integer, got {version!r}.",
-                              version=version)
-    if version > FORMAT_VERSION:
-        raise CheckpointError("this checkpoint uses format version {version}, written by a newer MiniGPT: "
-                              "update MiniGPT to load it; this one reads version {supported}.",
-                              version=version, supported=FORMAT_VERSION)
-    if version < FORMAT_VERSION:
-        raise CheckpointError("this checkpoint uses format version {version}, written by an older MiniGPT; "
-                              "this one reads version {supported}.", version=version, supported=FORMAT_VERSION)
-    unknown = sorted(set(config) - _REQUIRED_KEYS - _OPTIONAL_KEYS)
-    if unknown:
-        raise CheckpointError("config.json has unknown keys: {keys}.", keys=", ".join(unknown))
-    missing = sorted(_REQUIRED_KEYS - set(config))
-    if missing:
-        raise CheckpointError("config.json lacks required keys: {keys}.", keys=", ".join(missing))
-    return config
-
-
-def _model_config(data: Any) -> GPTConfig:
-    try:
-        config = GPTConfig.from_dict(data)
-    except ConfigError as error:
-        raise CheckpointError("config.json's model config is invalid: {error}", error=error) from None
-    if config.max_len * config.d_model > MAX_POSITION_TABLE:
-        raise CheckpointError(
-            "config.json asks for max_len x d_model = {values} position values, more than the {limit} this "
-            "loader allows.", values=config.max_len * config.d_model, limit=MAX_POSITION_TABLE,
-        )
-    return config
-
-
-def _tokenizer(vocab: Any, vocab_size: int) -> CharTokenizer:
-    if not isinstance(vocab, list):
-        raise CheckpointError("config.json's vocab must be a list of characters, got {type}.",
-                              type=type(vocab).__name__)
-    try:
-        tokenizer = CharTokenizer(vocab)
-    except ValueError as error:
-        raise CheckpointError("config.json's vocab is invalid: {error}.", error=error) from None
-    if tokenizer.vocab_size != vocab_size:
-        raise CheckpointError(
-            "config.json lists {chars} vocabulary characters but the model's vocab_size is {vocab_size}.",
-            chars=tokenizer.vocab_size, vocab_size=vocab_size,
-        )
-    return tokenizer
-
-
-def _train_config(data: Any) -> TrainConfig | None:
-    if data is None:
-        return None
-    try:
-        return TrainConfig.from_dict(data)
-    except ConfigError as error:
-        raise CheckpointError("config.json's training config is invalid: {error}", error=error) from None
 
 
 def _tensors(files: Mapping[str, bytes], name: str, sha256: Any, source: str) -> dict[str, torch.Tensor]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError, GPTConfig, TrainConfig, check_memory_budget
-from .data import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus, probe_text
+from .corpus import BUILTIN_CORPORA, DEFAULT_CORPUS, CorpusError, load_corpus, probe_text
 from .device import DeviceError, available_memory_bytes, resolve_device
 from .distributed import barrier, gather_ranks, launched_by_torchrun, setup, teardown
 from .sample import SamplingError, check_sampling, prepare_prompt, stream
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .checkpoint import CheckpointError
+    from .header import CheckpointError
 
     args = build_parser().parse_args(argv)
     commands = {"train": cmd_train, "sample": cmd_sample, "scaling": cmd_scaling}

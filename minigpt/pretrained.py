@@ -5,9 +5,11 @@ trains. docs/pretrained.md records the exact command that produced each one.
 """
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
+from .header import Header, folder_header
 
 
 def shipped_checkpoints() -> list[str]:
@@ -28,3 +30,10 @@ def load_pretrained(corpus: str, device: str = "cpu"):
     from .checkpoint import from_pretrained
 
     return from_pretrained(pretrained_dir(corpus), device=device)
+
+
+@functools.cache
+def shipped_header(corpus: str) -> Header:
+    """What the shipped checkpoint's config.json says (its model config, vocabulary, training
+    metadata), read once per process without loading the weights or torch."""
+    return folder_header(pretrained_dir(corpus))

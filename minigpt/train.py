@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from .checkpoint import CheckpointError
+from .header import CheckpointError
 from .config import ConfigError, GPTConfig, TrainConfig
 from .data import Windows, check_batch_fits, eval_windows, get_batch, split_tokens
 from .device import cpu_has_amx, resolve_device

@@ -159,7 +159,7 @@ MUTANTS = {
     "run folder loads the oldest checkpoint": ("minigpt/checkpoint.py", [(
         "return max(folders, key=", "return min(folders, key=")]),
     # a learner's first hour
-    "default corpus is the demo's paragraph": ("minigpt/data.py", [(
+    "default corpus is the demo's paragraph": ("minigpt/corpus.py", [(
         'DEFAULT_CORPUS = "course-zh"', 'DEFAULT_CORPUS = "demo-zh"')]),
     "B1 default prompt ends in a space": ("app/loaded_model.py", [(
         'words[0][:8] + (" " if " " in model.tokenizer.stoi else "")', 'words[0][:8] + " "')]),
@@ -177,7 +177,7 @@ MUTANTS = {
         "self._successors[old.run_id] = entry.run_id", "pass")]),
     "B11 top-k above the vocabulary not said": ("app/generation.py", [(
         "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
-    "B12 GBK refused": ("minigpt/data.py", [(
+    "B12 GBK refused": ("minigpt/corpus.py", [(
         'text, encoding = _gbk_or_refuse(raw, source, err.start), "GBK"',
         'raise CorpusError(f"{source} is not valid UTF-8 (byte {err.start}).") from None')]),
     "B12 lr axis may go negative": ("minigpt/viz/training.py", [(
@@ -363,7 +363,7 @@ MUTANTS = {
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
         "    def _loop(self) -> None:\n        lower_priority(self.nice)\n", "    def _loop(self) -> None:\n")]),
     "a learner's run built without the priority the server is told (runs)": ("app/runs.py", [(
-        "run_id=secrets.token_urlsafe(9), nice=min(19, _env_int(NICE_ENV, DEFAULT_NICE, low=0)))",
+        "run_id=secrets.token_urlsafe(9), nice=min(19, env_int(NICE_ENV, DEFAULT_NICE, low=0)))",
         "run_id=secrets.token_urlsafe(9))")]),
     "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(
         "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
@@ -418,6 +418,26 @@ MUTANTS = {
     "a page's address without its number's prefix stripped (site)": ("app/site.py", [(
         'return "" if self.script == HOME.script else name.split("_", 1)[1]',
         'return "" if self.script == HOME.script else name')]),
+    # a class on one small box: turns, and a first visit that does not wait for torch
+    "turns: the last to come served first": ("minigpt/serve/turns.py", [(
+        "self._running.append(self._waiting.pop(0))", "self._running.append(self._waiting.pop())")]),
+    "turns: the requests running not counted ahead": ("minigpt/serve/turns.py", [(
+        "return len(self._running) + self._waiting.index(ticket)", "return self._waiting.index(ticket)")]),
+    "turns: a place given up is kept": ("minigpt/serve/turns.py", [(
+        "            elif ticket in self._waiting:\n                self._waiting.remove(ticket)\n",
+        "            elif False:\n                pass\n")]),
+    "a question answered lately queues again (shared)": ("app/shared_results.py", [(
+        "if _recent().get(question) is not None:", "if False:")]),
+    "a computation runs beside the others, not in turn (shared)": ("app/shared_results.py", [(
+        "        with in_turn():\n            answer = cached(*args)", "        if True:\n            answer = cached(*args)")]),
+    "torch's objects left in the collector's walk (warmup)": ("app/warmup.py", [(
+        "    torch.set_num_threads(1)\n    gc.freeze()\n", "    torch.set_num_threads(1)\n")]),
+    "Home loads the shipped model's weights to describe it (home)": ("app/loaded_model.py", [(
+        "    if model_source() != SHIPPED:\n        return session_model().facts()",
+        "    if True:\n        return session_model().facts()")]),
+    "Home's parameters counted without the layers (header)": ("app/loaded_model.py", [(
+        "return ModelFacts(corpus.key, header.model_config.num_params(),",
+        "return ModelFacts(corpus.key, header.model_config.vocab_size * header.model_config.d_model,")]),
 }
 
 

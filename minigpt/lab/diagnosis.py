@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import split_sizes
+from ..corpus import split_sizes
 
 RISE = 0.05  # nats above its lowest before a val loss counts as rising
 

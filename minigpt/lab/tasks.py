@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
 from ..config import ConfigError
-from ..data import register_corpus
+from ..corpus import register_corpus
 from ..messages import N_
-from ..model import eval_mode
 
 if TYPE_CHECKING:
+    import torch
+
     from ..train import Trainer
 
 TASK_SEED = 2026
@@ -196,10 +196,13 @@ class TaskScorer:
         return score
 
 
-@torch.no_grad()
 def accuracy(model: torch.nn.Module, lines: torch.Tensor, task: Task) -> TaskScore:
     """Score `model` on token lines (N, line_length) of `task`, each fed from position 0."""
-    with eval_mode(model):
+    import torch  # here, not at the top: importing the tasks (Home lists their corpora) loads no torch
+
+    from ..model import eval_mode
+
+    with torch.no_grad(), eval_mode(model):
         L = task.length
         logits = model(lines[:, : task.block_size])[0]                       # (N, 2L+1, vocab)
         guesses = logits[:, L: 2 * L].argmax(-1)                              # predictions of a[0..L-1]

@@ -15,11 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..messages import LabError
-from ..model import MiniGPT
-from .runner import TrainingRun
+
+if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (Home does, before it loads)
+    from ..model import MiniGPT
+    from .runner import TrainingRun
 
 ACTIVE_STATES = ("running", "paused")
 MAX_SUCCESSORS = 256  # replacements remembered, so that watchers can follow an owner to a new run

@@ -16,7 +16,7 @@ from helpers.language import assert_chinese
 from helpers.maths import hand_forward
 from helpers.waiting import wait_until
 from minigpt import DEFAULT_CORPUS, load_corpus, load_pretrained
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 from app.site import ATTENTION
 
 

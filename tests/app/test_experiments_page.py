@@ -15,7 +15,7 @@ from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
 from minigpt import load_corpus, load_pretrained, validation_windows
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.tasks import task_for_corpus
 from app.site import ATTENTION, EXPERIMENTS
 

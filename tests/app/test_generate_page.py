@@ -13,7 +13,7 @@ from helpers.apptest import POEM, home, page, plotly_spec, unescaped, upload_and
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from minigpt import DEFAULT_CORPUS, CharTokenizer, load_pretrained
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.explain import beliefs, next_logits
 from app.generation import STREAM_DELAY_KEY
 from app.site import GENERATE

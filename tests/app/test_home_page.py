@@ -1,10 +1,19 @@
-"""streamlit_app.py (Home): the shipped model without training, and a corpus that brings its own model.
+"""streamlit_app.py (Home): the shipped model without training, a corpus that brings its own model,
+and a first visit that does not wait for torch.
 
     pytest tests/app/test_home_page.py
 """
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
 from app import choices
 from helpers.apptest import home, page
-from minigpt import DEFAULT_CORPUS, load_pretrained
+from helpers import ROOT
+from minigpt import DEFAULT_CORPUS, BUILTIN_CORPORA, available_devices, load_pretrained
 from app.site import ATTENTION, GENERATE
 
 
@@ -28,3 +37,48 @@ def test_home_shows_the_shipped_model_without_training():
     assert values["Corpus"] == DEFAULT_CORPUS
     assert values["Parameters"] == f"{shipped.model.num_params():,}"
     assert values["Device"] == "cpu"
+
+
+# Home on a fresh server, in a fresh interpreter: first with the library's loading held back, as a
+# first visitor finds it while torch loads; then once it has loaded
+FIRST_VISIT = """
+import gc, json, sys
+from streamlit.testing.v1 import AppTest
+from app import warmup
+start, warmup.start = warmup.start, lambda: None  # torch still loading: hold the load back
+at = AppTest.from_file("streamlit_app.py", default_timeout=600).run()
+first = {"exception": [e.value for e in at.exception], "torch": "torch" in sys.modules,
+         "metrics": {m.label: m.value for m in at.metric},
+         "device": [(s.options, s.disabled) for s in at.selectbox if s.label == "Device"],
+         "corpora": at.selectbox(key="corpus").options, "frozen": gc.get_freeze_count()}
+warmup.start = start
+warmup.wait()
+at.run()
+then = {"exception": [e.value for e in at.exception], "torch": "torch" in sys.modules,
+        "device": [(s.options, s.disabled) for s in at.selectbox if s.label == "Device"],
+        "frozen": gc.get_freeze_count(), "walked": len(gc.get_objects())}
+print(json.dumps([first, then]))
+"""
+
+
+@pytest.mark.slow
+def test_a_first_visit_draws_home_without_torch_and_the_devices_once_it_has_loaded():
+    """Importing torch takes seconds, and a fresh server's first visitor waited for it on Home.
+    Once loaded, what the imports made is frozen: Streamlit collects garbage after every script run
+    (runner.postScriptGC), and walking the ~250,000 objects of torch, plotly, pandas and Streamlit
+    took ~240 ms with the GIL held, after every widget move."""
+    done = subprocess.run([sys.executable, "-c", FIRST_VISIT], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, then = json.loads(done.stdout.strip().splitlines()[-1])
+    assert first["exception"] == [] and first["torch"] is False
+    shipped = load_pretrained(DEFAULT_CORPUS)  # the model itself, counted from its tensors
+    assert first["metrics"] == {"Corpus": DEFAULT_CORPUS, "Parameters": f"{shipped.model.num_params():,}",
+                                "Steps trained": f"{shipped.meta['step']:,}", "Status": "pretrained",
+                                "Device": "being found…"}
+    assert first["device"] == [[["being found…"], True]]  # a stand-in, not a choice made for the learner
+    assert first["corpora"] == list(BUILTIN_CORPORA)  # the task corpora too
+    assert then["exception"] == [] and then["torch"] is True
+    assert then["device"] == [[available_devices(), False]]
+    # what the imports made, torch's included, is out of the garbage collector's walk (app.warmup)
+    assert then["frozen"] > first["frozen"] > 0 and then["walked"] < then["frozen"] / 2

@@ -14,7 +14,7 @@ from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from helpers.tiny import tiny_lm
 from minigpt import checkpoint_zip, load_pretrained
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 from app.site import INSIDE
 
 

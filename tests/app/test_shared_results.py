@@ -5,6 +5,8 @@ knock-out or model gets its own answer, checked against the forward pass by hand
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -15,8 +17,9 @@ from app.site import ATTENTION, EXPERIMENTS, GENERATE
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_step
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
+from helpers.waiting import wait_until
 from minigpt import DEFAULT_CORPUS, MiniGPT, generate, load_corpus, load_pretrained
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 
 
 def counted(monkeypatch, owner, name: str) -> list:
@@ -124,3 +127,48 @@ def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_i
     assert len(draws) == 1  # the second learner read the steps the first one's model drew
     assert written(sessions[1], 1) == by_the_library(1) != by_the_library(0)
     assert len(draws) == 2
+
+
+class Held:
+    """The computation slot taken by another request (one slot by default) until `free()`."""
+
+    def __init__(self):
+        self._taken, self._free = threading.Event(), threading.Event()
+        threading.Thread(target=self._hold, daemon=True).start()
+        wait_until(self._taken.is_set, "the slot to be taken")
+
+    def _hold(self) -> None:
+        with shared_results.turns().turn():
+            self._taken.set()
+            self._free.wait()
+
+    def free(self) -> None:
+        self._free.set()
+
+
+def in_background(action) -> threading.Thread:
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_question_waits_its_turn_behind_a_computation_and_one_answered_lately_skips_the_queue():
+    queue = shared_results.turns()
+    held = Held()
+    first = home()
+    opening = in_background(lambda: page(first, ATTENTION.script))
+    wait_until(lambda: queue.size() == (1, 1), "the page's question queued behind the other computation")
+    assert opening.is_alive()  # waiting its turn, not computing beside it
+    held.free()
+    opening.join()
+    assert not first.exception and heatmaps(first)
+    assert not [i.value for i in first.info if "Queued" in i.value]  # the notice went with the wait
+
+    held = Held()  # busy again: a question answered lately is read, not queued
+    other = home()
+    reading = in_background(lambda: page(other, ATTENTION.script))
+    wait_until(lambda: not reading.is_alive(), "the page to draw while the slot is taken")
+    assert queue.size() == (1, 0)
+    for mine, theirs in zip(heatmaps(first), heatmaps(other), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    held.free()

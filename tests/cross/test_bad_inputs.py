@@ -34,10 +34,10 @@ from minigpt import (CharTokenizer, CheckpointError, ConfigError, CorpusError, G
                      Trainer, build_model, check_corpus_fits, check_memory_budget, check_sampling, generate,
                      load_corpus, load_pretrained, load_zip, prepare_prompt, stream)
 from minigpt.checkpoint import from_pretrained
-from minigpt.data import MAX_CORPUS_BYTES, decode_corpus
+from minigpt.corpus import MAX_CORPUS_BYTES, decode_corpus
 from minigpt.pretrained import pretrained_dir
 from minigpt.tokenizer import UnknownCharactersError
-from minigpt.checkpoint import CONFIG_NAME
+from minigpt.header import CONFIG_NAME
 from minigpt.cli import main
 from minigpt.sample import MAX_PROMPT_CHARS
 from app.site import GENERATE, TRAIN

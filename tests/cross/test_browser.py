@@ -17,7 +17,7 @@ import pytest
 
 from app import glossary, i18n
 from app.lesson_text import STEPS
-from helpers.browser import (drawn, form_settings, main_button, new_context, screenshot_whole, settled,
+from helpers.browser import (LiveServer, drawn, form_settings, main_button, new_context, screenshot_whole, settled,
                              wait_for_settings, wait_rendered)
 from helpers.language import english_words
 from minigpt import DEFAULT_CORPUS, load_pretrained, load_zip
@@ -537,3 +537,25 @@ def test_on_a_phone_in_chinese_formulas_and_tables_fit_and_the_embedding_picker_
     scatter.scroll_into_view_if_needed()
     screenshot_whole(page, shots / "zh_phone_model.png", viewport)
     context.close()
+
+
+def test_a_fresh_server_draws_home_before_torch_and_a_cold_link_opens_its_page(browser, tmp_path):
+    """A fresh server's first visitor: Home draws while torch loads beside it (the device box a
+    stand-in), then draws again with this server's devices. Another fresh server whose first request
+    is a teacher's link to Attention in Chinese: the page loads the library itself and draws."""
+    with LiveServer({"OMP_NUM_THREADS": "1"}, log=tmp_path / "home.log") as fresh:
+        page = open_page(browser)
+        page.goto(fresh.url, wait_until="domcontentloaded")
+        wait_rendered(page, "MiniGPT Lab")
+        # drawn again once torch has said which devices there are: a new box, enabled
+        page.wait_for_function("() => { const box = document.querySelector('input[aria-label=Device]');"
+                               " return box && !box.disabled }")
+        assert page.get_by_role("combobox", name="Device").input_value() == "cpu"
+        page.context.close()
+    with LiveServer({"OMP_NUM_THREADS": "1"}, log=tmp_path / "link.log") as fresh:
+        page = open_page(browser)
+        page.goto(f"{fresh.url}/Attention?lang=zh", wait_until="domcontentloaded")
+        wait_rendered(page, "注意力")
+        page.wait_for_selector(".js-plotly-plot .hm image")
+        assert page.get_by_test_id("stSidebar").get_by_role("link", name=re.compile("训练$")).count() == 1
+        page.context.close()

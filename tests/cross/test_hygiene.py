@@ -26,7 +26,7 @@ from helpers import ROOT
 from helpers.apptest import home, own_run, page, start_tiny_run, wait_for_step
 from helpers.browser import LiveServer, main_button, new_context, wait_for_settings, wait_rendered
 from minigpt.archive import folder_zip
-from minigpt.data import MAX_CORPUS_BYTES
+from minigpt.corpus import MAX_CORPUS_BYTES
 from minigpt.pretrained import pretrained_dir
 from app.site import ATTENTION, GENERATE, SCALING, TRAIN
 

@@ -34,6 +34,20 @@ def test_every_library_module_imports_no_streamlit_and_no_app():
     assert _loaded_after(code) == []
 
 
+# what Home uses of the library, before torch has loaded (app.warmup): the corpora (the task corpora
+# among them), the shipped model's config.json, the run registry and the names of `import minigpt`
+TORCH_FREE = ("minigpt", "minigpt.corpus", "minigpt.header", "minigpt.pretrained", "minigpt.lab.tasks",
+              "minigpt.lab.diagnosis", "minigpt.serve.registry")
+
+
+def test_what_home_uses_of_the_library_loads_no_torch():
+    code = (f"import importlib, sys\nfor name in {TORCH_FREE!r}:\n    importlib.import_module(name)\n"
+            "import minigpt.pretrained as p\np.shipped_header('course-zh')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.slow
 def test_the_library_tests_import_no_streamlit_and_no_app():
     """Collecting tests/minigpt imports every module there and every helper they use."""
@@ -46,8 +60,8 @@ def test_the_library_tests_import_no_streamlit_and_no_app():
 # are annotations only, and free). The core trains, samples and saves a model without any
 # instrument; the instruments measure it; serving runs it for many sessions; the figures draw
 # plain data.
-CORE = ("messages", "config", "device", "tokenizer", "data", "model", "train", "sample", "checkpoint", "archive",
-        "distributed", "pretrained")
+CORE = ("messages", "config", "device", "tokenizer", "corpus", "data", "model", "train", "sample", "header",
+        "checkpoint", "archive", "distributed", "pretrained")
 MAY_IMPORT = {"core": {"core"}, "lab": {"core", "lab"}, "serve": {"core", "lab", "serve"}, "viz": {"viz", "messages"}}
 
 
@@ -115,7 +129,7 @@ def test_importing_the_core_loads_no_instrument_and_no_figure():
 
 
 def test_the_public_api_is_what_the_app_uses_and_each_name_is_its_modules_own():
-    """minigpt re-exports the core names that app/, pages/ and Home import from it, no more and no
+    """minigpt re-exports the core names that app/, pages/ and Home use of it, no more and no
     fewer, and each is the very object of the module the TYPE_CHECKING block names."""
     import ast
     import importlib
@@ -127,6 +141,8 @@ def test_the_public_api_is_what_the_app_uses_and_each_name_is_its_modules_own():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "minigpt" and node.level == 0:
                 used.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "minigpt":
+                used.add(node.attr)  # `import minigpt`, then minigpt.Trainer where torch may load
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     used.update(re.findall(r"from minigpt import ([\w, ]+)", readme)[0].replace(" ", "").split(","))
     assert set(minigpt.__all__) == used

@@ -10,7 +10,7 @@ import re
 
 from streamlit.testing.v1 import AppTest  # at import: it makes its temporary folder once per process
 
-from app import site
+from app import site, warmup
 from app.runs import OWN_RUN_KEY
 from app.site import TRAIN
 
@@ -23,7 +23,10 @@ PAGES = [page.script for page in site.PAGES if page != site.HOME]
 
 
 def session(lang: str | None = None, **params: str) -> AppTest:
-    """A fresh browser session on Home, not run yet: the address it opens with is `?lang=` and `params`."""
+    """A fresh browser session on Home, not run yet: the address it opens with is `?lang=` and `params`.
+    The library has loaded (app.warmup), as on a server a few seconds after it started; Home drawn
+    before that is tested in a fresh interpreter (test_home_page)."""
+    warmup.wait()
     at = AppTest.from_file(str(ROOT / site.HOME.script), default_timeout=SCRIPT_DEADLINE)
     if lang is not None:
         at.query_params["lang"] = lang

@@ -13,7 +13,7 @@ import torch
 
 from minigpt import CharTokenizer, GPTConfig, MiniGPT
 from minigpt.checkpoint import save_pretrained
-from minigpt.checkpoint import CONFIG_NAME, WEIGHTS_NAME
+from minigpt.header import CONFIG_NAME, WEIGHTS_NAME
 
 CKPT_TEXT = "hello world, tiny checkpoints"
 TOKENIZER = CharTokenizer.from_text(CKPT_TEXT)

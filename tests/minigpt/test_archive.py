@@ -20,7 +20,7 @@ from helpers.checkpoints import (TOKENIZER, bomb_zip, checkpoint_model, folder_f
                                  saved_with_optimizer)
 from minigpt import CheckpointError, checkpoint_zip, load_zip
 from minigpt.archive import folder_zip
-from minigpt.checkpoint import CONFIG_NAME, WEIGHTS_NAME
+from minigpt.header import CONFIG_NAME, WEIGHTS_NAME
 
 
 def test_zip_round_trip_gives_identical_checkpoint(tmp_path):

@@ -28,7 +28,7 @@ from helpers.checkpoints import (RunsCode, TOKENIZER, checkpoint_model, edit, fo
 from helpers.waiting import DEADLINE
 from minigpt import Checkpoint, CheckpointError, TrainConfig, checkpoint
 from minigpt.checkpoint import from_pretrained, latest_checkpoint, save_checkpoint, save_pretrained
-from minigpt.checkpoint import CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME
+from minigpt.header import CONFIG_NAME, OPTIMIZER_NAME, WEIGHTS_NAME
 from minigpt import CharTokenizer
 
 WORKER = Path(__file__).resolve().parent / "_save_worker.py"

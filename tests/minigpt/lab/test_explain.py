@@ -16,7 +16,7 @@ import torch
 from helpers.maths import hand_forward, hand_positions
 from helpers.tiny import tiny_lm
 from minigpt import load_pretrained
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.diagnosis import uniform_loss
 from minigpt.lab.explain import character_table, surprisal
 from minigpt.lab.explain import (attention_row, beliefs, embedding_pca, head_stats, head_table, last_query_attention,

@@ -15,7 +15,7 @@ import torch
 from helpers.maths import hand_forward
 from helpers.tiny import tiny_lm
 from minigpt import load_corpus, load_pretrained
-from minigpt.data import DEMO_SENTENCE
+from minigpt.corpus import DEMO_SENTENCE
 from minigpt.data import eval_windows
 from minigpt.lab.knockout import Knockout, KnockoutError, head_importance, knocked_out
 from minigpt import estimate_loss

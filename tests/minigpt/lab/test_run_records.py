@@ -78,7 +78,7 @@ def test_attention_weights_download_as_an_npz_numpy_reads_back():
     import numpy as np
 
     from minigpt import load_pretrained
-    from minigpt.data import DEMO_SENTENCE
+    from minigpt.corpus import DEMO_SENTENCE
     from minigpt.lab.run_records import attention_npz
 
     checkpoint = load_pretrained("course-zh")

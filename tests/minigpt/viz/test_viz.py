@@ -187,7 +187,7 @@ def test_every_figure_the_fast_views_build_is_valid_plotly():
     import torch
 
     from minigpt import load_pretrained
-    from minigpt.data import DEMO_SENTENCE
+    from minigpt.corpus import DEMO_SENTENCE
     from minigpt.lab.tasks import TASKS, right_key_mask
     from minigpt.lab.explain import attention_row, beliefs, next_logits
 
@@ -215,7 +215,7 @@ def test_the_weight_figure_stacks_keys_scores_and_values_in_bands_that_do_not_ov
     import plotly.graph_objects as go
 
     from minigpt import load_pretrained
-    from minigpt.data import DEMO_SENTENCE
+    from minigpt.corpus import DEMO_SENTENCE
     from minigpt.lab.explain import attention_row
 
     checkpoint = load_pretrained("course-zh")

@@ -1,8 +1,8 @@
 """Home: what MiniGPT Lab is, the loaded model, and the choice of corpus, model and device.
 
 Home draws without torch, which a fresh server's first visitor would otherwise wait seconds for:
-it describes the shipped model from its config.json, and lists the devices once torch, loading
-beside it (app.warmup), has; the other pages wait for it."""
+it describes the shipped model from its config.json and lists the devices a CPU build of torch
+offers; torch loads once Home is drawn (app.warmup), and the other pages wait for it."""
 import streamlit as st
 
 from app import choices, corpora, loaded_model, navigation, runs, site, uploads, url, warmup
@@ -55,8 +55,8 @@ with model_col:
             st.error(error)
 
 with device_col:
-    if warmup.ready():
-        st.selectbox(_("Device"), choices.devices(), key=choices.DEVICE, persist_state="session",
+    if (usable := choices.known_devices()) is not None:
+        st.selectbox(_("Device"), usable, key=choices.DEVICE, persist_state="session",
                      help=_("Only devices available on this server are listed."))
     else:  # a stand-in until torch can say which devices there are; then the page draws again
         st.selectbox(_("Device"), [choices.device_label()], disabled=True,
@@ -81,3 +81,5 @@ links = [page for page in site.PAGES if page != site.HOME]
 for col, page in zip(st.columns(len(links)), links):
     col.page_link(page.script, label=f"**{_(page.label)}**", icon=page.icon, query_params={url.LANG: language()})
     col.caption(navigation.offer(page))
+
+warmup.start()  # torch loads now that the page is drawn (app.warmup)

@@ -38,7 +38,16 @@ def current_device() -> str:
     return device if device in usable else usable[0]
 
 
+def known_devices() -> list[str] | None:
+    """The devices, where they are known without waiting for torch to load (warmup); else None."""
+    return devices() if warmup.ready() else warmup.devices_without_torch()
+
+
 def device_label() -> str:
-    """The session's device, as the sidebar and Home say it; until torch has loaded (warmup), which
-    devices exist is not known yet, and this says so instead of asking torch and waiting for it."""
-    return current_device() if warmup.ready() else _("being found…")
+    """The session's device, as the sidebar and Home say it; while only torch can tell which devices
+    there are and it is still loading, this says so instead of waiting for it."""
+    usable = known_devices()
+    if usable is None:
+        return _("being found…")
+    device = st.session_state.get(DEVICE)
+    return device if device in usable else usable[0]

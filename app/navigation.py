@@ -120,7 +120,8 @@ def setup_page(script: str) -> None:
 
 def configure_process(wait: bool = True) -> None:
     """At every page: torch and the model code load once per process on a thread of their own
-    (app.warmup, which also sets torch to one thread); every page but Home waits for them. Before
+    (app.warmup, which also sets torch to one thread); every page but Home waits for them (Home
+    starts the load once it is drawn). Before
     that, once, gc.freeze() takes what Streamlit and plotly made at import out of the garbage
     collector's walk (the warmup freezes torch's once loaded; see its _configure)."""
     global _process_configured
@@ -129,5 +130,3 @@ def configure_process(wait: bool = True) -> None:
         _process_configured = True
     if wait:
         warmup.wait()
-    else:
-        warmup.start()

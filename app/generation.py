@@ -3,7 +3,9 @@ streamed as it is drawn, and the step-by-step table of what the model believed."
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import streamlit as st
 
@@ -17,7 +19,22 @@ from .loaded_model import LoadedModel
 from .text import markdown_stream, md
 
 GENERATION_KEY = "generation"  # session_state: the last text written, its steps and notes, with its vocabulary
-STREAM_DELAY_KEY = "stream_delay"  # session_state: seconds between streamed characters (tests set 0)
+STREAM_DELAY_KEY = "stream_delay"  # session_state: the pace of the streamed characters, in seconds (tests set 0)
+STREAM_PACE = 0.015  # seconds: at most one character this often, so that the learner sees the model write
+
+T = TypeVar("T")
+
+
+def paced(items: Iterable[T], interval: float, clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> Iterator[T]:
+    """The items no faster than one per `interval` seconds: a wait only where the next one came
+    sooner. A busy server's own slowness is the pace then, and nothing is added to it."""
+    last = None
+    for item in items:
+        if last is not None and (wait := interval - (clock() - last)) > 0:
+            sleep(wait)
+        last = clock()
+        yield item
 
 
 @dataclass(frozen=True)
@@ -91,15 +108,14 @@ def write(loaded: LoadedModel, prompt: str, prompt_key: str, s: Sampling, output
                                      "character stays in, as with top-k 0.", k=k, vocab=loaded.tokenizer.vocab_size))
                 k = 0
             steps = []
-            delay = st.session_state.get(STREAM_DELAY_KEY, 0.015)
+            written = paced(shared_results.written(loaded, prepared, s.max_new, s.temperature, k or None, s.top_p,
+                                                   s.seed), st.session_state.get(STREAM_DELAY_KEY, STREAM_PACE))
 
             def pieces():
                 yield prompt
-                for step in shared_results.written(loaded, prepared, s.max_new, s.temperature, k or None, s.top_p,
-                                                   s.seed):
+                for step in written:
                     steps.append(step)
                     yield step.text
-                    time.sleep(delay)
 
             try:
                 with output.container():

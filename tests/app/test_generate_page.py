@@ -15,7 +15,7 @@ from helpers.maths import hand_forward
 from minigpt import DEFAULT_CORPUS, CharTokenizer, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.explain import beliefs, next_logits
-from app.generation import STREAM_DELAY_KEY
+from app.generation import STREAM_DELAY_KEY, paced
 from app.site import GENERATE
 
 
@@ -166,3 +166,25 @@ def test_a_generated_characters_attention_is_over_exactly_what_the_model_read_pa
         want = np.stack([layer["weights"][:, -1].mean(0).numpy() for layer in layers])
         assert shown.shape == want.shape == (checkpoint.model.config.num_layers, len(read[pick])), pick
         np.testing.assert_allclose(shown, want, atol=1e-5)
+
+
+def test_the_stream_waits_only_for_what_came_sooner_than_its_pace():
+    """Characters reach the learner at most one per pace: a model that writes faster is slowed to it,
+    and a busy server's slower characters get no wait added to theirs."""
+    now, slept = [0.0], []
+
+    def sleep(seconds):
+        slept.append(round(seconds, 6))
+        now[0] += seconds
+
+    def written(costs):
+        for cost in costs:  # each character takes this long to compute
+            now[0] += cost
+            yield cost
+
+    assert list(paced(written([0.0, 0.005, 0.03, 0.001]), 0.015, clock=lambda: now[0], sleep=sleep)) == \
+        [0.0, 0.005, 0.03, 0.001]
+    assert slept == [0.01, 0.014]  # after the 5 ms character and the 1 ms one; none after the 30 ms one
+    slept.clear()
+    assert len(list(paced(written([0.02] * 5), 0.015, clock=lambda: now[0], sleep=sleep))) == 5
+    assert slept == []  # slower than the pace throughout: nothing added

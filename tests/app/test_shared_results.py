@@ -130,7 +130,7 @@ def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_i
 
 
 class Held:
-    """The computation slot taken by another request (one slot by default) until `free()`."""
+    """The computation slot taken by another request until `free()` (the test gives the server one)."""
 
     def __init__(self):
         self._taken, self._free = threading.Event(), threading.Event()
@@ -152,8 +152,10 @@ def in_background(action) -> threading.Thread:
     return thread
 
 
-def test_a_question_waits_its_turn_behind_a_computation_and_one_answered_lately_skips_the_queue():
+def test_a_question_waits_its_turn_behind_a_computation_and_one_answered_lately_skips_the_queue(monkeypatch):
+    monkeypatch.setenv(shared_results.COMPUTE_SLOTS_ENV, "1")
     queue = shared_results.turns()
+    assert queue.slots == 1
     held = Held()
     first = home()
     opening = in_background(lambda: page(first, ATTENTION.script))

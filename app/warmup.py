@@ -13,7 +13,6 @@ import ast
 import gc
 import importlib
 import importlib.util
-import os
 import sys
 import threading
 from pathlib import Path
@@ -22,7 +21,6 @@ import streamlit as st
 
 # what a model page needs at once: torch, then the library's modules built on it
 LIBRARY = ("torch", "minigpt.model", "minigpt.train", "minigpt.sample", "minigpt.checkpoint", "minigpt.archive")
-LOAD_NICE = 19      # the loading thread's niceness: the lowest priority (_yield_the_cpu)
 POLL_SECONDS = 0.5  # how often a Home drawn before the load finished looks again, until it has
 
 _loaded = threading.Event()
@@ -72,25 +70,15 @@ def devices_without_torch() -> list[str] | None:
 
 
 def _load() -> None:
-    _yield_the_cpu()
+    # at the server's own priority: a lower one (niceness 19) made Home's first load faster on an
+    # idle core, but a page that needs torch waits for this thread (or for its import lock), and
+    # beside two CPU-bound processes the Train page then waited over a minute (tests/stress.py)
     try:
         for name in LIBRARY:
             importlib.import_module(name)
         _configure()
     finally:
         _loaded.set()  # a failed import is raised again by the page that imports the module itself
-
-
-def _yield_the_cpu() -> None:
-    """The loading thread's lowest CPU priority (Linux keeps one per thread): the server's own
-    thread, which sends a first visitor the page's code while torch loads, comes first. A fresh
-    server trains nothing yet, so the load still has the CPU the server leaves (on one core, the
-    first Home load went from 3.4 s to 2.6 s, median of 5: bench.dashboard_latency --first-load-only)."""
-    if sys.platform == "linux":
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOAD_NICE)
-        except OSError:
-            pass
 
 
 def _configure() -> None:

@@ -34,8 +34,7 @@ def devices() -> list[str]:
 
 def current_device() -> str:
     """The device the session's models use: its choice, else the best here. Asks torch (loading it)."""
-    device, usable = st.session_state.get(DEVICE), devices()
-    return device if device in usable else usable[0]
+    return _chosen(devices())
 
 
 def known_devices() -> list[str] | None:
@@ -47,7 +46,10 @@ def device_label() -> str:
     """The session's device, as the sidebar and Home say it; while only torch can tell which devices
     there are and it is still loading, this says so instead of waiting for it."""
     usable = known_devices()
-    if usable is None:
-        return _("being found…")
+    return _("being found…") if usable is None else _chosen(usable)
+
+
+def _chosen(usable: list[str]) -> str:
+    """The session's choice among `usable`, else the best of them."""
     device = st.session_state.get(DEVICE)
     return device if device in usable else usable[0]

@@ -232,6 +232,11 @@ def rename(records: list[RunRecord]) -> None:
             st.rerun()
 
 
+def setting_text(value) -> str:
+    """A setting's value in a table cell: ✓ or ✗ for a switch, a float as short as it goes."""
+    return "✓" if value is True else "✗" if value is False else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def settings_table(records: list[RunRecord]) -> None:
     """The settings that differ, each cell that differs from the first run's highlighted."""
     table = differing_settings(records)
@@ -239,7 +244,7 @@ def settings_table(records: list[RunRecord]) -> None:
         st.caption(_("Every setting is the same in these runs: any difference comes from chance alone."))
         return
     st.markdown(_("**The settings that differ** (highlighted where a run differs from the first):"))
-    shown = table.map(lambda v: "✓" if v is True else "✗" if v is False else f"{v:g}" if isinstance(v, float) else str(v))
+    shown = table.map(setting_text)
     shown.index = [_(SETTING_LABELS.get(name, name)) for name in shown.index]
 
     def highlight(row: pd.Series) -> list[str]:

@@ -89,6 +89,7 @@ def setup_page(script: str) -> None:
     st.set_page_config(page_title=f"{_(page.label)} · MiniGPT Lab", page_icon=page.icon, layout="wide")
     configure_process(wait=page != HOME)
     read_run_from_url()
+    from . import board, compare  # noqa: F401  (register their address hooks, whichever page opens first)
     for hook in _every_page:
         hook()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now

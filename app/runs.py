@@ -49,6 +49,7 @@ class RunFacts:
     and for anyone who watches it, after its data is released too."""
 
     task: Task | None            # the corpus is a task's: the run is scored on it
+    corpus: str                  # the corpus's key: a built-in name, or "<file> (uploaded)" (the class board's challenge)
     unseen: UnseenCharacters     # validation characters the training split never shows
 
 
@@ -193,7 +194,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
                            run_id=secrets.token_urlsafe(9), nice=min(19, env_int(NICE_ENV, DEFAULT_NICE, low=0)))
 
     ss = st.session_state
-    facts = RunFacts(task, unseen_validation_chars(corpus.text, train.val_fraction))
+    facts = RunFacts(task, corpus.key, unseen_validation_chars(corpus.text, train.val_fraction))
     entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN_KEY), paused=paused,
                              facts=facts)
     ss[OWN_RUN_KEY] = (entry.run_id, entry.key)

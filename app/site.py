@@ -37,9 +37,11 @@ MODEL = Page("pages/7_Model.py", N_("Inside the model"), "🧩",
              N_("Positions, embeddings, and the prediction layer by layer"))
 EXPERIMENTS = Page("pages/8_Experiments.py", N_("Experiments"), "🧪",
                    N_("Take a part of the model out and measure what it did"))
+BOARD = Page("pages/10_Board.py", N_("Class board"), "📊",
+             N_("Every learner's run on one chart: a class trains together"))
 GLOSSARY = Page("pages/9_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English"))
 
-PAGES = (HOME, LESSON, TRAIN, GENERATE, ATTENTION, SCALING, INSIDE, MODEL, EXPERIMENTS, GLOSSARY)  # sidebar order
+PAGES = (HOME, LESSON, TRAIN, GENERATE, ATTENTION, SCALING, INSIDE, MODEL, EXPERIMENTS, GLOSSARY, BOARD)  # sidebar order
 
 
 def page_of(script: str) -> Page:

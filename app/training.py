@@ -11,7 +11,7 @@ from minigpt.serve.registry import NotOwnerError, RunEntry
 from minigpt.serve.runner import SAMPLE_TEMPERATURE
 from minigpt.viz import loss_figure, task_figure
 
-from . import advice, charts, compare, runs, train_form
+from . import advice, board, charts, compare, runs, train_form
 from .choices import current_device
 from .corpora import Corpus
 from .i18n import _, error_text, number
@@ -182,6 +182,7 @@ def downloads_and_sharing(entry: RunEntry, owner: bool) -> None:
                        key="download_history", help=_("Every logged step: train loss, validation loss, learning "
                                                       "rate, characters/s and time, one row each."))
     compare.keep_button(entry)
+    board.post_button(entry, owner)
     st.markdown(_("**Share a read-only view** of this run (copy it with the icon on the right):"))
     st.code(runs.readonly_link(entry), language=None)
     if owner:

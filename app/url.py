@@ -5,6 +5,8 @@
     ?train=d_model:64,…       a link that fills the Train form: "train this" (app.train_form)
     ?compare=<id>,<id>        the runs kept for comparison (app.compare)
     ?lesson=N                 the lesson's step, from 1 (app.lesson_links)
+    ?class=K7Q2               the class this session joined (app.board); &teacher=<secret> only in a
+                              teacher's own link, taken out of the address once read
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ RUN, KEY = "run", "key"
 TRAIN = "train"
 COMPARE = "compare"
 LESSON = "lesson"
+CLASS, TEACHER = "class", "teacher"
 
 
 def link(**params: str) -> str:

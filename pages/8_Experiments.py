@@ -1,6 +1,6 @@
 """Experiments: take a part of the loaded model out, and measure what it did; race a scaled model
 against an unscaled one; compare runs."""
-from app import compare, knockouts, loaded_model, navigation, scaling_race, site
+from app import board, compare, knockouts, loaded_model, navigation, runs, scaling_race, site
 from minigpt import N_
 
 loaded = navigation.open_model_page(site.EXPERIMENTS, N_(
@@ -13,3 +13,4 @@ knockouts.knockout_section(loaded, windows)
 knockouts.importance_section(loaded, windows)
 scaling_race.race_section()
 compare.compare_section()
+board.post_button(*runs.session_run())

@@ -1,6 +1,7 @@
 """Training: the loss curves, the learning-rate schedule, a task's accuracy, runs side by side."""
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -108,3 +109,50 @@ def compare_figure(records: Sequence, tr: Translate = english) -> go.Figure:
                                                                                   "width": 1}})
     return figure(data, {"height": 380, "xaxis": axis_title(_("step")), "yaxis": axis_title(_("loss (nats)")),
                          "legend": {"orientation": "h", "y": -0.25}, "margin": MARGIN})
+
+
+BOARD_TYPE = 18  # px: a class board's chart is read from the back of a room
+BOARD_POINTS = 200  # training-loss points per run on a class board: 30 runs stay light to send to 30 viewers
+# one colour per run on a class board, distinct enough for 30 runs on a projector: Plotly's Dark24,
+# then its Alphabet palette's darker half for the rest (a colour repeats only past 36 runs)
+BOARD_COLORS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B",
+                "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1",
+                "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038", "#0068FF", "#2ED9FF", "#E83C2B",
+                "#8F6C00", "#1C8356", "#005C31", "#C075A6", "#5B3F8C", "#FE00FA", "#3283FE", "#85660D", "#782AB6")
+
+
+def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True) -> go.Figure:
+    """A class board's runs on one chart for a projector: each run's validation loss (solid, at its
+    evaluations) and training loss (dotted), one colour and one legend entry per run, in large type.
+    A pinned run's lines are drawn thicker. `rows` are board rows (serve.board.BoardRow): label,
+    record and pinned, read by attribute; a label is plain text, escaped for Plotly's markup.
+    titled=False leaves the title to the page, which wraps it on a phone (Plotly cuts it off)."""
+    _ = tr
+    data = []
+    for i, row in enumerate(rows):
+        color, width = BOARD_COLORS[i % len(BOARD_COLORS)], 5 if row.pinned else 2.5
+        name = html.escape(row.label)
+        record = row.record
+        train = downsample(list(zip(record.steps, record.train_loss)), BOARD_POINTS)
+        data.append({"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
+                     "name": name, "legendgroup": row.post_id, "line": {"color": color, "width": width},
+                     "marker": {"size": 7}, "hovertemplate": _("{run}: val loss %{{y:.3f}} at step %{{x}}",
+                                                              run=name) + "<extra></extra>"})
+        data.append({"type": "scatter", "mode": "lines", "x": [s for s, _loss in train], "y": [v for _s, v in train],
+                     "name": name, "legendgroup": row.post_id, "showlegend": False, "opacity": 0.55,
+                     "line": {"color": color, "dash": "dot", "width": width * 0.6},
+                     "hovertemplate": _("{run}: train loss %{{y:.3f}} at step %{{x}}", run=name) + "<extra></extra>"})
+    def axis(title: str) -> dict:
+        return {"title": {"text": title, "font": {"size": BOARD_TYPE + 2}}, "tickfont": {"size": BOARD_TYPE}}
+    return figure(data, {
+        "height": 720, "font": {"size": BOARD_TYPE},
+        "title": {"text": board_title(tr) if titled else "", "font": {"size": BOARD_TYPE + 4}},
+        "xaxis": axis(_("step")), "yaxis": axis(_("loss (nats)")),
+        "legend": {"font": {"size": BOARD_TYPE}, "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+        "margin": {"l": 80, "r": 20, "t": 70 if titled else 20, "b": 70}, "hoverlabel": {"font": {"size": BOARD_TYPE}},
+    })
+
+
+def board_title(tr: Translate = english) -> str:
+    _ = tr
+    return _("Validation loss (solid) and training loss (dotted), one colour per run")

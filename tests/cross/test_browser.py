@@ -20,7 +20,8 @@ from app.lesson_text import STEPS
 from helpers.browser import (LiveServer, drawn, form_settings, main_button, new_context, screenshot_whole, settled,
                              wait_for_settings, wait_rendered)
 from helpers.language import english_words
-from minigpt import DEFAULT_CORPUS, load_pretrained, load_zip
+from app.train_form import to_param
+from minigpt import DEFAULT_CORPUS, GPTConfig, TrainConfig, load_pretrained, load_zip
 
 
 pytestmark = pytest.mark.browser
@@ -132,7 +133,7 @@ SCREENS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, 
 PAGES = [("", "MiniGPT Lab"), ("/Train", "Train"), ("/Generate", "Generate"), ("/Attention", "Attention"),
          ("/Scaling", "√d_k scaling"), ("/Inside", "Inside attention"),
          ("/Model", "Inside the model"), ("/Experiments", "Experiments"), ("/Glossary", "Glossary"),
-         ("/Lesson", "Lesson")]
+         ("/Lesson", "Lesson"), ("/Board", "Class board")]
 
 OVERFLOW = "() => document.documentElement.scrollWidth - window.innerWidth"
 WIDER = f"() => ({OVERFLOW})() > 1 ? [({OVERFLOW})()] : []"  # the page's width past the screen's, if any
@@ -234,7 +235,8 @@ VISIBLE_TEXT = """() => {
 
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
             ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"),
-            ("/Model", "模型内部"), ("/Experiments", "实验"), ("/Glossary", "术语表"), ("/Lesson", "课程")]
+            ("/Model", "模型内部"), ("/Experiments", "实验"), ("/Glossary", "术语表"), ("/Lesson", "课程"),
+            ("/Board", "班级看板")]
 
 
 def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
@@ -559,3 +561,97 @@ def test_a_fresh_server_draws_home_before_torch_and_a_cold_link_opens_its_page(b
         page.wait_for_selector(".js-plotly-plot .hm image")
         assert page.get_by_test_id("stSidebar").get_by_role("link", name=re.compile("训练$")).count() == 1
         page.context.close()
+
+
+PROJECTOR = {"width": 1920, "height": 1080}  # a classroom projector
+
+
+def legend_is(page, names: list[str]) -> None:
+    """Wait until the chart's legend lists exactly `names`, in order (Plotly redraws it in steps: a
+    count read at one instant may catch a redraw half done)."""
+    try:
+        page.wait_for_function("(names) => JSON.stringify([...document.querySelectorAll('.js-plotly-plot .legendtext')]"
+                               ".map(e => e.textContent)) === JSON.stringify(names)", arg=names)
+    except Exception:
+        shown = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .legendtext')].map(e => e.textContent)")
+        raise AssertionError(f"the legend shows {shown}, not {names}") from None
+
+
+def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, shots):
+    """Issue 28, in a real browser: a teacher starts a class on a 1920×1080 projector; two learners, one
+    on a phone, open its link with a short run's settings, train and post under Chinese names; the
+    teacher's board draws both runs live, one colour and one legend entry each, in large type, in
+    Chinese; one learner, back after a refresh, withdraws their run and the projector drops it; the
+    board fits the phone. Screenshots zh_board_projector.png and zh_board_phone.png."""
+    teacher_context = new_context(browser, viewport=PROJECTOR, locale="zh-CN")
+    teacher = teacher_context.new_page()
+    teacher.goto(f"{server.url}/Board?lang=zh", wait_until="domcontentloaded")
+    wait_rendered(teacher, "班级看板")
+    main_button(teacher, "开始一个班级").click()
+    heading = teacher.get_by_role("heading", name=re.compile(r"^班级 [A-Z2-9]{4}$"))
+    heading.wait_for()
+    code = heading.inner_text().split()[-1]
+    link = teacher.get_by_test_id("stCode").filter(has_text=f"class={code}").first.inner_text().strip()
+    assert "teacher=" not in link and "teacher=" not in teacher.url  # the projected address carries no key
+
+    settings = to_param(GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+                        TrainConfig(max_steps=60, eval_interval=20, batch_size=4, block_size=16))
+    learners = {}
+    faster = to_param(GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+                      TrainConfig(max_steps=60, eval_interval=20, batch_size=4, block_size=16, lr=1e-2))
+    for name, viewport, settings in (("小明", SCREENS["phone"], settings), ("小红", SCREENS["projector"], faster)):
+        phone = viewport is SCREENS["phone"]
+        context = new_context(browser, viewport=viewport, locale="zh-CN", is_mobile=phone, has_touch=phone)
+        page = context.new_page()
+        page.goto(f"{link.replace('/Board?', '/Train?')}&train={settings}", wait_until="domcontentloaded")
+        wait_rendered(page, "训练")
+        main_button(page, "开始").click()
+        box = page.get_by_role("textbox", name="在班级看板上的名字")
+        box.fill(name)
+        box.press("Enter")
+        main_button(page, "发布到班级看板").click()
+        page.get_by_text(f"已发布到班级 {code} 的看板").first.wait_for()
+        page.get_by_test_id("stMetricValue").filter(has_text="已完成").wait_for(timeout=TRAINING_MS)
+        learners[name] = (context, page)
+
+    legend = teacher.locator(".js-plotly-plot .legendtext")
+    try:
+        for name in learners:
+            legend.filter(has_text=name).wait_for()  # the board redraws on its own: nobody pressed anything
+    except Exception:
+        screenshot_whole(teacher, shots / "zh_board_failed.png", PROJECTOR)
+        raise
+    # both runs' validation curves reach their last evaluation, step 60, on the projector's chart
+    teacher.wait_for_function("() => { const plot = document.querySelector('.js-plotly-plot');"
+                              " const val = (plot?.data || []).filter(t => t.showlegend !== false);"
+                              " return val.length === 2 && val.every(t => t.x[t.x.length - 1] === 60) }")
+    legend_is(teacher, list(learners))  # one entry per run, not one per curve
+    sizes = teacher.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .legendtext, .js-plotly-plot .xtick text')]"
+                             ".map(e => parseFloat(getComputedStyle(e).fontSize))")
+    assert min(sizes) >= 16, sizes  # the legend and the axis read from the back of the room
+    colours = teacher.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.line.color)")
+    assert len(set(colours)) == 2
+    assert not settled(teacher, WIDER)
+    words = english_words(teacher.evaluate(VISIBLE_TEXT).replace(code, ""), GLOSSED)
+    assert not words, f"the board shows English: {words}"
+    screenshot_whole(teacher, shots / "zh_board_projector.png", PROJECTOR)
+    teacher.set_viewport_size(PROJECTOR)
+
+    # 小红 comes back from her address (the run's key keeps it hers) and withdraws her run
+    _context, red = learners["小红"]
+    red.goto(red.url.replace("/Train?", "/Board?"), wait_until="domcontentloaded")
+    wait_rendered(red, "班级看板")
+    main_button(red, "撤回").click()
+    legend_is(teacher, ["小明"])
+
+    _context, ming = learners["小明"]  # on the phone: the board fits its width
+    ming.goto(link, wait_until="domcontentloaded")
+    wait_rendered(ming, "班级看板")
+    ming.locator(".js-plotly-plot .legendtext").filter(has_text="小明").wait_for()
+    assert not settled(ming, WIDER), "the board is wider than the phone"
+    assert not (cut := settled(ming, CLIPPED)), f"the board's chart text cut off at its edge: {cut}"
+    assert not (cut := settled(ming, TABLE_CUT)), f"the board's table cut off, nothing says it scrolls: {cut}"
+    screenshot_whole(ming, shots / "zh_board_phone.png", SCREENS["phone"])
+    for context, _page in learners.values():
+        context.close()
+    teacher_context.close()

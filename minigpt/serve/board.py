@@ -1,0 +1,374 @@
+"""The class board: a teacher's class, the runs its learners post to it, and the one view of it
+that everyone watching shares.
+
+A teacher opens a class and gets a short code (what the class types or clicks: ?class=K7Q2) and
+a secret key that only their browser holds: with it, and only with it, entries are hidden or
+pinned, a challenge is set and the class is closed. A learner posts a run of their own (the run's
+owner key proves it is theirs) under a name, and gets the post's own key back: only that key
+withdraws it. A post shows the run's name, settings, curves and latest sample, nothing else.
+
+Posts refer to runs in the RunRegistry, which keeps training them; the board reads them without
+an owner's key, so watching a board never keeps a run alive. `Classes.view` builds a class's
+view at most once per `refresh_seconds`, and only when a posted run has moved: thirty viewers
+share one computation. Everything is in memory, bounded: classes per server, posts per class and
+per learner, and a class ends `idle_seconds` after its last activity. No Streamlit here.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..lab.run_records import RunRecord, labels
+from ..messages import LabError, Message
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .registry import RunEntry
+
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read off a projector, typed on a phone
+CODE_LENGTH = 4
+MAX_NAME = 40  # characters of a post's name
+
+
+class BoardError(LabError, LookupError):
+    """A class that is not there (any more), a limit reached, or a key that does not fit."""
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """The teacher's goal: the lowest best validation loss, among runs that trained on `corpus`
+    (a built-in corpus's name), were set to at most `max_steps` steps and have at most
+    `max_params` parameters. None leaves a constraint out."""
+
+    corpus: str | None = None
+    max_steps: int | None = None
+    max_params: int | None = None
+
+    def refusals(self, corpus: str, record: RunRecord) -> list[Message]:
+        """Why a run does not meet the challenge, from its own configuration (`corpus` is the key
+        of the corpus it trained on, an upload's never a built-in name): empty when it does."""
+        reasons = []
+        if self.corpus is not None and corpus != self.corpus:
+            reasons.append(Message("trained on {corpus}, not {wanted}", corpus=corpus, wanted=self.corpus))
+        if self.max_steps is not None and record.train.max_steps > self.max_steps:
+            reasons.append(Message("set to train {steps:,} steps, more than {limit:,}", steps=record.train.max_steps,
+                                   limit=self.max_steps))
+        params = record.model.num_params()
+        if self.max_params is not None and params > self.max_params:
+            reasons.append(Message("{params:,} parameters, more than {limit:,}", params=params, limit=self.max_params))
+        return reasons
+
+
+@dataclass
+class Post:
+    """A run on a board: where to read it, and what was last read of it."""
+
+    post_id: str
+    name: str
+    run_id: str
+    key: str = field(repr=False)  # the poster's secret: it withdraws the post
+    run_key: bytes = field(repr=False)  # a digest of the run's owner key, which withdraws it too (after a refresh)
+    learner: str = field(repr=False)
+    corpus: str                   # the key of the corpus the run trained on
+    record: RunRecord             # the run as last read: kept when the run itself is released
+    sample: str                   # its latest evaluation's sample
+    state: str
+    step: int                     # its trainer's step as last read (the record logs every few steps)
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One posted run as the board shows it."""
+
+    post_id: str
+    run_id: str
+    label: str                    # its name, numbered where two share one
+    record: RunRecord
+    sample: str
+    state: str
+    step: int
+    params: int
+    tokens: int                   # characters seen in training: steps × batch × block × micro-batches
+    hidden: bool
+    pinned: bool
+    refusals: tuple[Message, ...]  # why it does not meet the challenge (empty: it does, or there is none)
+
+    @property
+    def best_val(self) -> float | None:
+        return min(self.record.val_loss) if self.record.val_loss else None
+
+
+@dataclass(frozen=True)
+class BoardView:
+    """A class's board at one update: every run's row (pinned first, then in posting order) and,
+    with a challenge, the ranking. `key` changes whenever anything shown changes."""
+
+    code: str
+    key: tuple
+    rows: tuple[BoardRow, ...]
+    challenge: Challenge | None
+
+    def visible(self) -> list[BoardRow]:
+        return [row for row in self.rows if not row.hidden]
+
+    def ranking(self) -> list[BoardRow]:
+        """The visible runs that meet the challenge and have been evaluated, best first."""
+        if self.challenge is None:
+            return []
+        fit = [row for row in self.visible() if not row.refusals and row.best_val is not None]
+        return sorted(fit, key=lambda row: row.best_val)
+
+    def table(self) -> pd.DataFrame:
+        """One row per visible run: its name, the settings that differ between the runs, best
+        validation loss, steps, characters seen, parameters and time (for the page and the CSV)."""
+        import pandas as pd  # here: a page start-up does without pandas
+        from ..lab.run_records import differing_settings
+        rows = self.visible()
+        records = [row.record for row in rows]
+        settings = differing_settings(records).T if len(records) > 1 else pd.DataFrame(index=range(len(rows)))
+        settings.index = range(len(rows))
+        table = pd.DataFrame({"run": [row.label for row in rows]})
+        table = pd.concat([table, settings], axis=1)
+        table["best_val"] = [row.best_val for row in rows]
+        table["steps"] = [row.step for row in rows]
+        table["tokens"] = [row.tokens for row in rows]
+        table["params"] = [row.params for row in rows]
+        table["seconds"] = [round(row.record.elapsed, 1) for row in rows]
+        return table
+
+
+@dataclass(eq=False)
+class ClassBoard:
+    code: str
+    teacher_key: str = field(repr=False)
+    last_active: float
+    posts: OrderedDict[str, Post] = field(default_factory=OrderedDict)
+    pinned: str | None = None
+    challenge: Challenge | None = None
+    version: int = 0              # bumped by every change the registry's runs do not make
+    _view: BoardView | None = field(default=None, repr=False)
+    _checked: float = field(default=float("-inf"), repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def is_teacher(self, key: str | None) -> bool:
+        return isinstance(key, str) and secrets.compare_digest(key.encode(), self.teacher_key.encode())
+
+
+def plain_name(name: str) -> str:
+    """A post's name as plain text: control and format characters out, spaces collapsed, at most
+    MAX_NAME characters. Markup stays as typed characters: every place that shows it escapes it."""
+    kept = "".join(c if unicodedata.category(c)[0] != "C" else " " for c in name)
+    return " ".join(kept.split())[:MAX_NAME].strip()
+
+
+class Classes:
+    """Every class on this server. Thread-safe: all sessions share one.
+
+    Limits (each a BoardError in the learner's or teacher's language): `max_classes` open at
+    once, `max_posts` runs on one board, `max_per_learner` posts by one learner on one board.
+    A class ends `idle_seconds` after its last activity (a post, a withdrawal, anything its
+    teacher does or looks at); its code then says it has closed, as after Close.
+    """
+
+    def __init__(self, max_classes: int = 20, max_posts: int = 40, max_per_learner: int = 3,
+                 idle_seconds: float = 3 * 3600, refresh_seconds: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_classes, self.max_posts, self.max_per_learner = max_classes, max_posts, max_per_learner
+        self.idle_seconds, self.refresh_seconds = idle_seconds, refresh_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._classes: dict[str, ClassBoard] = {}
+        self._closed: OrderedDict[str, None] = OrderedDict()  # codes that closed, to say so (bounded)
+        self.builds = 0  # views built: what the board's cost is counted in
+
+    # -- the teacher --------------------------------------------------------------------------
+    def open(self) -> ClassBoard:
+        """A new class with a fresh code; BoardError when the server holds max_classes already."""
+        self._end_idle()
+        with self._lock:
+            if len(self._classes) >= self.max_classes:
+                raise BoardError("This server already has {limit} open classes, its limit. Close a class you no "
+                                 "longer use, or try again when one has ended.", limit=self.max_classes)
+            while True:
+                code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+                if code not in self._classes and code not in self._closed:
+                    break
+            board = ClassBoard(code, secrets.token_urlsafe(16), self._clock())
+            self._classes[code] = board
+            return board
+
+    def close(self, code: str, teacher_key: str | None) -> None:
+        board = self._as_teacher(code, teacher_key)
+        with self._lock:
+            self._classes.pop(board.code, None)
+            self._remember_closed(board.code)
+
+    def hide(self, code: str, teacher_key: str | None, post_id: str, hidden: bool = True) -> None:
+        board = self._as_teacher(code, teacher_key)
+        with board._lock:
+            if post_id in board.posts:
+                board.posts[post_id].hidden = hidden
+                board.version += 1
+
+    def pin(self, code: str, teacher_key: str | None, post_id: str | None) -> None:
+        """Pin one post to the top of the board (None: unpin)."""
+        board = self._as_teacher(code, teacher_key)
+        with board._lock:
+            board.pinned = post_id if post_id in board.posts else None
+            board.version += 1
+
+    def set_challenge(self, code: str, teacher_key: str | None, challenge: Challenge | None) -> None:
+        board = self._as_teacher(code, teacher_key)
+        with board._lock:
+            board.challenge = challenge
+            board.version += 1
+
+    # -- learners -----------------------------------------------------------------------------
+    def post(self, code: str, entry: RunEntry, run_key: str | None, name: str, *, learner: str,
+             corpus: str) -> tuple[str, str]:
+        """Post the run `entry` (its owner's key proves it is the poster's) under `name`; returns
+        the post's id and its key, which alone withdraws it. Posting a run already on the board
+        renames its post."""
+        board = self.find(code)
+        if not entry.is_owner(run_key):
+            raise BoardError("Only the browser session that started a run can post it to the class board.")
+        name = plain_name(name) or entry.run_id
+        with board._lock:
+            for post in board.posts.values():
+                if post.run_id == entry.run_id and post.learner == learner:
+                    post.name = plain_name(name)
+                    board.version += 1
+                    board.last_active = self._clock()
+                    return post.post_id, post.key
+            if len(board.posts) >= self.max_posts:
+                raise BoardError("This class board already shows {limit} runs, its limit.", limit=self.max_posts)
+            if sum(p.learner == learner for p in board.posts.values()) >= self.max_per_learner:
+                raise BoardError("You have posted {limit} runs to this board, the most one learner may: withdraw "
+                                 "one to post another.", limit=self.max_per_learner)
+            post = Post(secrets.token_urlsafe(9), name, entry.run_id, secrets.token_urlsafe(16), _digest(run_key),
+                        learner, corpus, *_read(entry, name))
+            board.posts[post.post_id] = post
+            board.version += 1
+            board.last_active = self._clock()
+            return post.post_id, post.key
+
+    def withdraw(self, code: str, post_id: str, key: str | None) -> None:
+        """Take a post off the board: `key` is the post's own key, or the posted run's owner key
+        (which a learner's address keeps across a refresh)."""
+        board = self.find(code)
+        with board._lock:
+            post = board.posts.get(post_id)
+            if post is None:
+                return
+            if not (isinstance(key, str) and (secrets.compare_digest(key.encode(), post.key.encode())
+                                              or secrets.compare_digest(_digest(key), post.run_key))):
+                raise BoardError("Only the learner who posted a run can withdraw it.")
+            del board.posts[post_id]
+            if board.pinned == post_id:
+                board.pinned = None
+            board.version += 1
+            board.last_active = self._clock()
+
+    # -- everyone -----------------------------------------------------------------------------
+    def find(self, code: str | None, teacher_key: str | None = None) -> ClassBoard:
+        """The open class of this code (its teacher's key also counts as activity); BoardError
+        for a code that is unknown or has closed, each saying which."""
+        self._end_idle()
+        code = (code or "").strip().upper()
+        with self._lock:
+            board = self._classes.get(code)
+            if board is None:
+                if code in self._closed:
+                    raise BoardError("The class {code} has closed. Its teacher can start a new one.", code=code)
+                if len(code) == CODE_LENGTH and all(c in CODE_ALPHABET for c in code):
+                    raise BoardError("There is no class {code} on this server. Check the code, or start a class.",
+                                     code=code)
+                raise BoardError("That is not a class code: a code is {length} letters and digits, such as the one "
+                                 "your teacher shows.", length=CODE_LENGTH)
+            if board.is_teacher(teacher_key):
+                board.last_active = self._clock()
+            return board
+
+    def view(self, code: str, lookup: Callable[[str], RunEntry | None]) -> BoardView:
+        """The class's board now, from the runs as `lookup` finds them (a registry's get, without a
+        key). Built again at most once per refresh_seconds, and only when something shown changed."""
+        board = self.find(code)
+        with board._lock:
+            now = self._clock()
+            if board._view is not None and board._view.key[0] == board.version and \
+                    now - board._checked < self.refresh_seconds:  # a change on the board itself shows at once
+                return board._view
+            board._checked = now
+            moved = False
+            for post in board.posts.values():
+                entry = lookup(post.run_id)
+                if entry is None:
+                    if post.state not in ("released",):
+                        post.state, moved = "released", True
+                    continue
+                snap = entry.run.snapshot()
+                if (snap.step, snap.state, len(snap.history)) != (post.step, post.state, len(post.record.steps)):
+                    post.record, post.sample, post.state, post.step = _read(entry, post.name, snap)
+                    moved = True
+            key = (board.version, tuple((p.post_id, p.step, p.state, len(p.record.steps)) for p in board.posts.values()))
+            if board._view is None or moved or board._view.key != key:
+                board._view = _build(board, key)
+                self.builds += 1
+            return board._view
+
+    # -- upkeep -------------------------------------------------------------------------------
+    def _as_teacher(self, code: str, teacher_key: str | None) -> ClassBoard:
+        board = self.find(code)
+        if not board.is_teacher(teacher_key):
+            raise BoardError("Only the browser that started this class can change it.")
+        board.last_active = self._clock()
+        return board
+
+    def _remember_closed(self, code: str) -> None:
+        self._closed[code] = None
+        while len(self._closed) > 4 * self.max_classes:
+            self._closed.popitem(last=False)
+
+    def _end_idle(self) -> None:
+        cutoff = self._clock() - self.idle_seconds
+        with self._lock:
+            for code in [c for c, b in self._classes.items() if b.last_active < cutoff]:
+                del self._classes[code]
+                self._remember_closed(code)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def _read(entry: RunEntry, name: str, snap=None) -> tuple[RunRecord, str, str, int]:
+    """A run's record (as the comparison keeps it), latest sample, state and step, read now."""
+    snap = snap if snap is not None else entry.run.snapshot()
+    trainer = entry.run.trainer
+    record = RunRecord.of_run(name, entry.corpus, trainer.model_config, trainer.cfg, snap)
+    return record, snap.evals[-1].sample if snap.evals else "", snap.state, snap.step
+
+
+def _build(board: ClassBoard, key: tuple) -> BoardView:
+    posts = list(board.posts.values())
+    if board.pinned in board.posts:
+        posts.sort(key=lambda p: p.post_id != board.pinned)  # stable: the rest keep posting order
+    names = labels([replace(p.record, name=p.name) for p in posts])
+    rows = []
+    for post, label in zip(posts, names):
+        record = replace(post.record, name=label)
+        train = record.train
+        rows.append(BoardRow(post.post_id, post.run_id, label, record, post.sample, post.state, post.step, record.model.num_params(),
+                             post.step * train.batch_size * train.block_size * train.grad_accum,
+                             post.hidden, post.post_id == board.pinned,
+                             tuple(board.challenge.refusals(post.corpus, record)) if board.challenge else ()))
+    return BoardView(board.code, key, tuple(rows), board.challenge)

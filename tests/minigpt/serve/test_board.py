@@ -1,0 +1,226 @@
+"""minigpt/serve/board.py: the class board on its own, without Streamlit: codes, keys, limits, the
+challenge checked from each run's configuration, names as plain text, one view shared by every
+viewer, and watching that keeps no run alive.
+
+Classes end on a clock the test moves by hand; runs are tiny and trained to their end first, so
+nothing here waits for time to pass.
+
+    pytest tests/minigpt/serve/test_board.py
+"""
+import pytest
+
+from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.waiting import wait_until
+from minigpt import TrainConfig, Trainer, build_model
+from minigpt.serve.board import CODE_ALPHABET, MAX_NAME, BoardError, Challenge, Classes, plain_name
+from minigpt.serve.registry import RunRegistry
+from minigpt.serve.runner import TrainingRun
+from minigpt.viz import board_figure
+
+pytestmark = pytest.mark.trains
+BATCH, BLOCK = 4, 8
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _build(max_steps: int = 20, d_model: int = 16, **train) -> TrainingRun:
+    tok = tiny_tokenizer()
+    cfg = TrainConfig(batch_size=BATCH, block_size=BLOCK, max_steps=max_steps, warmup_steps=2, eval_interval=5,
+                      eval_iters=1, **train)
+    model = build_model(tiny_config(vocab_size=tok.vocab_size, d_model=d_model), 0)
+    return TrainingRun(Trainer(model, tok, TEXT, cfg), sample_prompt="the", sample_chars=8)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def registry(clock):
+    registry = RunRegistry(max_runs=8, idle_seconds=600, max_kept=8, clock=clock)
+    yield registry
+    registry.stop_all()
+
+
+@pytest.fixture
+def classes(clock):
+    return Classes(max_classes=3, max_posts=4, max_per_learner=2, idle_seconds=3600, refresh_seconds=1.0, clock=clock)
+
+
+def finished(registry, **settings):
+    entry = registry.start(lambda: _build(**settings), corpus="course-zh", probe="the")
+    wait_until(lambda: entry.run.state == "finished", "the run to finish")
+    return entry
+
+
+def test_a_code_is_short_and_readable_and_an_unknown_or_closed_one_says_which(classes):
+    board = classes.open()
+    assert len(board.code) == 4 and set(board.code) <= set(CODE_ALPHABET) and not set(board.code) & set("01OI")
+    assert classes.find(board.code.lower()) is board  # typed in lower case on a phone
+    unknown = next(c for c in ("AAAA", "BBBB") if c != board.code)
+    with pytest.raises(BoardError, match=f"no class {unknown}"):
+        classes.find(unknown)
+    with pytest.raises(BoardError, match="not a class code"):
+        classes.find("<b>hi</b>")
+    with pytest.raises(BoardError, match="Only the browser that started"):
+        classes.close(board.code, "guess")
+    classes.close(board.code, board.teacher_key)
+    with pytest.raises(BoardError, match=f"class {board.code} has closed"):
+        classes.find(board.code)
+
+
+def test_only_the_teachers_key_hides_pins_sets_a_challenge_or_closes(classes, registry):
+    board = classes.open()
+    entry = finished(registry)
+    post_id, _key = classes.post(board.code, entry, entry.key, "mine", learner="a", corpus="course-zh")
+    for wrong in (None, "", "guess", entry.key):  # a learner's run key is not the class's
+        with pytest.raises(BoardError):
+            classes.hide(board.code, wrong, post_id)
+        with pytest.raises(BoardError):
+            classes.pin(board.code, wrong, post_id)
+        with pytest.raises(BoardError):
+            classes.set_challenge(board.code, wrong, Challenge(max_steps=1))
+        with pytest.raises(BoardError):
+            classes.close(board.code, wrong)
+    view = classes.view(board.code, registry.get)
+    assert [r.hidden for r in view.rows] == [False] and view.challenge is None
+    classes.hide(board.code, board.teacher_key, post_id)
+    clock_free = classes.view(board.code, registry.get)  # a change by the teacher shows at once
+    assert clock_free.rows[0].hidden and clock_free.visible() == []
+
+
+def test_only_the_runs_owner_posts_it_and_only_the_poster_withdraws_it(classes, registry):
+    board = classes.open()
+    entry, other = finished(registry), finished(registry)
+    for wrong in (None, "guess", board.teacher_key, other.key):
+        with pytest.raises(BoardError, match="Only the browser session that started a run"):
+            classes.post(board.code, entry, wrong, "not mine", learner="b", corpus="course-zh")
+    post_id, key = classes.post(board.code, entry, entry.key, "mine", learner="a", corpus="course-zh")
+    other_post, other_key = classes.post(board.code, other, other.key, "theirs", learner="b", corpus="course-zh")
+    for wrong in (None, "", "guess", other.key, other_key, board.teacher_key):
+        with pytest.raises(BoardError, match="Only the learner who posted"):
+            classes.withdraw(board.code, post_id, wrong)
+    assert len(classes.view(board.code, registry.get).rows) == 2
+    classes.withdraw(board.code, post_id, key)  # the post's own key
+    classes.withdraw(board.code, other_post, other.key)  # or the run's owner key, which survives a refresh
+    assert classes.view(board.code, registry.get).rows == ()
+
+
+def test_limits_on_classes_posts_per_board_and_posts_per_learner(classes, registry, clock):
+    boards = [classes.open() for _ in range(3)]
+    with pytest.raises(BoardError, match="3 open classes"):
+        classes.open()
+    entries = [finished(registry, max_steps=5) for _ in range(5)]
+    code = boards[0].code
+    for i, entry in enumerate(entries[:2]):
+        classes.post(code, entry, entry.key, f"a{i}", learner="a", corpus="course-zh")
+    with pytest.raises(BoardError, match="posted 2 runs"):
+        classes.post(code, entries[2], entries[2].key, "a2", learner="a", corpus="course-zh")
+    for i, entry in enumerate(entries[2:4]):
+        classes.post(code, entry, entry.key, f"b{i}", learner="b", corpus="course-zh")
+    with pytest.raises(BoardError, match="already shows 4 runs"):
+        classes.post(code, entries[4], entries[4].key, "c", learner="c", corpus="course-zh")
+    # a class ends an hour after its last activity; looking at it as a learner is not activity,
+    # its teacher's looking is
+    clock.now += 3000
+    classes.find(boards[1].code, boards[1].teacher_key)
+    classes.view(boards[2].code, registry.get)
+    clock.now += 3000
+    assert classes.find(boards[1].code) is boards[1]
+    for ended in (boards[0], boards[2]):
+        with pytest.raises(BoardError, match="has closed"):
+            classes.find(ended.code)
+    classes.open()  # their places are free again
+
+
+def test_a_name_is_plain_text_capped_and_a_repeated_one_numbered(classes, registry):
+    assert plain_name("  a\x00b\u202e\n  c ") == "a b c"  # control and direction-override characters out
+    assert len(plain_name("x" * 100)) == MAX_NAME
+    board = classes.open()
+    names = ["<b onmouseover=alert(1)>me</b>", "twin", "twin"]
+    for i, name in enumerate(names):
+        entry = finished(registry, max_steps=5)
+        classes.post(board.code, entry, entry.key, name, learner=str(i), corpus="course-zh")
+    view = classes.view(board.code, registry.get)
+    assert [r.label for r in view.rows] == ["<b onmouseover=alert(1)>me</b>", "twin", "twin (2)"]
+    legend = [t["name"] for t in board_figure(view.visible()).to_dict()["data"] if t.get("showlegend") is not False]
+    assert legend == ["&lt;b onmouseover=alert(1)&gt;me&lt;/b&gt;", "twin", "twin (2)"]  # Plotly reads no markup
+    assert list(view.table()["run"]) == ["<b onmouseover=alert(1)>me</b>", "twin", "twin (2)"]
+
+
+def test_the_challenge_ranks_by_best_validation_loss_and_refuses_from_each_runs_own_config(classes, registry):
+    board = classes.open()
+    runs = {"short": finished(registry, max_steps=20), "long": finished(registry, max_steps=30),
+            "wide": finished(registry, max_steps=20, d_model=32), "other": finished(registry, max_steps=20, seed=1)}
+    corpora = {"short": "course-zh", "long": "course-zh", "wide": "course-zh", "other": "course-zh (uploaded)"}
+    for name, entry in runs.items():
+        classes.post(board.code, entry, entry.key, name, learner=name, corpus=corpora[name])
+    small = sum(p.numel() for p in runs["short"].run.trainer.model.parameters())  # counted from the model itself
+    wide = sum(p.numel() for p in runs["wide"].run.trainer.model.parameters())
+    assert small < wide
+    classes.set_challenge(board.code, board.teacher_key, Challenge("course-zh", max_steps=20, max_params=small))
+    view = classes.view(board.code, registry.get)
+    refusals = {row.label: [str(m) for m in row.refusals] for row in view.rows}
+    assert refusals == {"short": [], "long": ["set to train 30 steps, more than 20"],
+                        "wide": [f"{wide:,} parameters, more than {small:,}"],
+                        "other": ["trained on course-zh (uploaded), not course-zh"]}  # an upload named like it
+    best = min(e.val_loss for e in runs["short"].run.snapshot().history if e.val_loss is not None)
+    assert [(row.label, row.best_val) for row in view.ranking()] == [("short", best)]
+    classes.set_challenge(board.code, board.teacher_key, Challenge(max_steps=30))
+    ranked = classes.view(board.code, registry.get).ranking()
+    vals = {name: min(e.val_loss for e in entry.run.snapshot().history if e.val_loss is not None)
+            for name, entry in runs.items()}
+    assert [row.label for row in ranked] == sorted(vals, key=vals.get)
+
+
+def test_the_table_counts_characters_seen_and_parameters_and_shows_only_what_differs(classes, registry):
+    board = classes.open()
+    a, b = finished(registry, max_steps=20), finished(registry, max_steps=20, lr=1e-2)
+    for name, entry in (("a", a), ("b", b)):
+        classes.post(board.code, entry, entry.key, name, learner=name, corpus="course-zh")
+    table = classes.view(board.code, registry.get).table()
+    params = sum(p.numel() for p in a.run.trainer.model.parameters())
+    assert list(table["tokens"]) == [20 * BATCH * BLOCK] * 2 and list(table["params"]) == [params] * 2
+    assert list(table["steps"]) == [20, 20] and list(table["lr"]) == [TrainConfig().lr, 1e-2]
+    assert "d_model" not in table.columns  # the same in both: not a difference
+    assert list(table["run"]) == ["a", "b"]
+
+
+def test_thirty_viewers_share_one_view_built_again_only_when_a_run_moved(classes, registry, clock):
+    board = classes.open()
+    entry = registry.start(lambda: _build(max_steps=10_000), corpus="course-zh", probe="the")
+    classes.post(board.code, entry, entry.key, "live", learner="a", corpus="course-zh")
+    entry.run.pause()
+    wait_until(lambda: entry.run.state == "paused", "the run to pause")
+    builds = classes.builds
+    views = {id(classes.view(board.code, registry.get)) for _ in range(30)}
+    assert len(views) == 1 and classes.builds == builds + 1
+    clock.now += 5  # time passes, nothing moved: the same view
+    assert id(classes.view(board.code, registry.get)) in views and classes.builds == builds + 1
+    step = entry.run.snapshot().step
+    entry.run.run_steps(3)
+    wait_until(lambda: entry.run.snapshot().step == step + 3 and entry.run.state == "paused", "three more steps")
+    assert classes.view(board.code, registry.get).rows[0].step == step  # within refresh_seconds: as it was
+    clock.now += 1
+    moved = classes.view(board.code, registry.get)
+    assert moved.rows[0].step == step + 3 and classes.builds == builds + 2
+
+
+def test_watching_a_board_keeps_no_run_alive_and_a_released_run_keeps_its_last_curve(classes, registry, clock):
+    board = classes.open()
+    entry = finished(registry, max_steps=20)
+    classes.post(board.code, entry, entry.key, "gone", learner="a", corpus="course-zh")
+    for _ in range(4):  # the projector looks every few minutes; the run's owner never comes back
+        clock.now += 200
+        classes.find(board.code, board.teacher_key)
+        classes.view(board.code, registry.get)
+    assert registry.get(entry.run_id) is None and entry.run.state == "closed"
+    row = classes.view(board.code, registry.get).rows[0]
+    assert row.state == "released" and row.record.final_step == 20 and row.best_val is not None

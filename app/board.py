@@ -30,7 +30,7 @@ POSTS_KEY = "board_posts"       # session_state: {post id: its key} for the runs
 LEARNER_KEY = "board_learner"   # session_state: who posts, for the limit per learner (no account, no name)
 URL_READ_KEY = "board_url_read"
 NOTICE_KEY = "board_notice"
-REFRESH_SECONDS = 3.0          # how often a board that is watched is redrawn
+REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 COLUMNS = {  # the table's own columns (the settings that differ are named as on Experiments)
     "run": N_("run"), "best_val": N_("best val loss"), "steps": N_("steps"), "tokens": N_("characters seen"),
     "params": N_("parameters"), "seconds": N_("time (s)"),
@@ -181,14 +181,11 @@ def draw(view: BoardView, teacher: bool) -> None:
     })
     st.markdown(_("**Each run's latest sample:**"))
     swipe_hint("board_samples")
-    st.dataframe({_("run"): [row.label for row in rows],
-                  _("state"): [_(STATES.get(row.state, row.state)) for row in rows],
-                  _("latest sample"): [row.sample.replace("\n", " ⏎ ") for row in rows]},
-                 hide_index=True, key="board_samples")
+    st.dataframe(samples_table(view), hide_index=True, key="board_samples")
     html_col, csv_col = st.columns(2)
     with html_col:
         html_button([figure(view, titled=True)], _("Class {code}", code=view.code), f"class-{view.code}")
-    csv_col.download_button(_("Download the table (.csv)"), data=table.to_csv(index=False),
+    csv_col.download_button(_("Download the table (.csv)"), data=lambda: table.to_csv(index=False),
                             file_name=f"minigpt-class-{view.code}.csv", mime="text/csv", on_click="ignore",
                             key="board_csv", type="tertiary", icon=":material/download:")
 
@@ -213,6 +210,20 @@ def _table(code: str, view_key: tuple, lang: str, _view: BoardView):
     table[settings] = table[settings].map(setting_text)
     return table.rename(columns={**{name: _(label) for name, label in SETTING_LABELS.items()},
                                  **{name: _(label) for name, label in COLUMNS.items()}})
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _samples(code: str, view_key: tuple, lang: str, _view: BoardView):
+    import pandas as pd
+    rows = _view.visible()
+    return pd.DataFrame({_("run"): [row.label for row in rows],
+                         _("state"): [_(STATES.get(row.state, row.state)) for row in rows],
+                         _("latest sample"): [row.sample.replace("\n", " ⏎ ") for row in rows]})
+
+
+def samples_table(view: BoardView):
+    """Each run's latest sample, in the page's language, built once per update and language."""
+    return _samples(view.code, view.key, language(), view)
 
 
 def shown_table(view: BoardView):
@@ -271,8 +282,9 @@ def teacher_panel(code: str, key: str) -> None:
         if view.rows:
             by_id = {row.post_id: row for row in view.rows}
             pick_col, hide_col, pin_col = st.columns([2, 1, 1], vertical_alignment="bottom")
+            hidden = " " + _("(hidden)")
             chosen = pick_col.selectbox(_("Run"), list(by_id), key="board_pick",
-                                        format_func=lambda i: by_id[i].label + (" " + _("(hidden)") if by_id[i].hidden else ""))
+                                        format_func=lambda i: by_id[i].label + (hidden if by_id[i].hidden else ""))
             row = by_id[chosen]
             if hide_col.button(_("Show again") if row.hidden else _("Hide"), key="board_hide"):
                 classes().hide(code, key, chosen, not row.hidden)
@@ -330,7 +342,7 @@ def post_button(entry, owner: bool) -> None:
         facts = entry.facts
         try:
             post_id, post_key = classes().post(code, entry, own[1] if own else None, name, learner=learner(),
-                                               corpus=getattr(facts, "corpus", entry.corpus))
+                                               corpus=facts.corpus if facts is not None else "")
         except BoardError as err:
             st.error(md(error_text(err)))
             return

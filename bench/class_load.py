@@ -71,6 +71,7 @@ class Session:
     errors: list[str] = field(default_factory=list)        # exceptions the page showed
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     auto: dict[str, float] = field(default_factory=dict)   # fragment id -> seconds between its reruns
+    address: str = ""                                      # the query string the server last wrote
     reader: asyncio.Task | None = None
 
     async def open(self, path: str = "", query: str = "") -> float:
@@ -146,6 +147,8 @@ class Session:
                     self.widgets[widget_id.split("-", 2)[2]] = widget_id
             elif kind == "auto_rerun":
                 self.auto[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
+            elif kind == "page_info_changed":
+                self.address = msg.page_info_changed.query_string
             elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                 self.finished.set()  # a run that st.rerun() cut short is followed by the one the learner waits for
 

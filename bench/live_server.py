@@ -178,6 +178,20 @@ class LiveServer:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def thread_cpu_seconds(self, name: str) -> float:
+        """User + system CPU time of the server's threads named `name` in the kernel (training threads
+        are, minigpt.serve.runner.name_os_thread), those alive now."""
+        total = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                if (task / "comm").read_text().strip() != name:
+                    continue
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended meanwhile
+                continue
+            total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
     def stop(self, timeout: float = 15.0) -> tuple[int | None, float]:
         """SIGTERM the server (by its PID); returns its exit code and the seconds it took."""
         if self.proc is None or self.proc.poll() is not None:

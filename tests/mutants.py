@@ -35,7 +35,7 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
                "beliefs": "generate_page", "generation": "generate_page", "prompts": "generate_page",
                "heatmaps": "attention_page", "timelapse": "attention_page", "knockouts": "experiments_page",
                "scaling_view": "scaling_page", "lens": "model_page", "corpora": "uploads", "choices": "home_page",
-               "charts": "compare", "glossary": "lesson_page", "advice": "advice", "navigation": "navigation",
+               "charts": "compare", "glossary": "lesson_page", "board": "board_page", "advice": "advice", "navigation": "navigation",
                "site": "navigation", "url": "navigation", "fields": "train_page"}
 
 
@@ -361,7 +361,7 @@ MUTANTS = {
         'for snap in (run.snapshot() for run in active) if snap.state == "running"]',
         "for snap in (run.snapshot() for run in active)]")]),
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
-        "    def _loop(self) -> None:\n        lower_priority(self.nice)\n", "    def _loop(self) -> None:\n")]),
+        "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
     "a learner's run built without the priority the server is told (runs)": ("app/runs.py", [(
         "run_id=secrets.token_urlsafe(9), nice=min(19, env_int(NICE_ENV, DEFAULT_NICE, low=0)))",
         "run_id=secrets.token_urlsafe(9))")]),
@@ -438,6 +438,35 @@ MUTANTS = {
     "Home's parameters counted without the layers (header)": ("app/loaded_model.py", [(
         "return ModelFacts(corpus.key, header.model_config.num_params(),",
         "return ModelFacts(corpus.key, header.model_config.vocab_size * header.model_config.d_model,")]),
+    # the class board
+    "board: anyone posts a run (board)": ("minigpt/serve/board.py", [(
+        "        if not entry.is_owner(run_key):\n", "        if False:\n")]),
+    "board: any key withdraws a post (board)": ("minigpt/serve/board.py", [(
+        "            if not (isinstance(key, str) and (", "            if False and (isinstance(key, str) and (")]),
+    "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/board.py", [(
+        "if self.max_steps is not None and record.train.max_steps > self.max_steps:",
+        "if self.max_steps is not None and record.final_step > self.max_steps:")]),
+    "board: one post more per learner than the limit (board)": ("minigpt/serve/board.py", [(
+        ">= self.max_per_learner:", "> self.max_per_learner:")]),
+    "board: every viewer builds the view again (board)": ("minigpt/serve/board.py", [(
+        "            if board._view is None or moved or board._view.key != key:",
+        "            if True:")]),
+    "board: a hidden run still on the chart (board)": ("minigpt/serve/board.py", [(
+        "        return [row for row in self.rows if not row.hidden]", "        return list(self.rows)")]),
+    "board: the ranking worst first (board)": ("minigpt/serve/board.py", [(
+        "return sorted(fit, key=lambda row: row.best_val)", "return sorted(fit, key=lambda row: -row.best_val)")]),
+    "board: characters seen forget the window (board)": ("minigpt/serve/board.py", [(
+        "post.step * train.batch_size * train.block_size * train.grad_accum",
+        "post.step * train.batch_size * train.grad_accum")]),
+    "board: a class never ends (board)": ("minigpt/serve/board.py", [(
+        "if b.last_active < cutoff]:", "if False]:")]),
+    "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
+        "        name = html.escape(row.label)\n", "        name = row.label\n")]),
+    "board: the teacher's key stays in the address (board page)": ("app/board.py", [(
+        "    if url.TEACHER in st.query_params:\n        del st.query_params[url.TEACHER]\n", "")]),
+    "board: a refreshed learner cannot withdraw (board page)": ("app/board.py", [(
+        "mine.get(post_id) or (own[1] if own else None)", "mine.get(post_id)")]),
+
 }
 
 

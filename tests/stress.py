@@ -10,7 +10,8 @@ row beside them, every run in a fresh pytest process with CI=true (the browser t
     python tests/stress.py --runs 3 --command "bash .ci/run"
 
 It prints each run as it ends and then, per suite, "N of N passed"; the output of a failed run is
-kept in a log folder it names. Exit status 0 only if every run of every suite passed. Not a test
+kept in a log folder it names, with the run's temporary files (the browser tests' screenshots,
+a failure's own among them, and the server's log). Exit status 0 only if every run of every suite passed. Not a test
 module itself (pytest collects test_*.py only).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,8 @@ def start_hogs(n: int) -> list[subprocess.Popen]:
 
 def run_once(command: list[str], log: Path) -> tuple[bool, float, str]:
     started = time.monotonic()
+    if "pytest" in command:  # the run's temporary files beside its log, where no other pytest cleans them up
+        command = [*command, f"--basetemp={log.with_suffix('')}"]
     with log.open("w") as out:
         done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                               env={**os.environ, "CI": "true", "OMP_NUM_THREADS": "1"})
@@ -76,6 +80,7 @@ def main() -> int:
                 passes[name] += ok
                 if ok:
                     log.unlink()
+                    shutil.rmtree(log.with_suffix(""), ignore_errors=True)
                 print(f"{name} run {n}: {'passed' if ok else 'FAILED'} in {seconds:.0f} s ({summary})", flush=True)
     finally:
         for hog in hogs:

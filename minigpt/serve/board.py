@@ -319,7 +319,8 @@ class Classes:
                 if (snap.step, snap.state, len(snap.history)) != (post.step, post.state, len(post.record.steps)):
                     post.record, post.sample, post.state, post.step = _read(entry, post.name, snap)
                     moved = True
-            key = (board.version, tuple((p.post_id, p.step, p.state, len(p.record.steps)) for p in board.posts.values()))
+            key = (board.version,
+                   tuple((p.post_id, p.step, p.state, len(p.record.steps)) for p in board.posts.values()))
             if board._view is None or moved or board._view.key != key:
                 board._view = _build(board, key)
                 self.builds += 1
@@ -367,7 +368,8 @@ def _build(board: ClassBoard, key: tuple) -> BoardView:
     for post, label in zip(posts, names):
         record = replace(post.record, name=label)
         train = record.train
-        rows.append(BoardRow(post.post_id, post.run_id, label, record, post.sample, post.state, post.step, record.model.num_params(),
+        rows.append(BoardRow(post.post_id, post.run_id, label, record, post.sample, post.state, post.step,
+                             record.model.num_params(),
                              post.step * train.batch_size * train.block_size * train.grad_accum,
                              post.hidden, post.post_id == board.pinned,
                              tuple(board.challenge.refusals(post.corpus, record)) if board.challenge else ()))

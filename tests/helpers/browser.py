@@ -21,7 +21,7 @@ import pytest
 
 from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer  # noqa: F401 (re-exported)
 
-WAIT_MS = 60_000  # how long a page may take to show what a test waits for, on a busy machine
+WAIT_MS = 120_000  # how long a page may take to show what a test waits for on a busy machine: a bound, never waited out
 
 # drawn: no element still waiting for its code (a skeleton), none left over from the run before
 DRAWN = ("() => { const app = document.querySelector('[data-testid=stApp]');"

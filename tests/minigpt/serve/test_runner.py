@@ -282,3 +282,20 @@ def test_a_run_trains_at_its_lower_priority_and_the_threads_that_serve_pages_kee
         assert niceness(threading.current_thread()) == own  # the caller, and any page, unchanged
     finally:
         run.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's kernel name is read from Linux's /proc")
+def test_the_training_thread_has_its_name_in_the_kernel_and_the_callers_keeps_its_own():
+    """A profile of the server (ps -L, py-spy, bench.class_board) tells training from serving by it."""
+    def kernel_name(thread: threading.Thread) -> str:
+        with open(f"/proc/self/task/{thread.native_id}/comm") as comm:
+            return comm.read().strip()
+    own = kernel_name(threading.current_thread())
+    run = _run()
+    try:
+        run.start()
+        wait_until(lambda: _step(run) > 0, "the run to step")
+        assert kernel_name(run._thread) == THREAD_NAME == "minigpt-trainer"
+        assert kernel_name(threading.current_thread()) == own != THREAD_NAME
+    finally:
+        run.stop()

@@ -125,3 +125,14 @@ def test_the_board_in_chinese():
     teacher = on_board(teacher)
     assert legend(teacher) == ["小明"]
     assert_chinese(teacher, "the class board", besides=[code, "小明"])
+
+
+def test_the_teachers_link_gives_the_controls_back_after_a_refresh_and_leaves_the_address_bar():
+    teacher, code = teacher_class()
+    expander_link = next(c.value for c in teacher.code if "teacher=" in c.value)  # shown to the teacher alone
+    key = expander_link.split("teacher=")[1].split("&")[0]
+    refreshed = on_board(home(**{"class": code, "teacher": key}))
+    assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
+    assert refreshed.button(key="board_close")  # the controls are back
+    assert "teacher" not in refreshed.query_params  # and the key is gone from the address a projector shows
+    assert refreshed.query_params["class"] in (code, [code])

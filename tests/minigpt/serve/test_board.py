@@ -224,3 +224,16 @@ def test_watching_a_board_keeps_no_run_alive_and_a_released_run_keeps_its_last_c
     assert registry.get(entry.run_id) is None and entry.run.state == "closed"
     row = classes.view(board.code, registry.get).rows[0]
     assert row.state == "released" and row.record.final_step == 20 and row.best_val is not None
+
+
+def test_a_run_still_training_is_held_to_the_steps_it_is_set_to_not_the_steps_it_has_done(classes, registry):
+    """A run set to 30 steps, paused at 5, is outside a 20-step challenge already: its learning-rate
+    schedule and its end are those of 30 steps, whatever it shows now."""
+    board = classes.open()
+    entry = registry.start(lambda: _build(max_steps=30), corpus="course-zh", probe="the", paused=True)
+    entry.run.run_steps(5)
+    wait_until(lambda: entry.run.snapshot().step == 5 and entry.run.state == "paused", "five steps")
+    classes.post(board.code, entry, entry.key, "early", learner="a", corpus="course-zh")
+    classes.set_challenge(board.code, board.teacher_key, Challenge(max_steps=20))
+    row = classes.view(board.code, registry.get).rows[0]
+    assert row.step == 5 and [str(m) for m in row.refusals] == ["set to train 30 steps, more than 20"]

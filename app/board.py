@@ -42,8 +42,9 @@ STATES = {"running": N_("training"), "paused": N_("paused"), "finished": N_("fin
 
 @st.cache_resource(show_spinner=False)
 def classes() -> Classes:
-    """Every class on this server, one per process."""
-    return Classes()
+    """Every class on this server, one per process; a view is checked for moved runs at most
+    every two seconds (viewers redraw every REFRESH_SECONDS)."""
+    return Classes(refresh_seconds=REFRESH_SECONDS / 2.5)
 
 
 @on_every_page
@@ -182,6 +183,8 @@ def draw(view: BoardView, teacher: bool) -> None:
     st.markdown(_("**Each run's latest sample:**"))
     swipe_hint("board_samples")
     st.dataframe(samples_table(view), hide_index=True, key="board_samples")
+    if not teacher:  # the exports are the teacher's: a viewer's redraw does without them
+        return
     html_col, csv_col = st.columns(2)
     with html_col:
         html_button([figure(view, titled=True)], _("Class {code}", code=view.code), f"class-{view.code}")

@@ -108,13 +108,15 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=2.0, help="length of each stretch, quiet and watched")
     parser.add_argument("--memory-mb", type=int, default=None)
     parser.add_argument("--cpus", default=None, help='the server\'s cores, e.g. "0"; the bench takes the others')
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the server (e.g. STREAMLIT_RUNNER_POST_SCRIPT_GC=false)")
     args = parser.parse_args()
-    print_header(f"A class board: {args.runs} runs, {args.viewers} viewers")
+    print_header(f"A class board: {args.runs} runs, {args.viewers} viewers {' '.join(args.env)}".strip())
     if args.cpus:
         others = set(range(os.cpu_count() or 1)) - {int(c) for c in args.cpus.split(",")}
         if others:
             os.sched_setaffinity(0, others)
-    env = {"MINIGPT_MAX_RUNS": "2"}
+    env = {"MINIGPT_MAX_RUNS": "2", **dict(pair.split("=", 1) for pair in args.env)}
     with Box(args.memory_mb, args.cpus) as box, LiveServer(env, box=box, app_dir=APP_DIR) as server:
         result = asyncio.run(play(server.url, server, args))
         rss, peak = server.rss_mb(), server.peak_rss_mb()

@@ -10,6 +10,7 @@ a pause. CI installs chromium (.ci/run); without it these tests skip, and in CI 
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -636,6 +637,13 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
     assert not words, f"the board shows English: {words}"
     screenshot_whole(teacher, shots / "zh_board_projector.png", PROJECTOR)
     teacher.set_viewport_size(PROJECTOR)
+    for button, suffix in (("下载表格（.csv）", ".csv"), ("另存为 HTML 网页", ".html")):  # the teacher's exports
+        with teacher.expect_download() as download:
+            main_button(teacher, button, exact=False).click()
+        assert download.value.suggested_filename == f"minigpt-class-{code}{suffix}"
+        saved = Path(download.value.path()).read_text(encoding="utf-8")
+        # the CSV has the names as they are; the HTML as the chart's JSON writes them (\u escapes)
+        assert all(name in saved or json.dumps(name)[1:-1] in saved for name in learners), saved[-300:]
 
     # 小红 comes back from her address (the run's key keeps it hers) and withdraws her run
     _context, red = learners["小红"]

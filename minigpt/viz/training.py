@@ -148,7 +148,9 @@ def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True
         "height": 720, "font": {"size": BOARD_TYPE},
         "title": {"text": board_title(tr) if titled else "", "font": {"size": BOARD_TYPE + 4}},
         "xaxis": axis(_("step")), "yaxis": axis(_("loss (nats)")),
-        "legend": {"font": {"size": BOARD_TYPE}, "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+        # below the chart, in rows across its width: 30 runs' names all in sight, none scrolled away
+        "legend": {**legend_below(-0.14), "font": {"size": BOARD_TYPE}, "itemclick": "toggle",
+                   "itemdoubleclick": "toggleothers"},
         "margin": {"l": 80, "r": 20, "t": 70 if titled else 20, "b": 70}, "hoverlabel": {"font": {"size": BOARD_TYPE}},
     })
 

@@ -237,3 +237,20 @@ def test_a_run_still_training_is_held_to_the_steps_it_is_set_to_not_the_steps_it
     classes.set_challenge(board.code, board.teacher_key, Challenge(max_steps=20))
     row = classes.view(board.code, registry.get).rows[0]
     assert row.step == 5 and [str(m) for m in row.refusals] == ["set to train 30 steps, more than 20"]
+
+
+def test_the_teacher_pins_one_run_to_the_top_drawn_thicker_and_unpins_it(classes, registry):
+    board = classes.open()
+    posts = []
+    for name in ("a", "b", "c"):
+        entry = finished(registry, max_steps=5)
+        posts.append(classes.post(board.code, entry, entry.key, name, learner=name, corpus="course-zh")[0])
+    classes.pin(board.code, board.teacher_key, posts[2])
+    view = classes.view(board.code, registry.get)
+    assert [(r.label, r.pinned) for r in view.rows] == [("c", True), ("a", False), ("b", False)]
+    widths = {t["name"]: t["line"]["width"] for t in board_figure(view.visible()).to_dict()["data"]
+              if t.get("showlegend") is not False}
+    assert widths["c"] > widths["a"] == widths["b"]
+    assert list(view.table()["run"]) == ["c", "a", "b"]
+    classes.pin(board.code, board.teacher_key, None)
+    assert [r.label for r in classes.view(board.code, registry.get).rows] == ["a", "b", "c"]

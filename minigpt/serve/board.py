@@ -312,7 +312,7 @@ class Classes:
             for post in board.posts.values():
                 entry = lookup(post.run_id)
                 if entry is None:
-                    if post.state not in ("released",):
+                    if post.state != "released":
                         post.state, moved = "released", True
                     continue
                 snap = entry.run.snapshot()

@@ -445,7 +445,11 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
         raise
     assert legend.filter(has_text="first · val loss").count() == 1
     assert legend.filter(has_text="this run").count() == 0  # kept as it is: not shown twice
-    page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
+    try:
+        page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
+    except Exception:
+        screenshot_whole(page, shots / "en_compare_tables_failed.png", viewport)  # which table is missing, and why
+        raise
     chart = page.locator(".js-plotly-plot").filter(has=page.locator(".legendtext", has_text="faster · val loss"))
     chart.hover()  # Plotly's own toolbar: save the chart as a PNG, in the browser
     chart.locator('.modebar-btn[data-title="Download plot as a PNG"]').wait_for()

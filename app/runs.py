@@ -35,6 +35,9 @@ IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
 # a class (bench/class_load.py), a niced thread that holds the interpreter lock is scheduled late, and
 # the learners waiting for that lock waited longer (p95), while training went no faster or slower
 NICE_ENV, DEFAULT_NICE = "MINIGPT_TRAIN_NICE", 0
+# where a run trains: "thread", in the server's interpreter, or "process", a child at niceness 19 forked
+# from a preloaded fork server (minigpt/serve/worker.py), which never holds the lock the pages need
+TRAIN_IN_ENV, TRAIN_IN_CHOICES, DEFAULT_TRAIN_IN = "MINIGPT_TRAIN_IN", ("thread", "process"), "thread"
 
 # session_state keys
 OWN_RUN_KEY, WATCHED_RUN_KEY = "own_run", "watched_run"   # (run id, key) / run id
@@ -61,6 +64,12 @@ def env_int(name: str, default: int, low: int = 1) -> int:
     except ValueError:
         return default
     return value if value >= low else default
+
+
+def train_in() -> str:
+    """Where this server trains its runs (docs/deploying.md): "thread" or "process"."""
+    value = os.environ.get(TRAIN_IN_ENV, DEFAULT_TRAIN_IN)
+    return value if value in TRAIN_IN_CHOICES else DEFAULT_TRAIN_IN
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda registry: registry.stop_all())
@@ -188,6 +197,11 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
     from minigpt.serve.runner import TrainingRun
 
     def build() -> TrainingRun:
+        if train_in() == "process":
+            from minigpt.serve.worker import ProcessRun, RunSpec
+
+            return ProcessRun(RunSpec(secrets.token_urlsafe(9), model, train, tuple(tokenizer.chars), corpus.text,
+                                      corpus.key, probe, prompt, sample_chars))
         trainer = minigpt.Trainer(minigpt.build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
                                   **training_hooks(task))
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,

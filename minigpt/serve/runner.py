@@ -31,6 +31,7 @@ import sys
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,8 +90,12 @@ class TrainingRun:
     """A Trainer on a background thread. Thread-safe; see the module docstring."""
 
     def __init__(self, trainer: Trainer, *, probe_text: str | None = None, sample_prompt: str = "",
-                 sample_chars: int = 80, run_id: str | None = None, nice: int = 0):
+                 sample_chars: int = 80, run_id: str | None = None, nice: int = 0,
+                 on_update: "Callable[[bool], None] | None" = None):
+        """`on_update(ending)`: called on the training thread, outside the lock, after each event it records,
+        and with ending=True as the thread ends (a run in a worker process sends its news to the server so)."""
         self.trainer = trainer
+        self._on_update = on_update
         self.nice = nice  # the training thread's niceness: 0 as the server, up to 19 (yields the most)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.probe_ids = None
@@ -230,6 +235,7 @@ class TrainingRun:
                     self._history.append(event)
                     if record is not None:
                         self._evals.append(record)
+                self._notify()
             with self._lock:
                 if self._state != "closed" and (self.trainer.step >= self.trainer.cfg.max_steps
                                                 or self.trainer.stopped_early):
@@ -242,6 +248,11 @@ class TrainingRun:
             with self._lock:
                 if self._release_on_exit:
                     self.trainer.release()
+            self._notify(ending=True)
+
+    def _notify(self, ending: bool = False) -> None:
+        if self._on_update is not None:
+            self._on_update(ending)
 
     def _record_start(self) -> None:
         """Evaluate the untrained model, so curves and the time-lapse begin at uniform attention."""
@@ -254,6 +265,7 @@ class TrainingRun:
         with self._lock:
             self._history.append(event)
             self._evals.append(record)
+        self._notify()
 
     # -- the Gate that Trainer.events consults -------------------------------------
     @property

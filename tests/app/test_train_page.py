@@ -21,6 +21,7 @@ from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.waiting import parked, wait_until
 from minigpt import PRESETS, Trainer, load_pretrained
+from app.generation import STREAM_DELAY_KEY
 from app.site import ATTENTION, GENERATE, SCALING, TRAIN
 
 
@@ -356,3 +357,34 @@ def test_throughput_has_one_name_in_each_language():
         at = start_tiny_run(lang)
         wait_for_step(at, 1)
         assert name in {m.label for m in at.metric}
+
+
+@pytest.mark.trains
+@pytest.mark.slow
+def test_a_run_in_a_child_process_trains_pauses_and_generate_writes_with_its_weights(monkeypatch):
+    """MINIGPT_TRAIN_IN=process: the same page, the run in a child (minigpt/serve/worker.py)."""
+    from minigpt.serve.worker import ProcessRun
+
+    monkeypatch.setenv(runs.TRAIN_IN_ENV, "process")
+    at = start_tiny_run()
+    entry = _entry(at)
+    assert isinstance(entry.run, ProcessRun) and at.metric[0].value == "running"
+    first = wait_for_step(at, 1)
+    assert wait_for_step(at, first + 1) > first
+    at.button(key="pause").click().run()
+    assert at.metric[0].value == "paused"
+    paused_at = step_of(at)
+    assert step_of(at.run()) == paused_at and entry.run.inference_model() is not None
+    page(at, GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
+    at.slider(key="temperature").set_value(0.0)
+    at.number_input(key="max_new_tokens").set_value(20).run()
+    at.button(key="generate").click().run()
+    assert not at.exception
+    prompt = at.text_input[0].value
+    expected = minigpt.generate(entry.run.inference_model(), entry.run.trainer.tokenizer, prompt, max_new_tokens=20,
+                                temperature=0.0, block_size=entry.run.trainer.cfg.block_size)
+    assert at.session_state["generation"]["text"] == expected
+    page(at, TRAIN.script)
+    at.button(key="stop").click().run()
+    assert at.metric[0].value == "stopped" and not entry.run.is_alive()

@@ -1,0 +1,452 @@
+"""A training run in a worker process of its own, at the lowest CPU priority.
+
+`ProcessRun` is a `TrainingRun` (runner.py) seen from the server: the same start, pause,
+run_steps, stop, close, snapshot, inference_model and checkpoint_parts, and a `trainer` that
+answers what pages ask of one (its configs, tokenizer, step). It trains in a child process:
+- the child has its own interpreter lock, so a training step never holds the lock that a
+  learner's page is waiting for;
+- the whole child runs at niceness 19, so the kernel gives the server's threads the CPU first
+  and training the rest, and nothing the server waits for is niced (no priority inversion);
+- children are forked from a fork server that imported torch and the model once
+  (multiprocessing's forkserver, `set_forkserver_preload`), so a run costs its own tensors, not
+  a second copy of torch;
+- a child that dies (a kernel that crashes, the out-of-memory killer) ends its own run with a
+  sentence for its owner, never the server or another run.
+Inside the child a TrainingRun trains, so pausing, single steps, evaluations, the probe's
+attention maps and per-run determinism are the same code as in one process. The child sends
+each event and each change of state as it happens; `snapshot()` reads the server's copy and
+never waits for the child. Weights come back on request, as numpy arrays.
+
+Which one a server uses is a setting (app/runs.py, `MINIGPT_TRAIN_IN`).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.machinery
+import itertools
+import multiprocessing
+import os
+import pickle
+import sys
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config import GPTConfig, TrainConfig
+from ..lab.tasks import task_for_corpus, training_hooks
+from ..messages import Message
+from ..model import MiniGPT
+from ..tokenizer import CharTokenizer
+from ..train import Trainer, build_model, validation_windows
+from .runner import EvalRecord, RunSnapshot, TrainingRun, _register, name_os_thread, steady_speed
+
+CHILD_NICE = 19
+THREAD_NAME = "minigpt-trainer"  # the child's threads, as ps -L and py-spy show them
+PRELOAD = ["minigpt.serve.worker"]  # what the fork server imports once: torch, the model, the trainer
+_CONTEXT: multiprocessing.context.BaseContext | None = None
+_CONTEXT_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a child needs to build its Trainer: plain, picklable values."""
+
+    run_id: str
+    model: GPTConfig              # validated, with the tokenizer's vocab_size
+    train: TrainConfig            # validated, with the device
+    chars: tuple[str, ...]        # the tokenizer's vocabulary
+    text: str
+    corpus_key: str | None = None  # a task's corpus trains with the task's hooks (minigpt.lab.tasks)
+    probe_text: str | None = None
+    sample_prompt: str = ""
+    sample_chars: int = 80
+    log_interval: int = 10
+    nice: int = CHILD_NICE
+
+
+def context() -> multiprocessing.context.BaseContext:
+    """The fork server (Linux, macOS) that children are forked from, preloaded with torch; where
+    there is none (Windows), spawn."""
+    global _CONTEXT
+    with _CONTEXT_LOCK:
+        if _CONTEXT is None:
+            if "forkserver" in multiprocessing.get_all_start_methods():
+                _CONTEXT = multiprocessing.get_context("forkserver")
+                _CONTEXT.set_forkserver_preload(PRELOAD)
+            else:
+                _CONTEXT = multiprocessing.get_context("spawn")
+        return _CONTEXT
+
+
+@contextlib.contextmanager
+def _main_not_imported() -> Iterator[None]:
+    """A child started from the fork server runs the server's `__main__` file again before its target
+    (multiprocessing's spawn preparation), unless `__main__` names itself as a module. The child needs
+    nothing from it (Streamlit's launcher, a user's script), so while a child starts, it does."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    with _CONTEXT_LOCK:
+        main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+        try:
+            yield
+        finally:
+            main.__spec__ = None
+
+
+class ProcessRun:
+    """A TrainingRun in a child process. Thread-safe, like TrainingRun; see the module docstring.
+
+    Starting a run is not waited for (the registry starts it under its lock); pause, run_steps,
+    stop and close return once the child has done them (at most `timeout` seconds), so that, as in
+    one process, no step lands after pause() returns."""
+
+    def __init__(self, spec: RunSpec, *, ctx: multiprocessing.context.BaseContext | None = None):
+        self.run_id, self.nice, self.spec = spec.run_id, spec.nice, spec
+        ctx = ctx or context()
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_child_main, args=(spec, child), name=f"minigpt-run-{spec.run_id}",
+                                    daemon=True)
+        with _main_not_imported():
+            self._process.start()
+        child.close()
+        try:
+            kind, payload = self._conn.recv()
+        except EOFError:
+            self._process.join(5)
+            raise RuntimeError(f"the training process ended before its run was built (exit code "
+                               f"{self._process.exitcode})") from None
+        if kind == "failed":  # a ConfigError or CorpusError the Trainer raised: the caller's to show
+            self._process.join(5)
+            raise payload
+        self._lock = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._sent = 0            # the last command's number: the child's state is news only once it has done it
+        self._replies: dict[int, Any] = {}
+        self._history: list = []
+        self._evals: list[EvalRecord] = []
+        self._status = dict(payload, state="idle", done=0)
+        self._state, self._dead = "idle", False
+        self.trainer = TrainerView(self, spec)
+        self._receiver = threading.Thread(target=self._receive, name=f"minigpt-run-{spec.run_id}", daemon=True)
+        self._receiver.start()
+        self._finalizer = weakref.finalize(self, _shut_down, self._process, self._conn)
+        _register(self)
+
+    # -- control -----------------------------------------------------------------
+    def start(self, paused: bool = False) -> None:
+        with self._lock:
+            if self._state in ("finished", "error", "closed", "running"):
+                return
+            self._state = "paused" if paused else "running"
+        self._send("start", paused)
+
+    def resume(self) -> None:
+        self.start()
+
+    def run_steps(self, n: int) -> None:
+        with self._lock:
+            if self._state in ("finished", "error", "closed", "running"):
+                return
+            self._state = "running"
+        self._ask("steps", n)
+
+    def pause(self, timeout: float | None = 5.0) -> None:
+        with self._lock:
+            if self._state == "running":
+                self._state = "paused"
+        self._ask("pause", timeout=timeout)
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        with self._lock:
+            if self._state in ("running", "paused", "idle"):
+                self._state = "stopped"
+        self._ask("stop", timeout=timeout)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop for good, free the child's memory and end it (killed after `timeout` if it hangs)."""
+        with self._lock:
+            self._state = "closed"
+            self._evals = []
+        self._ask("close", timeout=timeout)
+        self._process.join(timeout)
+        self._finalizer()
+        self.trainer.release()
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def is_alive(self) -> bool:
+        """The child's training thread is alive, or a command sent to it is not done yet (a run just
+        started counts against the cap before the child has read its start)."""
+        with self._lock:
+            return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)
+
+    # -- reading -----------------------------------------------------------------
+    def snapshot(self) -> RunSnapshot:
+        with self._lock:
+            status = self._status
+            return RunSnapshot(
+                run_id=self.run_id, state=self._state, step=status["step"], max_steps=self.spec.train.max_steps,
+                history=list(self._history), evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
+                elapsed=status["elapsed"], error=status["error"], stopped_early=status["stopped_early"],
+            )
+
+    def inference_model(self) -> MiniGPT:
+        state = self._ask("weights", timeout=None)
+        if state is None:
+            raise RuntimeError(f"run {self.run_id}'s training process has ended, and its weights with it")
+        model = MiniGPT(self.spec.model)
+        model.load_state_dict(_torch(state))
+        return model.to(self.trainer.device).eval()
+
+    def checkpoint_parts(self) -> dict:
+        parts = self._ask("checkpoint", timeout=None)
+        if parts is None:
+            raise RuntimeError(f"run {self.run_id}'s training process has ended, and its weights with it")
+        model = MiniGPT(self.spec.model)
+        model.load_state_dict(_torch(parts.pop("model")))
+        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
+                "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
+                "val_loss": parts["val_loss"]}
+
+    # -- talking to the child ------------------------------------------------------
+    def _send(self, op: str, *args: Any) -> int | None:
+        with self._send_lock:
+            if self._dead:
+                return None
+            number = next(self._ids)
+            with self._lock:
+                self._sent = number
+            try:
+                self._conn.send((op, number, *args))
+            except (OSError, ValueError):  # the child has gone: the receiver says why
+                return None
+            return number
+
+    def _ask(self, op: str, *args: Any, timeout: float | None = 5.0) -> Any:
+        """Send a command and wait (at most `timeout` s) for the child to have done it: its answer,
+        or None where the child has gone or is too slow."""
+        number = self._send(op, *args)
+        if number is None:
+            return None
+        with self._lock:
+            self._lock.wait_for(lambda: number in self._replies or self._dead, timeout)
+            return self._replies.pop(number, None)
+
+    def _receive(self) -> None:
+        """The server's end of the pipe: the child's news and answers, until it ends."""
+        try:
+            while True:
+                kind, *rest = self._conn.recv()
+                with self._lock:
+                    if kind == "update":
+                        self._apply(*rest)
+                    else:  # ("reply", number, answer)
+                        self._replies[rest[0]] = rest[1]
+                    self._lock.notify_all()
+        except (EOFError, OSError):
+            pass
+        self._process.join(5)
+        with self._lock:
+            self._dead = True
+            self._status["alive"] = False
+            if self._state in ("running", "paused", "idle"):
+                self._state = "error"
+                self._status["error"] = Message(
+                    "the training process ended unexpectedly (exit code {code}) at step {step}. The server and "
+                    "other runs go on; train again, perhaps with a smaller model or batch.",
+                    code=self._process.exitcode, step=self._status["step"])
+            self._lock.notify_all()
+
+    def _apply(self, history: list, evals: list, status: dict) -> None:
+        self._history.extend(history)
+        if self._state != "closed":
+            self._evals.extend(evals)
+        self._status.update(status)
+        if status["done"] >= self._sent and self._state != "closed":
+            self._state = status["state"]  # the child has done every command sent: its state is the truth
+
+    def _facts(self) -> dict:
+        with self._lock:
+            return self._status
+
+
+class TrainerView:
+    """What a page reads from `run.trainer` (the configs, the tokenizer, step, best validation loss),
+    answered in the server; the validation windows are drawn here the way the Trainer draws them."""
+
+    def __init__(self, run: ProcessRun, spec: RunSpec):
+        self._run, self._spec = run, spec
+        self.tokenizer = CharTokenizer(spec.chars)
+        facts = run._status
+        self.cfg, self.model_config = facts["cfg"], facts["model_config"]
+        self.model_params, self.corpus_chars = facts["model_params"], len(spec.text)
+        self.device = torch.device(facts["device"])
+        self._val_windows, self._released = None, False
+
+    def __getattr__(self, name: str) -> Any:  # step, elapsed, stopped_early, best_val, last_val_loss
+        if name in ("step", "elapsed", "stopped_early", "best_val", "last_val_loss"):
+            return self._run._facts()[name]
+        raise AttributeError(name)
+
+    @property
+    def val_windows(self):
+        if self._released:
+            return None
+        if self._val_windows is None:
+            task = task_for_corpus(self._spec.corpus_key)
+            ids = torch.tensor(self.tokenizer.encode(self._spec.text), dtype=torch.long)
+            self._val_windows = validation_windows(ids, self.cfg, task.line_length if task else 1)
+        return self._val_windows
+
+    def release(self) -> None:
+        self._val_windows, self._released = None, True
+
+
+def _shut_down(process: multiprocessing.process.BaseProcess, conn) -> None:
+    """End a child whose ProcessRun is closed or gone: it exits when its pipe closes; killed if not."""
+    conn.close()
+    process.join(2)
+    if process.is_alive():
+        process.kill()
+        process.join(2)
+
+
+# -- the child ---------------------------------------------------------------------
+def _child_main(spec: RunSpec, conn) -> None:
+    name_os_thread(THREAD_NAME)
+    torch.set_num_threads(1)  # tiny models are overhead-bound; the server's cores are the learners'
+    try:
+        run = _build(spec)
+    except Exception as err:
+        conn.send(("failed", _portable(err)))
+        return
+    sender = _Sender(conn, run)
+    run._on_update = sender.update
+    trainer = run.trainer
+    conn.send(("ready", {"cfg": trainer.cfg, "model_config": trainer.model_config, "model_params": trainer.model_params,
+                         "device": str(trainer.device), **_status(run)}))
+    os.nice(max(0, spec.nice - os.nice(0)))  # this thread, and the training thread it starts, inherit it
+    try:
+        while True:
+            try:
+                op, number, *args = conn.recv()
+            except (EOFError, OSError):  # the server has gone
+                break
+            answer = None
+            if op == "start":
+                run.start(paused=args[0])
+            elif op == "steps":
+                run.run_steps(args[0])
+            elif op == "pause":
+                run.pause()
+            elif op == "stop":
+                run.stop(timeout=None)
+            elif op == "weights":
+                answer = _numpy(_state_dict(run))
+            elif op == "checkpoint":
+                parts = run.checkpoint_parts()
+                answer = {"model": _numpy(parts["model"].state_dict()), "optimizer_state": _numpy(parts["optimizer_state"]),
+                          "trainer_state": parts["trainer_state"], "val_loss": parts["val_loss"]}
+            elif op == "close":
+                run.close(timeout=None)
+            sender.update(done=number)
+            sender.send(("reply", number, answer))
+            if op == "close":
+                break
+    finally:
+        run.stop(timeout=None)
+        conn.close()
+
+
+def _build(spec: RunSpec) -> TrainingRun:
+    tokenizer = CharTokenizer(spec.chars)
+    trainer = Trainer(build_model(spec.model, spec.train.seed, spec.train.device), tokenizer, spec.text, spec.train,
+                      log_interval=spec.log_interval, **training_hooks(task_for_corpus(spec.corpus_key)))
+    return TrainingRun(trainer, probe_text=spec.probe_text, sample_prompt=spec.sample_prompt,
+                       sample_chars=spec.sample_chars, run_id=spec.run_id)
+
+
+class _Sender:
+    """The child's end: sends what is new since the last message, in the order it happened."""
+
+    def __init__(self, conn, run: TrainingRun):
+        self.conn, self.run = conn, run
+        self.lock = threading.Lock()
+        self.history = self.evals = 0
+        self.done = 0  # the last command done
+
+    def update(self, ending: bool = False, done: int | None = None) -> None:
+        """`ending`: the training thread's last word, sent while it is still alive, as not alive."""
+        with self.lock:  # the snapshot is taken and sent under one lock: messages leave in the order they say
+            if done is not None:
+                self.done = done
+            snap = self.run.snapshot()
+            history, evals = snap.history[self.history:], snap.evals[self.evals:]
+            self.history, self.evals = len(snap.history), len(snap.evals)
+            status = _status(self.run, snap)
+            status.update(done=self.done, alive=status["alive"] and not ending)
+            self._send(("update", history, evals, status))
+
+    def send(self, message: tuple) -> None:
+        with self.lock:
+            self._send(message)
+
+    def _send(self, message: tuple) -> None:
+        try:
+            self.conn.send(message)
+        except (OSError, ValueError):
+            pass  # the server has gone; the command loop ends on its own
+
+
+def _status(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
+    snap = snap or run.snapshot()
+    trainer = run.trainer
+    return {"state": snap.state, "step": snap.step, "elapsed": snap.elapsed, "stopped_early": snap.stopped_early,
+            "error": _portable(snap.error) if snap.error is not None else None, "alive": run.is_alive(),
+            "best_val": trainer.best_val, "last_val_loss": trainer.last_val_loss}
+
+
+def _state_dict(run: TrainingRun) -> dict:
+    with run.lock:
+        return {k: v.detach().cpu().clone() for k, v in run.trainer.model.state_dict().items()}
+
+
+def _portable(error: Any) -> Any:
+    """An error as the server can unpickle it: itself where it can, else its words."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+def _numpy(value: Any) -> Any:
+    """Tensors as numpy arrays, through dicts, lists and tuples: what a pipe carries by value."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, dict):
+        return {k: _numpy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_numpy(v) for v in value)
+    return value
+
+
+def _torch(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    if isinstance(value, dict):
+        return {k: _torch(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_torch(v) for v in value)
+    return value

@@ -1,0 +1,182 @@
+"""minigpt/serve/worker.py: a training run in a child process, steered and read from the server.
+
+The reference for what a child trains is the Trainer alone, stepped in this process: the child
+must log the same losses and end with the same weights. Nothing here waits on time: each test
+waits for the state or step it needs.
+
+    pytest tests/minigpt/serve/test_worker.py
+"""
+import os
+import sys
+import threading
+
+import pytest
+import torch
+
+from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.waiting import niceness, wait_until
+from minigpt import TrainConfig, Trainer, build_model
+from minigpt.messages import LabError, Message
+from minigpt.serve.registry import RunLimitError, RunRegistry
+from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec
+from minigpt.train import TrainingDiverged
+
+pytestmark = [pytest.mark.trains, pytest.mark.slow,
+              pytest.mark.skipif(sys.platform == "win32", reason="the fork server is Unix's")]
+
+
+def _configs(max_steps=100_000, text=TEXT, **overrides):
+    tok = tiny_tokenizer()
+    model = tiny_config(vocab_size=tok.vocab_size, dropout=0.1)
+    train = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=20,
+                        eval_iters=2, **overrides).validate(model)
+    return tok, model, train
+
+
+def _spec(run_id="r1", max_steps=100_000, text=TEXT, **overrides) -> RunSpec:
+    tok, model, train = _configs(max_steps, **overrides)
+    return RunSpec(run_id, model, train, tuple(tok.chars), text, probe_text="the cat", sample_prompt="the",
+                   log_interval=5)
+
+
+@pytest.fixture
+def runs():
+    made = []
+    yield made
+    for run in made:
+        run.close()
+
+
+def _start(runs, **kw) -> ProcessRun:
+    run = ProcessRun(_spec(**kw))
+    runs.append(run)
+    return run
+
+
+def _step(run) -> int:
+    return run.snapshot().step
+
+
+def test_a_child_logs_what_the_trainer_alone_logs_and_ends_with_its_weights(runs):
+    tok, model, train = _configs(max_steps=40)
+    alone = Trainer(build_model(model, train.seed), tok, TEXT, train, log_interval=5)
+    expected = [(e.step, e.train_loss, e.val_loss) for e in alone.events()]
+
+    run = _start(runs, max_steps=40)
+    run.start()
+    wait_until(lambda: run.state == "finished", "the run to finish")
+    snap = run.snapshot()
+    assert snap.step == 40 and not run.is_alive() and snap.error is None
+    assert [(e.step, e.train_loss, e.val_loss) for e in snap.history[1:]] == expected  # [0]: the untrained model
+    assert [r.step for r in snap.evals] == [0, 20, 40]
+    assert snap.evals[-1].attention.shape == (2, 2, 7, 7) and snap.evals[-1].sample.startswith("the")
+    weights = run.inference_model().state_dict()
+    for name, value in alone.model.state_dict().items():
+        assert torch.equal(weights[name], value), name
+    assert run.trainer.step == 40 and run.trainer.best_val == alone.best_val
+    assert run.trainer.model_params == alone.model_params and run.trainer.cfg == alone.cfg
+    ours, theirs = run.trainer.val_windows, alone.val_windows  # drawn here, as the Trainer drew them there
+    assert len(ours) == len(theirs) and all(torch.equal(a, b) for pair in zip(ours, theirs) for a, b in zip(*pair))
+
+
+def test_pause_returns_once_the_child_has_paused_and_run_steps_trains_exactly_that_many(runs):
+    run = _start(runs)
+    run.start(paused=True)
+    run.run_steps(3)
+    wait_until(lambda: run.state == "paused" and _step(run) >= 3, "three steps from step 0")
+    assert _step(run) == 3 and run.snapshot().history[-1].step == 3
+    run.resume()
+    wait_until(lambda: _step(run) >= 10, "step 10")
+    run.pause()
+    paused = run.snapshot()
+    assert paused.state == "paused"
+    run.run_steps(4)  # a step that landed after pause() returned would end this at paused.step + 5
+    wait_until(lambda: run.state == "paused" and _step(run) >= paused.step + 4, "four more steps")
+    assert _step(run) == paused.step + 4
+
+
+def test_stop_keeps_the_weights_to_start_again_and_close_ends_the_child(runs):
+    run = _start(runs)
+    run.start()
+    wait_until(lambda: _step(run) >= 5, "step 5")
+    run.stop()
+    stopped = run.snapshot()
+    assert stopped.state == "stopped" and not run.is_alive()
+    run.start()
+    wait_until(lambda: _step(run) > stopped.step + 5, "steps after a restart")
+    run.close()
+    assert run.state == "closed" and run.snapshot().evals == []
+    assert run._process.exitcode == 0 and run.trainer.val_windows is None
+
+
+def test_a_child_that_dies_ends_its_own_run_with_a_sentence_and_the_other_run_trains_on(runs):
+    doomed, neighbour = _start(runs, run_id="doomed"), _start(runs, run_id="neighbour")
+    doomed.start()
+    neighbour.start()
+    wait_until(lambda: _step(doomed) > 0 and _step(neighbour) > 0, "both runs to step")
+    doomed._process.kill()  # what the out-of-memory killer, or a kernel that crashes, does
+    wait_until(lambda: doomed.state == "error", "the dead run to say so")
+    error = doomed.snapshot().error
+    assert isinstance(error, Message) and error.params["code"] == -9 and "ended unexpectedly" in str(error)
+    assert not doomed.is_alive()
+    with pytest.raises(RuntimeError, match="has ended"):
+        doomed.inference_model()
+    step = _step(neighbour)
+    wait_until(lambda: _step(neighbour) >= step + 5, "the neighbour to train on")
+    assert neighbour.state == "running" and neighbour.snapshot().error is None
+
+
+def test_a_run_that_diverges_in_its_child_reports_the_trainers_own_error(runs):
+    run = _start(runs, max_steps=200, lr=1e30, grad_clip=0.0)
+    run.start()
+    wait_until(lambda: run.state in ("error", "finished"), "the run to end")
+    error = run.snapshot().error
+    assert isinstance(error, TrainingDiverged)  # the library's error, template and all, for the page to translate
+    assert error.template and "lower learning rate" in str(error)
+
+
+def test_a_setting_the_trainer_refuses_is_raised_where_the_run_is_started():
+    tok, model, train = _configs()
+    short = TEXT[:12]
+    with pytest.raises(LabError) as alone:
+        Trainer(build_model(model, train.seed), tok, short, train)
+    with pytest.raises(type(alone.value)) as raised:
+        ProcessRun(RunSpec("short", model, train, tuple(tok.chars), short))
+    assert raised.value.template == alone.value.template and raised.value.params == alone.value.params
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread is Linux's")
+def test_the_child_trains_at_niceness_19_and_the_server_keeps_its_own(runs):
+    own = niceness(threading.current_thread())
+    run = _start(runs)
+    run.start()
+    wait_until(lambda: _step(run) > 0, "the run to step")
+    pid = run._process.pid
+    nices = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/stat") as stat:
+            nices.append(int(stat.read().rsplit(")", 1)[1].split()[16]))
+    assert nices and set(nices) == {max(CHILD_NICE, own)}  # every thread of the child, the training one too
+    assert niceness(threading.current_thread()) == own
+
+
+def test_a_run_just_started_counts_against_the_cap_before_its_child_has_read_the_start(runs):
+    registry = RunRegistry(max_runs=1)
+    try:
+        registry.start(lambda: _start(runs, run_id="first"), corpus="tiny", probe="the cat")
+        with pytest.raises(RunLimitError):  # at once: the start may still be in the pipe
+            registry.start(lambda: _start(runs, run_id="second"), corpus="tiny", probe="the cat")
+    finally:
+        registry.stop_all()
+
+
+def test_a_checkpoint_from_a_child_holds_its_weights_step_and_optimizer_state(runs):
+    run = _start(runs, max_steps=12)
+    run.start()
+    wait_until(lambda: run.state == "finished", "the run to finish")
+    parts = run.checkpoint_parts()
+    weights = run.inference_model().state_dict()
+    assert all(torch.equal(parts["model"].state_dict()[k], v) for k, v in weights.items())
+    assert parts["trainer_state"]["step"] == 12 and parts["val_loss"] == run.trainer.last_val_loss
+    moments = parts["optimizer_state"]["state"][0]
+    assert isinstance(moments["exp_avg"], torch.Tensor) and moments["exp_avg"].abs().sum() > 0

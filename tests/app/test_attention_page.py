@@ -137,6 +137,7 @@ def test_the_time_lapse_replays_the_run_evaluations():
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_play_shows_every_evaluation_of_the_time_lapse_in_order_then_stops():
     """Issue: the time-lapse had no Play button. Play starts at the first evaluation and each timer
     tick (a rerun here: AppTest has no timer) shows the next, until the last, where it stops."""

@@ -101,6 +101,7 @@ def test_a_link_to_runs_the_server_let_go_says_so():
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_the_comparison_in_chinese():
     at = kept_run(start_tiny_run("zh", max_steps=30), 30, "第一")
     at = page(at, EXPERIMENTS.script)

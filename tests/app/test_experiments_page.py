@@ -26,6 +26,7 @@ def shipped():
     return checkpoint.model, checkpoint.tokenizer.encode(DEMO_SENTENCE)
 
 
+@pytest.mark.slow
 def test_the_experiments_page_measures_a_knockout_on_a_copy_other_pages_and_sessions_never_see(shipped):
     model, ids = shipped
     at = page(home(), EXPERIMENTS.script)

@@ -37,6 +37,7 @@ def test_every_page_file_is_a_page_numbered_in_sidebar_order_and_keeps_its_addre
 
 
 @pytest.mark.parametrize("name", ["reverse", "sort"])
+@pytest.mark.slow
 def test_every_page_works_on_a_task_model_and_generate_answers_the_question(name):
     at = home()
     at.selectbox(key="corpus").set_value(f"task-{name}").run()

@@ -43,6 +43,7 @@ def test_the_race_draws_both_models_and_says_what_happened_in_the_measured_numbe
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_a_race_at_the_servers_cap_says_so_and_trains_nothing(monkeypatch):
     monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
     start_tiny_run()

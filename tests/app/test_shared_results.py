@@ -69,6 +69,7 @@ def test_learners_opening_attention_on_one_model_share_one_computation_and_own_t
     np.testing.assert_array_equal(heatmaps(page(home(), ATTENTION.script)), heatmaps(first))  # the class's
 
 
+@pytest.mark.slow
 def test_two_learners_knocking_out_the_same_head_measure_it_once_and_another_head_is_its_own(monkeypatch):
     copies = counted(monkeypatch, shared_results, "knocked_out")  # every knocked-out copy the page makes
     config = load_pretrained(DEFAULT_CORPUS).model.config

@@ -223,6 +223,7 @@ def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
       r"out of memory at step 6 \(RuntimeError: CUDA out of memory\. .*\)\. Use a smaller batch_size"),
      (None, r"^Training stopped: the loss became nan at step 6: .* Try a lower learning rate")],
     ids=["MemoryError", "RuntimeError-out-of-memory", "nan-loss"])
+@pytest.mark.slow
 def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
     neighbour = _entry(start_tiny_run())  # another learner's run, training when this one fails
     real = Trainer.compute_gradients
@@ -268,6 +269,7 @@ def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_servi
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_train_page_chart_shows_the_runs_own_history():
     at = start_tiny_run(eval_interval=10)
     entry = _entry(at)

@@ -14,6 +14,7 @@ from app.site import ATTENTION, TRAIN
 
 
 @pytest.mark.trains
+@pytest.mark.slow
 def test_an_uploaded_checkpoint_brings_its_own_texts():
     at = upload_and_train(POEM, d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16, block_size=8,
                            max_steps=30, eval_interval=30, batch_size=8)

@@ -277,6 +277,7 @@ def test_every_page_renders_in_every_language(lang, path):
 EVERYDAY = {"attention", "parameters"}  # 注意力 and 参数 name pages and metrics before any sentence can gloss them
 
 
+@pytest.mark.slow
 def test_each_term_is_introduced_with_its_english_name_on_every_page():
     """On its first use on a page (a step of the lesson counts as a page), a course term is followed
     by the English in brackets."""

@@ -225,6 +225,7 @@ def test_gradient_clipping_caps_the_total_norm_the_optimizer_sees():
     assert norms == pytest.approx([0.05] * 5, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_validation_loss_is_measured_on_the_held_out_tail():
     """The corpus's last 10% follows another pattern than the rest: a model that learned the head
     must score worse there. Computed on the training split, val loss would equal train loss."""

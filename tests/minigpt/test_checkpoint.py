@@ -95,6 +95,7 @@ def test_optimizer_state_dict_copy_saves_like_the_optimizer(tmp_path):
     assert folder_files(a) == folder_files(b)
 
 
+@pytest.mark.slow
 def test_save_unwraps_a_compiled_model(tmp_path):
     model = checkpoint_model()
     path = save_pretrained(tmp_path / "ckpt", torch.compile(model), TOKENIZER)

@@ -83,6 +83,7 @@ def test_the_shipped_task_models_answer_new_questions(name):
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILTIN_CORPORA))
+@pytest.mark.slow
 def test_a_shipped_models_validation_windows_give_the_val_loss_its_training_recorded(corpus):
     """The val loss each checkpoint recorded when it was trained, measured again on the windows any
     page measures it on: the same number, so Train and Experiments cannot disagree."""

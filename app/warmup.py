@@ -79,6 +79,12 @@ def _load() -> None:
         _configure()
     finally:
         _loaded.set()  # a failed import is raised again by the page that imports the module itself
+    from .runs import train_in
+
+    if train_in() == "process":  # the fork server loads torch once, now, not when the first run starts
+        from minigpt.serve.worker import start_fork_server
+
+        start_fork_server()
 
 
 def _configure() -> None:

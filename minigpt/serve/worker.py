@@ -83,6 +83,17 @@ def context() -> multiprocessing.context.BaseContext:
         return _CONTEXT
 
 
+def start_fork_server() -> None:
+    """Start the fork server now (it imports torch and the model once), so that the first run
+    does not wait for it."""
+    ctx = context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with _main_not_imported():
+            forkserver.ensure_running()
+
+
 @contextlib.contextmanager
 def _main_not_imported() -> Iterator[None]:
     """A child started from the fork server runs the server's `__main__` file again before its target

@@ -302,7 +302,7 @@ def serve_and_play(app_dir: Path, args, env: dict[str, str]) -> dict:
         cpu0 = server.cpu_seconds()
         waits, errors, speeds = asyncio.run(play(server.url, args))
         return {"waits": waits, "errors": errors, "speeds": speeds, "server_cpu": server.cpu_seconds() - cpu0,
-                "rss": server.rss_mb(), "peak_rss": server.peak_rss_mb(), "box_peak": box.peak_mb(),
+                "rss": server.rss_mb(), "children_rss": server.children_rss_mb(), "peak_rss": server.peak_rss_mb(), "box_peak": box.peak_mb(),
                 "oom": box.oom_kills(), "alive": server.proc.poll() is None}
 
 
@@ -316,7 +316,8 @@ def report(name: str, result: dict) -> None:
     for i, (alone, during) in enumerate(result["speeds"]):
         said = "–" if alone is None or during is None else f"{during / alone:.2f}"
         print(f"run {i + 1}: {alone or 0:.1f} steps/s alone, {during or 0:.1f} during (× {said})")
-    print(f"server CPU {result['server_cpu']:.0f} s; RSS {result['rss']:.0f} MB at the end, peak {result['peak_rss']:.0f} MB;"
+    print(f"server CPU {result['server_cpu']:.0f} s; RSS {result['rss']:.0f} MB at the end, peak {result['peak_rss']:.0f} MB"
+          f" (its child processes, summed, {result['children_rss']:.0f} MB at the end);"
           f" control group peak {result['box_peak'] or 0:.0f} MB, OOM kills {result['oom']}; "
           f"server {'alive' if result['alive'] else 'DEAD'}")
     if result["errors"]:

@@ -170,6 +170,35 @@ class LiveServer:
             return 0.0
         return self._status("VmHWM") * 1024 / 10**6
 
+    def descendants(self) -> list[int]:
+        """The pids of the server's child processes and theirs (a fork server, runs that train in
+        processes of their own)."""
+        parents = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        found, frontier = [], [self.proc.pid]
+        while frontier:
+            children = [pid for pid, parent in parents.items() if parent in frontier]
+            found += children
+            frontier = children
+        return found
+
+    def children_rss_mb(self) -> float:
+        """The resident sets of the server's descendants, summed, in MB of 10^6 bytes (pages they share
+        are counted in each: the control group's peak is the one figure that counts them once)."""
+        total = 0
+        for pid in self.descendants():
+            try:
+                total += next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                              if line.startswith("VmRSS:"))
+            except (OSError, StopIteration):
+                continue
+        return total * 1024 / 10**6
+
     def threads(self) -> int:
         return self._status("Threads")
 

@@ -199,6 +199,19 @@ MUTANTS = {
     "a step in flight lands after pause()": ("minigpt/train.py", [(
         "                if gate is not None and not gate.is_running():\n"
         "                    continue  # paused or stopped during forward/backward: drop this step\n", "")]),
+    "pause() returns before the child has paused (worker)": ("minigpt/serve/worker.py", [(
+        'self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)',
+        'self._command("pause", change=lambda state: "paused" if state == "running" else state)')]),
+    "a run just started is not counted until its child says so (worker)": ("minigpt/serve/worker.py", [(
+        'return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)',
+        'return not self._dead and self._status["alive"]')]),
+    "a run nobody keeps holds its child for good (worker)": ("minigpt/serve/worker.py", [(
+        "args=(weakref.ref(self), self._conn, self._process)", "args=(lambda run=self: run, self._conn, self._process)")]),
+    "a child that died leaves its run running (worker)": ("minigpt/serve/worker.py", [(
+        '            if self._state in ("running", "paused", "idle"):\n                self._state = "error"\n',
+        '            if False:\n                self._state = "error"\n')]),
+    "the child trains at the server's priority (worker)": ("minigpt/serve/worker.py", [(
+        "run_id=spec.run_id, nice=spec.nice)", "run_id=spec.run_id)")]),
     "a run closed mid-step is not closed (runner)": ("minigpt/serve/runner.py", [(
         "            if self.is_alive():\n                self._release_on_exit = True\n                return\n",
         "            if self.is_alive():\n                self._state = \"stopped\"\n                return\n")]),

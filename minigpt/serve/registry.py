@@ -209,10 +209,12 @@ class RunRegistry:
             raise ValueError(f"unknown action {action!r}")
 
     def stop_all(self) -> None:
+        """Forget every run and free it: the registry itself is going (a code reload, the end of a
+        test). A run in a child process ends with it, not when the server exits."""
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
-            entry.run.stop(timeout=2.0)
+            entry.release()
 
     def _active_locked(self) -> int:
         return sum(entry.is_active() for entry in self._entries.values())

@@ -5,13 +5,14 @@ run_steps, stop, close, snapshot, inference_model and checkpoint_parts, and a `t
 answers what pages ask of one (its configs, tokenizer, step). It trains in a child process:
 - the child has its own interpreter lock, so a training step never holds the lock that a
   learner's page is waiting for;
-- the whole child runs at niceness 19, so the kernel gives the server's threads the CPU first
-  and training the rest, and nothing the server waits for is niced (no priority inversion);
+- the child's training thread runs at niceness 19, so the kernel gives the server's threads the
+  CPU first and training the rest; the child's thread that answers the server (pause, weights)
+  keeps the server's priority;
 - children are forked from a fork server that imported torch and the model once
-  (multiprocessing's forkserver, `set_forkserver_preload`), so a run costs its own tensors, not
-  a second copy of torch;
-- a child that dies (a kernel that crashes, the out-of-memory killer) ends its own run with a
-  sentence for its owner, never the server or another run.
+  (multiprocessing's forkserver, `set_forkserver_preload`), and freeze what they inherit out of
+  the garbage collector's walk, so a run costs its own tensors, not a second copy of torch;
+- a child that dies (a kernel that crashes, the out-of-memory killer, whose first choice it is)
+  ends its own run with a sentence for its owner, never the server or another run.
 Inside the child a TrainingRun trains, so pausing, single steps, evaluations, the probe's
 attention maps and per-run determinism are the same code as in one process. The child sends
 each event and each change of state as it happens; `snapshot()` reads the server's copy and
@@ -22,15 +23,15 @@ Which one a server uses is a setting (app/runs.py, `MINIGPT_TRAIN_IN`).
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.machinery
 import itertools
 import multiprocessing
-import os
 import pickle
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +46,10 @@ from ..tokenizer import CharTokenizer
 from ..train import Trainer, build_model, validation_windows
 from .runner import EvalRecord, RunSnapshot, TrainingRun, _register, name_os_thread, steady_speed
 
-CHILD_NICE = 19
-THREAD_NAME = "minigpt-trainer"  # the child's threads, as ps -L and py-spy show them
+CHILD_NICE = 19          # the training thread's niceness; the thread that answers the server keeps the server's
+CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
+OOM_SCORE_ADJ = 1000     # the out-of-memory killer's first choice is a training child, not the server
+WEIGHTS_TIMEOUT = 60.0   # seconds a page waits for a run's weights before it says the run did not answer
 PRELOAD = ["minigpt.serve.worker"]  # what the fork server imports once: torch, the model, the trainer
 _CONTEXT: multiprocessing.context.BaseContext | None = None
 _CONTEXT_LOCK = threading.Lock()
@@ -99,11 +102,11 @@ def _main_not_imported() -> Iterator[None]:
     """A child started from the fork server runs the server's `__main__` file again before its target
     (multiprocessing's spawn preparation), unless `__main__` names itself as a module. The child needs
     nothing from it (Streamlit's launcher, a user's script), so while a child starts, it does."""
-    main = sys.modules.get("__main__")
-    if main is None or getattr(main, "__spec__", None) is not None:
-        yield
-        return
     with _CONTEXT_LOCK:
+        main = sys.modules.get("__main__")
+        if main is None or getattr(main, "__spec__", None) is not None:
+            yield
+            return
         main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
         try:
             yield
@@ -116,7 +119,7 @@ class ProcessRun:
 
     Starting a run is not waited for (the registry starts it under its lock); pause, run_steps,
     stop and close return once the child has done them (at most `timeout` seconds), so that, as in
-    one process, no step lands after pause() returns."""
+    one process, no step lands after pause() returns. Only the receiving thread reaps the child."""
 
     def __init__(self, spec: RunSpec, *, ctx: multiprocessing.context.BaseContext | None = None):
         self.run_id, self.nice, self.spec = spec.run_id, spec.nice, spec
@@ -136,58 +139,50 @@ class ProcessRun:
         if kind == "failed":  # a ConfigError or CorpusError the Trainer raised: the caller's to show
             self._process.join(5)
             raise payload
-        self._lock = threading.Condition()
-        self._send_lock = threading.Lock()
+        self._lock = threading.Condition()   # the server's copy of the run, and the answers
+        self._send_lock = threading.Lock()   # commands leave in the order of their numbers
         self._ids = itertools.count(1)
-        self._sent = 0            # the last command's number: the child's state is news only once it has done it
+        self._sent = 0                       # the last command's number: the child's state is news once it has done it
         self._replies: dict[int, Any] = {}
+        self._abandoned: set[int] = set()    # commands whose caller stopped waiting: their answers are dropped
         self._history: list = []
         self._evals: list[EvalRecord] = []
         self._status = dict(payload, state="idle", done=0)
         self._state, self._dead = "idle", False
         self.trainer = TrainerView(self, spec)
-        self._receiver = threading.Thread(target=self._receive, name=f"minigpt-run-{spec.run_id}", daemon=True)
+        # the receiving thread holds the run weakly, so that a run nobody keeps is collected, and its child ended
+        self._receiver = threading.Thread(target=_receive, args=(weakref.ref(self), self._conn, self._process),
+                                          name=f"minigpt-run-{spec.run_id}", daemon=True)
         self._receiver.start()
         self._finalizer = weakref.finalize(self, _shut_down, self._process, self._conn)
         _register(self)
 
     # -- control -----------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
-        with self._lock:
-            if self._state in ("finished", "error", "closed", "running"):
-                return
-            self._state = "paused" if paused else "running"
-        self._send("start", paused)
+        self._command("start", paused, change=lambda state: None if state in ("finished", "error", "closed", "running")
+                      else "paused" if paused else "running")
 
     def resume(self) -> None:
         self.start()
 
-    def run_steps(self, n: int) -> None:
-        with self._lock:
-            if self._state in ("finished", "error", "closed", "running"):
-                return
-            self._state = "running"
-        self._ask("steps", n)
+    def run_steps(self, n: int, timeout: float | None = 5.0) -> None:
+        self._command("steps", n, change=lambda state: None if state in ("finished", "error", "closed", "running")
+                      else "running", timeout=timeout)
 
     def pause(self, timeout: float | None = 5.0) -> None:
-        with self._lock:
-            if self._state == "running":
-                self._state = "paused"
-        self._ask("pause", timeout=timeout)
+        self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        with self._lock:
-            if self._state in ("running", "paused", "idle"):
-                self._state = "stopped"
-        self._ask("stop", timeout=timeout)
+        self._command("stop", change=lambda state: "stopped" if state in ("running", "paused", "idle") else state,
+                      timeout=timeout)
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Stop for good, free the child's memory and end it (killed after `timeout` if it hangs)."""
+        """Stop for good, free the child's memory and end it (killed after `timeout` if it hangs).
+        Closing twice, or a run whose child has died, is fine."""
         with self._lock:
-            self._state = "closed"
-            self._evals = []
-        self._ask("close", timeout=timeout)
-        self._process.join(timeout)
+            self._state, self._evals = "closed", []
+        self._command("close", timeout=timeout)
+        self._receiver.join(timeout)  # it reaps the child once the child has gone
         self._finalizer()
         self.trainer.release()
 
@@ -213,70 +208,60 @@ class ProcessRun:
             )
 
     def inference_model(self) -> MiniGPT:
-        state = self._ask("weights", timeout=None)
+        state = self._command("weights", timeout=WEIGHTS_TIMEOUT)
         if state is None:
-            raise RuntimeError(f"run {self.run_id}'s training process has ended, and its weights with it")
-        model = MiniGPT(self.spec.model)
+            raise RuntimeError(f"run {self.run_id}'s training process has ended or did not answer in "
+                               f"{WEIGHTS_TIMEOUT} s, so its weights cannot be read")
+        model = MiniGPT(self.trainer.model_config)
         model.load_state_dict(_torch(state))
         return model.to(self.trainer.device).eval()
 
     def checkpoint_parts(self) -> dict:
-        parts = self._ask("checkpoint", timeout=None)
+        parts = self._command("checkpoint", timeout=WEIGHTS_TIMEOUT)
         if parts is None:
-            raise RuntimeError(f"run {self.run_id}'s training process has ended, and its weights with it")
-        model = MiniGPT(self.spec.model)
-        model.load_state_dict(_torch(parts.pop("model")))
+            raise RuntimeError(f"run {self.run_id}'s training process has ended or did not answer in "
+                               f"{WEIGHTS_TIMEOUT} s, so its weights cannot be read")
+        model = MiniGPT(self.trainer.model_config)
+        model.load_state_dict(_torch(parts["model"]))
         return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
                 "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
                 "val_loss": parts["val_loss"]}
 
     # -- talking to the child ------------------------------------------------------
-    def _send(self, op: str, *args: Any) -> int | None:
+    def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
+                 timeout: float | None = 0.0) -> Any:
+        """Send a command, the state it leads to set in the same step as its number (`change` of the
+        current state; None: send nothing). With a timeout, wait (None: for as long as it takes) for the
+        child to have done it: its answer, or None where the child has gone or is too slow."""
         with self._send_lock:
-            if self._dead:
-                return None
-            number = next(self._ids)
             with self._lock:
-                self._sent = number
+                new = change(self._state)
+                if new is None or self._dead:
+                    return None
+                self._state = new
+                self._sent = number = next(self._ids)
             try:
                 self._conn.send((op, number, *args))
-            except (OSError, ValueError):  # the child has gone: the receiver says why
+            except (OSError, ValueError):  # the child has gone: the receiving thread says why
                 return None
-            return number
-
-    def _ask(self, op: str, *args: Any, timeout: float | None = 5.0) -> Any:
-        """Send a command and wait (at most `timeout` s) for the child to have done it: its answer,
-        or None where the child has gone or is too slow."""
-        number = self._send(op, *args)
-        if number is None:
+        if timeout == 0.0:
             return None
         with self._lock:
             self._lock.wait_for(lambda: number in self._replies or self._dead, timeout)
+            if number not in self._replies:
+                self._abandoned.add(number)
             return self._replies.pop(number, None)
 
-    def _receive(self) -> None:
-        """The server's end of the pipe: the child's news and answers, until it ends."""
-        try:
-            while True:
-                kind, *rest = self._conn.recv()
-                with self._lock:
-                    if kind == "update":
-                        self._apply(*rest)
-                    else:  # ("reply", number, answer)
-                        self._replies[rest[0]] = rest[1]
-                    self._lock.notify_all()
-        except (EOFError, OSError):
-            pass
-        self._process.join(5)
+    def _take(self, message: tuple) -> None:
+        """A message from the child (the receiving thread)."""
+        kind, *rest = message
         with self._lock:
-            self._dead = True
-            self._status["alive"] = False
-            if self._state in ("running", "paused", "idle"):
-                self._state = "error"
-                self._status["error"] = Message(
-                    "the training process ended unexpectedly (exit code {code}) at step {step}. The server and "
-                    "other runs go on; train again, perhaps with a smaller model or batch.",
-                    code=self._process.exitcode, step=self._status["step"])
+            if kind == "update":
+                self._apply(*rest)
+            elif rest[0] in self._abandoned:  # ("reply", number, answer) that nobody waits for any more
+                self._abandoned.discard(rest[0])
+            else:
+                self._replies[rest[0]] = rest[1]
             self._lock.notify_all()
 
     def _apply(self, history: list, evals: list, status: dict) -> None:
@@ -287,9 +272,46 @@ class ProcessRun:
         if status["done"] >= self._sent and self._state != "closed":
             self._state = status["state"]  # the child has done every command sent: its state is the truth
 
+    def _ended(self, exit_code: int | None) -> None:
+        """The child has gone (the receiving thread): a run it leaves running or paused failed."""
+        with self._lock:
+            self._dead = True
+            self._status["alive"] = False
+            if self._state in ("running", "paused", "idle"):
+                self._state = "error"
+                self._status["error"] = Message(
+                    "the training process ended unexpectedly (exit code {code}) at step {step}. The server and "
+                    "other runs go on; train again, perhaps with a smaller model or batch.",
+                    code=exit_code, step=self._status["step"])
+            self._lock.notify_all()
+
     def _facts(self) -> dict:
         with self._lock:
             return self._status
+
+
+def _receive(ref: "weakref.ref[ProcessRun]", conn, process: multiprocessing.process.BaseProcess) -> None:
+    """The server's end of the pipe, on a thread of its own: the child's news and answers until the
+    child ends (then it reaps it and tells the run), or until nobody keeps the run any more."""
+    readable = True
+    try:
+        while True:
+            message = conn.recv()
+            run = ref()
+            if run is None:  # collected: its finalizer ends the child
+                return
+            run._take(message)
+            del run
+    except (EOFError, OSError):
+        pass
+    except Exception:  # a message this server cannot read: the child is cut off, not left to wedge
+        readable = False
+    if not readable and process.is_alive():
+        process.kill()
+    process.join(5)
+    run = ref()
+    if run is not None:
+        run._ended(process.exitcode)
 
 
 class TrainerView:
@@ -325,17 +347,24 @@ class TrainerView:
 
 
 def _shut_down(process: multiprocessing.process.BaseProcess, conn) -> None:
-    """End a child whose ProcessRun is closed or gone: it exits when its pipe closes; killed if not."""
-    conn.close()
-    process.join(2)
-    if process.is_alive():
-        process.kill()
+    """End a child whose ProcessRun is closed or collected: asked to close, killed if it does not."""
+    if process.exitcode is None:
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(("close", 0))
         process.join(2)
+        if process.exitcode is None:
+            process.kill()
+            process.join(2)
+    conn.close()
 
 
 # -- the child ---------------------------------------------------------------------
 def _child_main(spec: RunSpec, conn) -> None:
-    name_os_thread(THREAD_NAME)
+    gc.freeze()  # what the fork server loaded stays shared: no collection in the child walks (and so copies) it
+    name_os_thread(CHILD_THREAD_NAME)
+    with contextlib.suppress(OSError):  # under memory pressure, the kernel ends a training child before the server
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write(str(OOM_SCORE_ADJ))
     torch.set_num_threads(1)  # tiny models are overhead-bound; the server's cores are the learners'
     try:
         run = _build(spec)
@@ -347,30 +376,16 @@ def _child_main(spec: RunSpec, conn) -> None:
     trainer = run.trainer
     conn.send(("ready", {"cfg": trainer.cfg, "model_config": trainer.model_config, "model_params": trainer.model_params,
                          "device": str(trainer.device), **_status(run)}))
-    os.nice(max(0, spec.nice - os.nice(0)))  # this thread, and the training thread it starts, inherit it
     try:
         while True:
             try:
                 op, number, *args = conn.recv()
             except (EOFError, OSError):  # the server has gone
                 break
-            answer = None
-            if op == "start":
-                run.start(paused=args[0])
-            elif op == "steps":
-                run.run_steps(args[0])
-            elif op == "pause":
-                run.pause()
-            elif op == "stop":
-                run.stop(timeout=None)
-            elif op == "weights":
-                answer = _numpy(_state_dict(run))
-            elif op == "checkpoint":
-                parts = run.checkpoint_parts()
-                answer = {"model": _numpy(parts["model"].state_dict()), "optimizer_state": _numpy(parts["optimizer_state"]),
-                          "trainer_state": parts["trainer_state"], "val_loss": parts["val_loss"]}
-            elif op == "close":
-                run.close(timeout=None)
+            try:
+                answer = _do(run, op, args)
+            except Exception:  # a command that fails (weights asked of a closed run) is answered with nothing
+                answer = None
             sender.update(done=number)
             sender.send(("reply", number, answer))
             if op == "close":
@@ -380,12 +395,33 @@ def _child_main(spec: RunSpec, conn) -> None:
         conn.close()
 
 
+def _do(run: TrainingRun, op: str, args: list) -> Any:
+    """One command from the server, done in the child; what it answers."""
+    if op == "start":
+        run.start(paused=args[0])
+    elif op == "steps":
+        run.run_steps(args[0])
+    elif op == "pause":
+        run.pause()
+    elif op == "stop":
+        run.stop(timeout=None)
+    elif op == "weights":
+        return _numpy(_state_dict(run))
+    elif op == "checkpoint":
+        parts = run.checkpoint_parts()
+        return {"model": _numpy(parts["model"].state_dict()), "optimizer_state": _numpy(parts["optimizer_state"]),
+                "trainer_state": parts["trainer_state"], "val_loss": parts["val_loss"]}
+    elif op == "close":
+        run.close(timeout=None)
+    return None
+
+
 def _build(spec: RunSpec) -> TrainingRun:
     tokenizer = CharTokenizer(spec.chars)
     trainer = Trainer(build_model(spec.model, spec.train.seed, spec.train.device), tokenizer, spec.text, spec.train,
                       log_interval=spec.log_interval, **training_hooks(task_for_corpus(spec.corpus_key)))
     return TrainingRun(trainer, probe_text=spec.probe_text, sample_prompt=spec.sample_prompt,
-                       sample_chars=spec.sample_chars, run_id=spec.run_id)
+                       sample_chars=spec.sample_chars, run_id=spec.run_id, nice=spec.nice)
 
 
 class _Sender:

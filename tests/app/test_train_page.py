@@ -363,20 +363,30 @@ def test_throughput_has_one_name_in_each_language():
 
 @pytest.mark.trains
 @pytest.mark.slow
-def test_a_run_in_a_child_process_trains_pauses_and_generate_writes_with_its_weights(monkeypatch):
-    """MINIGPT_TRAIN_IN=process: the same page, the run in a child (minigpt/serve/worker.py)."""
+def test_a_run_in_a_child_process_steps_as_asked_and_generate_writes_with_its_weights(monkeypatch):
+    """MINIGPT_TRAIN_IN=process: the same page, the run in a child (minigpt/serve/worker.py). The
+    reference is the Trainer alone, stepped as often in this process."""
+    from minigpt.lab.tasks import task_for_corpus, training_hooks
     from minigpt.serve.worker import ProcessRun
 
     monkeypatch.setenv(runs.TRAIN_IN_ENV, "process")
-    at = start_tiny_run()
+    at = tiny_settings(page(home(), TRAIN.script), max_steps=500)
+    at.button(key="reset").click().run()
+    assert not at.exception and at.metric[0].value == "paused" and step_of(at) == 0
     entry = _entry(at)
-    assert isinstance(entry.run, ProcessRun) and at.metric[0].value == "running"
-    first = wait_for_step(at, 1)
-    assert wait_for_step(at, first + 1) > first
-    at.button(key="pause").click().run()
-    assert at.metric[0].value == "paused"
-    paused_at = step_of(at)
-    assert step_of(at.run()) == paused_at and entry.run.inference_model() is not None
+    assert isinstance(entry.run, ProcessRun)
+    at.segmented_control(key="step_size").set_value(10).run()
+    at.button(key="step").click().run()
+    wait_until(lambda: entry.run.snapshot().step >= 10 and entry.run.state == "paused", "the run to stop at step 10")
+    at.run()
+    assert at.metric[0].value == "paused" and step_of(at) == 10
+
+    spec = entry.run.spec
+    alone = Trainer(minigpt.build_model(spec.model, spec.train.seed, spec.train.device), minigpt.CharTokenizer(spec.chars),
+                    spec.text, spec.train, **training_hooks(task_for_corpus(spec.corpus_key)))
+    for _ in range(10):
+        alone.compute_gradients()
+        alone.apply_update()
     page(at, GENERATE.script)
     at.session_state[STREAM_DELAY_KEY] = 0
     at.slider(key="temperature").set_value(0.0)
@@ -384,8 +394,8 @@ def test_a_run_in_a_child_process_trains_pauses_and_generate_writes_with_its_wei
     at.button(key="generate").click().run()
     assert not at.exception
     prompt = at.text_input[0].value
-    expected = minigpt.generate(entry.run.inference_model(), entry.run.trainer.tokenizer, prompt, max_new_tokens=20,
-                                temperature=0.0, block_size=entry.run.trainer.cfg.block_size)
+    expected = minigpt.generate(alone.model.eval(), alone.tokenizer, prompt, max_new_tokens=20, temperature=0.0,
+                                block_size=spec.train.block_size)
     assert at.session_state["generation"]["text"] == expected
     page(at, TRAIN.script)
     at.button(key="stop").click().run()

@@ -6,6 +6,8 @@ waits for the state or step it needs.
 
     pytest tests/minigpt/serve/test_worker.py
 """
+import contextlib
+import gc
 import os
 import sys
 import threading
@@ -18,7 +20,7 @@ from helpers.waiting import niceness, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.messages import LabError, Message
 from minigpt.serve.registry import RunLimitError, RunRegistry
-from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec
+from minigpt.serve.worker import CHILD_NICE, CHILD_THREAD_NAME, ProcessRun, RunSpec
 from minigpt.train import TrainingDiverged
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow,
@@ -29,7 +31,7 @@ def _configs(max_steps=100_000, text=TEXT, **overrides):
     tok = tiny_tokenizer()
     model = tiny_config(vocab_size=tok.vocab_size, dropout=0.1)
     train = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=20,
-                        eval_iters=2, **overrides).validate(model)
+                        eval_iters=2, device="cpu", **overrides).validate(model)  # the reference trains on the cpu
     return tok, model, train
 
 
@@ -124,6 +126,9 @@ def test_a_child_that_dies_ends_its_own_run_with_a_sentence_and_the_other_run_tr
     step = _step(neighbour)
     wait_until(lambda: _step(neighbour) >= step + 5, "the neighbour to train on")
     assert neighbour.state == "running" and neighbour.snapshot().error is None
+    doomed.close()
+    doomed.close()  # twice, on a child that is gone: nothing to wait for, nothing raised
+    assert doomed.state == "closed"
 
 
 def test_a_run_that_diverges_in_its_child_reports_the_trainers_own_error(runs):
@@ -146,18 +151,33 @@ def test_a_setting_the_trainer_refuses_is_raised_where_the_run_is_started():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread is Linux's")
-def test_the_child_trains_at_niceness_19_and_the_server_keeps_its_own(runs):
+def test_the_childs_training_thread_runs_at_niceness_19_and_the_thread_that_answers_keeps_the_servers(runs):
     own = niceness(threading.current_thread())
     run = _start(runs)
     run.start()
     wait_until(lambda: _step(run) > 0, "the run to step")
-    pid = run._process.pid
-    nices = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/stat") as stat:
-            nices.append(int(stat.read().rsplit(")", 1)[1].split()[16]))
-    assert nices and set(nices) == {max(CHILD_NICE, own)}  # every thread of the child, the training one too
+    threads = {}
+    for task in os.listdir(f"/proc/{run._process.pid}/task"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended in between
+            with open(f"/proc/{run._process.pid}/task/{task}/stat") as stat:
+                line = stat.read()
+            threads[line[line.index("(") + 1: line.rindex(")")]] = int(line.rsplit(")", 1)[1].split()[16])
+    assert threads["minigpt-trainer"] == max(CHILD_NICE, own)
+    assert threads[CHILD_THREAD_NAME] == own  # pause and weights are answered at the server's priority
     assert niceness(threading.current_thread()) == own
+
+
+def _a_run_left_training():
+    run = ProcessRun(_spec())
+    run.start()
+    wait_until(lambda: _step(run) > 0, "the run to step")
+    return run._process
+
+
+def test_a_run_nobody_keeps_is_collected_and_its_child_ends():
+    process = _a_run_left_training()
+    gc.collect()
+    wait_until(lambda: process.exitcode is not None, "the child of a collected run to end")
 
 
 def test_a_run_just_started_counts_against_the_cap_before_its_child_has_read_the_start(runs):
@@ -168,6 +188,7 @@ def test_a_run_just_started_counts_against_the_cap_before_its_child_has_read_the
             registry.start(lambda: _start(runs, run_id="second"), corpus="tiny", probe="the cat")
     finally:
         registry.stop_all()
+    assert all(run._process.exitcode is not None for run in runs)  # a registry that goes ends its children
 
 
 def test_a_checkpoint_from_a_child_holds_its_weights_step_and_optimizer_state(runs):

@@ -351,3 +351,17 @@ def post_button(entry, owner: bool) -> None:
             return
         st.session_state.setdefault(POSTS_KEY, {})[post_id] = post_key
         st.toast(_("Posted to the board of class {code}.", code=code))
+    posted(code, entry)
+
+
+def posted(code: str, entry) -> None:
+    """Under the post button, for as long as the run is on the board: under which name. A toast alone
+    goes after a few seconds, or sooner when the page draws itself again (the run has just finished)."""
+    mine = st.session_state.get(POSTS_KEY, {})
+    try:
+        rows = classes().view(code, runs.registry().get).rows
+    except BoardError:  # the class has ended: the board page says so
+        return
+    names = [row.label for row in rows if row.post_id in mine and row.run_id == entry.run_id]
+    if names:
+        st.caption(_("Your run is on the board of class {code} as {name}.", code=code, name=md(names[0])))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.apptest import home, page, plotly_spec, tiny_settings, wait_finished
+from helpers.apptest import home, page, plotly_spec, tiny_settings, unescaped, wait_finished
 from helpers.language import assert_chinese
 from app import board
 from app.site import BOARD, EXPERIMENTS, TRAIN
@@ -35,6 +35,8 @@ def learner_posts(code: str, name: str, max_steps: int = 30, lang: str | None = 
     at.text_input(key="board_post_name").set_value(name).run()
     at.button(key="board_post").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
+    said = [unescaped(c.value) for c in at.caption if code in c.value]
+    assert len(said) == 1 and name in said[0], said  # under the button, for as long as it is on the board
     return at
 
 

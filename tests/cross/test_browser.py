@@ -617,7 +617,11 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
         box.fill(name)
         box.press("Enter")
         main_button(page, "发布到班级看板").click()
-        page.get_by_text(f"已发布到班级 {code} 的看板").first.wait_for()
+        try:  # what stays under the button (the toast may go before it is seen, when the run's end redraws the page)
+            page.get_by_text(f"你的运行已在班级 {code} 的看板上，名字是 {name}").wait_for()
+        except Exception:
+            screenshot_whole(page, shots / f"zh_board_post_failed_{len(learners)}.png", viewport)
+            raise
         page.get_by_test_id("stMetricValue").filter(has_text="已完成").wait_for(timeout=TRAINING_MS)
         learners[name] = (context, page)
 

@@ -5,7 +5,7 @@ is busier than its author's was. This script makes the machine busy on purpose: 
 processes (by default two, one per core of a 2-core CI box) and runs each chosen suite N times in a
 row beside them, every run in a fresh pytest process with CI=true (the browser tests may not skip).
 
-    python tests/stress.py --runs 20                      # the browser file and the threaded tests
+    python tests/stress.py --runs 20                      # the browser file, the threaded tests, the worker processes
     python tests/stress.py --runs 5 --suite all           # the whole suite, as the README runs it
     python tests/stress.py --runs 3 --command "bash .ci/run"
 
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITES = {
     "browser": ["tests/cross/test_browser.py"],
     "threads": ["tests/minigpt/serve/test_runner.py", "tests/minigpt/serve/test_registry.py"],  # the runner and registry
+    "processes": ["tests/minigpt/serve/test_worker.py"],  # runs in child processes: a pipe, a fork server, a killed child
     "trains": ["-m", "trains"],       # every test that starts a training thread, app pages included
     "all": [],                        # the README's test command: everything
 }
@@ -59,12 +60,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20, help="runs of each suite (default 20)")
     parser.add_argument("--suite", action="append", choices=sorted(SUITES),
-                        help="a suite to run (repeatable; default: browser and threads)")
+                        help="a suite to run (repeatable; default: browser, threads and processes)")
     parser.add_argument("--command", action="append", default=[], help="a shell command to run as a suite instead")
     parser.add_argument("--hogs", type=int, default=2, help="CPU-bound processes beside the runs (default 2)")
     args = parser.parse_args()
     suites = {name: [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *SUITES[name]]
-              for name in (args.suite or ([] if args.command else ["browser", "threads"]))}
+              for name in (args.suite or ([] if args.command else ["browser", "threads", "processes"]))}
     suites.update({command: shlex.split(command) for command in args.command})
     logs = Path(tempfile.mkdtemp(prefix="minigpt-stress-"))
     print(f"{args.hogs} CPU-bound processes beside {args.runs} runs of each of: {', '.join(suites)}; logs in {logs}",

@@ -208,24 +208,24 @@ class ProcessRun:
             )
 
     def inference_model(self) -> MiniGPT:
-        state = self._command("weights", timeout=WEIGHTS_TIMEOUT)
-        if state is None:
-            raise RuntimeError(f"run {self.run_id}'s training process has ended or did not answer in "
-                               f"{WEIGHTS_TIMEOUT} s, so its weights cannot be read")
-        model = MiniGPT(self.trainer.model_config)
-        model.load_state_dict(_torch(state))
+        model, _ = self._weights("weights")
         return model.to(self.trainer.device).eval()
 
     def checkpoint_parts(self) -> dict:
-        parts = self._command("checkpoint", timeout=WEIGHTS_TIMEOUT)
-        if parts is None:
-            raise RuntimeError(f"run {self.run_id}'s training process has ended or did not answer in "
-                               f"{WEIGHTS_TIMEOUT} s, so its weights cannot be read")
-        model = MiniGPT(self.trainer.model_config)
-        model.load_state_dict(_torch(parts["model"]))
+        model, parts = self._weights("checkpoint")
         return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
                 "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
                 "val_loss": parts["val_loss"]}
+
+    def _weights(self, op: str) -> tuple[MiniGPT, dict]:
+        """The child's answer to `op` ("weights", "checkpoint"), its weights loaded into a model here."""
+        answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
+        if answer is None:
+            raise RuntimeError(f"run {self.run_id}'s training process has ended or did not answer in "
+                               f"{WEIGHTS_TIMEOUT} s, so its weights cannot be read")
+        model = MiniGPT(self.trainer.model_config)
+        model.load_state_dict(_torch(answer["model"]))
+        return model, answer
 
     # -- talking to the child ------------------------------------------------------
     def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
@@ -406,7 +406,7 @@ def _do(run: TrainingRun, op: str, args: list) -> Any:
     elif op == "stop":
         run.stop(timeout=None)
     elif op == "weights":
-        return _numpy(_state_dict(run))
+        return {"model": _numpy(_state_dict(run))}
     elif op == "checkpoint":
         parts = run.checkpoint_parts()
         return {"model": _numpy(parts["model"].state_dict()), "optimizer_state": _numpy(parts["optimizer_state"]),

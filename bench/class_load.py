@@ -314,7 +314,7 @@ def report(name: str, result: dict) -> None:
                      f"{max(waits):.2f}"])
     print_table(["action", "n", "p50 s", "p95 s", "max s"], rows)
     for i, (alone, during) in enumerate(result["speeds"]):
-        said = "–" if alone is None or during is None else f"{during / alone:.2f}"
+        said = "–" if not alone or during is None else f"{during / alone:.2f}"
         print(f"run {i + 1}: {alone or 0:.1f} steps/s alone, {during or 0:.1f} during (× {said})")
     print(f"server CPU {result['server_cpu']:.0f} s; RSS {result['rss']:.0f} MB at the end, peak {result['peak_rss']:.0f} MB"
           f" (its child processes, summed, {result['children_rss']:.0f} MB at the end);"

@@ -9,8 +9,10 @@ answers what pages ask of one (its configs, tokenizer, step). It trains in a chi
   CPU first and training the rest; the child's thread that answers the server (pause, weights)
   keeps the server's priority;
 - children are forked from a fork server that imported torch and the model once
-  (multiprocessing's forkserver, `set_forkserver_preload`), and freeze what they inherit out of
-  the garbage collector's walk, so a run costs its own tensors, not a second copy of torch;
+  (multiprocessing's forkserver, `set_forkserver_preload`), which also takes a tiny run through
+  every step a run takes once (`warm_up`), so that what torch allocates on first use is shared,
+  not made again in each child; children freeze what they inherit out of the garbage collector's
+  walk, so a run costs its own tensors, not a second copy of torch;
 - a child that dies (a kernel that crashes, the out-of-memory killer, whose first choice it is)
   ends its own run with a sentence for its owner, never the server or another run.
 Inside the child a TrainingRun trains, so pausing, single steps, evaluations, the probe's
@@ -50,7 +52,7 @@ CHILD_NICE = 19          # the training thread's niceness; the thread that answe
 CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
 OOM_SCORE_ADJ = 1000     # the out-of-memory killer's first choice is a training child, not the server
 WEIGHTS_TIMEOUT = 60.0   # seconds a page waits for a run's weights before it says the run did not answer
-PRELOAD = ["minigpt.serve.worker"]  # what the fork server imports once: torch, the model, the trainer
+PRELOAD = ["minigpt.serve.preload"]  # what the fork server imports once: this module, torch, and a warm-up
 _CONTEXT: multiprocessing.context.BaseContext | None = None
 _CONTEXT_LOCK = threading.Lock()
 
@@ -414,6 +416,32 @@ def _do(run: TrainingRun, op: str, args: list) -> Any:
     elif op == "close":
         run.close(timeout=None)
     return None
+
+
+def warm_up() -> None:
+    """Take a tiny run through what every run does (build, the first evaluation with the probe's
+    sample and attention, a training step, an evaluation), and end it: the fork server does this
+    once, so that what torch allocates on its first use lies in the pages every child shares.
+    Without it each child made those again, about 95 MB of its own (bench/RESULTS.md, "Runs in
+    worker processes"). No thread outlives it: the fork server must fork with one thread."""
+    torch.set_num_threads(1)  # no OpenMP pool in a process that forks; the children train on one thread too
+    text = "a tiny text for the fork server's warm-up run. " * 8
+    tokenizer = CharTokenizer.from_text(text)
+    model = GPTConfig(vocab_size=tokenizer.vocab_size, max_len=32).validate()
+    train = TrainConfig(max_steps=1, batch_size=2, block_size=16, eval_interval=1, eval_iters=1,
+                        device="cpu").validate(model)
+    run = _build(RunSpec("warm-up", model, train, tuple(tokenizer.chars), text, probe_text=text[:16],
+                         sample_prompt=text[:1], sample_chars=4, nice=0))
+    ended = threading.Event()
+    run._on_update = lambda ending: ending and ended.set()
+    run.start()
+    ended.wait()
+    failed = run.state != "finished"
+    error = run.snapshot().error
+    run.close(timeout=None)  # joins the training thread
+    if failed:
+        raise RuntimeError(f"the fork server's warm-up run did not finish: {error}")
+    gc.collect()
 
 
 def _build(spec: RunSpec) -> TrainingRun:

@@ -220,7 +220,7 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
     """A process that forks with a second thread can hand its child a lock that thread held: the
     warm-up's training thread and any OpenMP pool must be gone before the fork server forks."""
     check = ("import torch, threading\n"
-             f"from tests.minigpt.serve.test_worker import _os_threads\n"
+             "from tests.minigpt.serve.test_worker import _os_threads\n"
              "before = _os_threads()\n"
              "from minigpt.serve.worker import warm_up\n"
              "warm_up()\n"

@@ -6,6 +6,7 @@ library's torch-backed names are read from `minigpt` where a run is built or sav
 training threads' module is imported where a run is started."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import secrets
@@ -31,13 +32,19 @@ MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in min
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
 MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
-# a run's thread may train at a lower CPU priority (a niceness up to 19). Off by default: measured with
-# a class (bench/class_load.py), a niced thread that holds the interpreter lock is scheduled late, and
-# the learners waiting for that lock waited longer (p95), while training went no faster or slower
+# with MINIGPT_TRAIN_IN=thread, a run's thread may train at a lower CPU priority (a niceness up to
+# 19). Off by default: measured with a class (bench/class_load.py), a niced thread that holds the
+# interpreter lock is scheduled late, and the learners waiting for that lock waited longer (p95),
+# while training went no faster or slower
 NICE_ENV, DEFAULT_NICE = "MINIGPT_TRAIN_NICE", 0
-# where a run trains: "thread", in the server's interpreter, or "process", a child at niceness 19 forked
-# from a preloaded fork server (minigpt/serve/worker.py), which never holds the lock the pages need
-TRAIN_IN_ENV, TRAIN_IN_CHOICES, DEFAULT_TRAIN_IN = "MINIGPT_TRAIN_IN", ("thread", "process"), "thread"
+# where a run trains: "process", a child at niceness 19 forked from a preloaded fork server
+# (minigpt/serve/worker.py), which never holds the lock the pages need, or "thread", in the server's
+# interpreter. Processes by default wherever there is a fork server: measured with a class of 30
+# beside 2 runs on one core under 690 MB (bench/RESULTS.md), learners waited half as long, the runs
+# trained faster, and the out-of-memory killer's first choice is a run, never the server; they cost
+# about 160 MB more. Without a fork server (Windows) each child would import torch again: threads.
+TRAIN_IN_ENV, TRAIN_IN_CHOICES = "MINIGPT_TRAIN_IN", ("thread", "process")
+DEFAULT_TRAIN_IN = "process" if "forkserver" in multiprocessing.get_all_start_methods() else "thread"
 
 # session_state keys
 OWN_RUN_KEY, WATCHED_RUN_KEY = "own_run", "watched_run"   # (run id, key) / run id

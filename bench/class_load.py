@@ -36,6 +36,7 @@ import os
 import random
 import re
 import resource
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -296,13 +297,25 @@ async def play(url: str, args) -> tuple[dict, list, list[tuple[float | None, flo
     return waits, errors, speeds
 
 
+def _sample_anon(box: Box, into: list[float], done: threading.Event) -> None:
+    while not done.wait(0.5):
+        into.append(box.anon_mb() or 0)
+
+
 def serve_and_play(app_dir: Path, args, env: dict[str, str]) -> dict:
     env = {"MINIGPT_MAX_RUNS": str(max(2, args.training_runs)), **env}
     with Box(args.memory_mb, args.cpus) as box, LiveServer(env, box=box, app_dir=app_dir) as server:
         cpu0 = server.cpu_seconds()
-        waits, errors, speeds = asyncio.run(play(server.url, args))
+        anon, done = [], threading.Event()
+        sampler = threading.Thread(target=_sample_anon, args=(box, anon, done))
+        sampler.start()
+        try:
+            waits, errors, speeds = asyncio.run(play(server.url, args))
+        finally:
+            done.set()
+            sampler.join()
         return {"waits": waits, "errors": errors, "speeds": speeds, "server_cpu": server.cpu_seconds() - cpu0,
-                "rss": server.rss_mb(), "children_rss": server.children_rss_mb(), "peak_rss": server.peak_rss_mb(), "box_peak": box.peak_mb(),
+                "rss": server.rss_mb(), "children_rss": server.children_rss_mb(), "peak_rss": server.peak_rss_mb(), "box_peak": box.peak_mb(), "anon_peak": max(anon, default=0),
                 "oom": box.oom_kills(), "alive": server.proc.poll() is None}
 
 
@@ -318,7 +331,8 @@ def report(name: str, result: dict) -> None:
         print(f"run {i + 1}: {alone or 0:.1f} steps/s alone, {during or 0:.1f} during (× {said})")
     print(f"server CPU {result['server_cpu']:.0f} s; RSS {result['rss']:.0f} MB at the end, peak {result['peak_rss']:.0f} MB"
           f" (its child processes, summed, {result['children_rss']:.0f} MB at the end);"
-          f" control group peak {result['box_peak'] or 0:.0f} MB, OOM kills {result['oom']}; "
+          f" control group peak {result['box_peak'] or 0:.0f} MB (its anonymous memory's peak, sampled every 0.5 s,"
+          f" {result['anon_peak']:.0f} MB; the rest is page cache), OOM kills {result['oom']}; "
           f"server {'alive' if result['alive'] else 'DEAD'}")
     if result["errors"]:
         print(f"{len(result['errors'])} errors, first: {result['errors'][:3]}")

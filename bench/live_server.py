@@ -97,6 +97,17 @@ class Box:
                     return int((group / name).read_text()) / 10**6
         return None
 
+    def anon_mb(self) -> float | None:
+        """The group's anonymous memory now (process memory, not the page cache the kernel can drop
+        under the limit), in MB."""
+        for group in self.paths:
+            if (group / "memory.stat").exists():
+                for line in (group / "memory.stat").read_text().splitlines():
+                    key, value = line.split()
+                    if key in ("anon", "total_rss"):  # v2, v1
+                        return int(value) / 10**6
+        return None
+
     def oom_kills(self) -> int:
         for group in self.paths:
             for name in ("memory.events", "memory.oom_control"):

@@ -206,7 +206,8 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread is Linux's")
-def test_a_learners_run_trains_at_the_priority_the_server_is_told(monkeypatch):
+def test_a_learners_run_on_a_thread_trains_at_the_priority_the_server_is_told(monkeypatch):
+    monkeypatch.setenv(runs.TRAIN_IN_ENV, "thread")  # a run in a process trains at niceness 19: test_worker.py
     monkeypatch.setenv(runs.NICE_ENV, "5")
     entry = runs.registry().get(own_run(start_tiny_run())[0])
     wait_until(lambda: entry.run.snapshot().step > 0, "the run to step")

@@ -363,27 +363,32 @@ def test_throughput_has_one_name_in_each_language():
 
 @pytest.mark.trains
 @pytest.mark.slow
-def test_a_run_in_a_child_process_steps_as_asked_and_generate_writes_with_its_weights(monkeypatch):
-    """MINIGPT_TRAIN_IN=process: the same page, the run in a child (minigpt/serve/worker.py). The
-    reference is the Trainer alone, stepped as often in this process."""
+@pytest.mark.parametrize("train_in", ["process", "thread"])
+def test_a_run_in_a_child_process_or_a_thread_steps_as_asked_and_generate_writes_with_its_weights(monkeypatch,
+                                                                                                   train_in):
+    """MINIGPT_TRAIN_IN: the same page, the run in a child (minigpt/serve/worker.py) or on a thread of
+    the server (minigpt/serve/runner.py). The reference is the Trainer alone, stepped as often in this
+    process."""
     from minigpt.lab.tasks import task_for_corpus, training_hooks
+    from minigpt.serve.runner import TrainingRun
     from minigpt.serve.worker import ProcessRun
 
-    monkeypatch.setenv(runs.TRAIN_IN_ENV, "process")
+    monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
     at = tiny_settings(page(home(), TRAIN.script), max_steps=500)
     at.button(key="reset").click().run()
     assert not at.exception and at.metric[0].value == "paused" and step_of(at) == 0
     entry = _entry(at)
-    assert isinstance(entry.run, ProcessRun)
+    assert type(entry.run) is {"process": ProcessRun, "thread": TrainingRun}[train_in]
     at.segmented_control(key="step_size").set_value(10).run()
     at.button(key="step").click().run()
     wait_until(lambda: entry.run.snapshot().step >= 10 and entry.run.state == "paused", "the run to stop at step 10")
     at.run()
     assert at.metric[0].value == "paused" and step_of(at) == 10
 
-    spec = entry.run.spec
-    alone = Trainer(minigpt.build_model(spec.model, spec.train.seed, spec.train.device), minigpt.CharTokenizer(spec.chars),
-                    spec.text, spec.train, **training_hooks(task_for_corpus(spec.corpus_key)))
+    trainer, corpus = entry.run.trainer, entry.facts.corpus  # the page's settings, its built-in corpus
+    alone = Trainer(minigpt.build_model(trainer.model_config, trainer.cfg.seed, trainer.cfg.device),
+                    minigpt.CharTokenizer(trainer.tokenizer.chars), minigpt.load_corpus(corpus), trainer.cfg,
+                    **training_hooks(task_for_corpus(corpus)))
     for _ in range(10):
         alone.compute_gradients()
         alone.apply_update()
@@ -395,7 +400,7 @@ def test_a_run_in_a_child_process_steps_as_asked_and_generate_writes_with_its_we
     assert not at.exception
     prompt = at.text_input[0].value
     expected = minigpt.generate(alone.model.eval(), alone.tokenizer, prompt, max_new_tokens=20, temperature=0.0,
-                                block_size=spec.train.block_size)
+                                block_size=trainer.cfg.block_size)
     assert at.session_state["generation"]["text"] == expected
     page(at, TRAIN.script)
     at.button(key="stop").click().run()

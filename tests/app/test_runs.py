@@ -165,7 +165,9 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap():
         registry.stop_all()
 
 
-def test_runs_whose_owner_stopped_looking_are_released(monkeypatch):
+@pytest.mark.parametrize("train_in", ["process", "thread"])
+def test_runs_whose_owner_stopped_looking_are_released(monkeypatch, train_in):
+    monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
     monkeypatch.setenv(runs.IDLE_ENV, "1")  # read when the registry is made
     at = start_tiny_run()
     run_id, _ = own_run(at)
@@ -175,7 +177,10 @@ def test_runs_whose_owner_stopped_looking_are_released(monkeypatch):
     assert runs.registry().get(run_id) is None
     assert entry.run.state == "closed"
     wait_until(lambda: not entry.run.is_alive(), "the released run's thread to end")
-    assert entry.run.trainer.model is None and entry.run.trainer.optimizer is None  # freed, though we hold it
+    if train_in == "process":  # its memory went with its process
+        wait_until(lambda: entry.run._process.exitcode is not None, "the released run's process to end")
+    else:
+        assert entry.run.trainer.model is None and entry.run.trainer.optimizer is None  # freed, though we hold it
     at.run()  # the owner comes back: told the run is gone, offered a new one
     assert any("no longer on this server" in w.value for w in at.warning)
     assert not at.exception and not at.button(key="start").disabled

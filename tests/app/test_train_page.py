@@ -225,6 +225,9 @@ def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
     ids=["MemoryError", "RuntimeError-out-of-memory", "nan-loss"])
 @pytest.mark.slow
 def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
+    # the failure is put into this process's Trainer: runs train on its threads here. A run's process
+    # that dies or diverges is tests/minigpt/serve/test_worker.py's
+    monkeypatch.setenv(runs.TRAIN_IN_ENV, "thread")
     neighbour = _entry(start_tiny_run())  # another learner's run, training when this one fails
     real = Trainer.compute_gradients
 

@@ -76,5 +76,5 @@ def test_a_downloaded_checkpoint_loads_again_on_home():
     at.file_uploader(key=uploads.CHECKPOINT_UPLOAD).set_value(("mine.zip", data, "application/zip")).run()
     assert not at.error
     values = {m.label: m.value for m in at.metric}
-    assert values["Parameters"] == f"{entry.run.trainer.model.num_params():,}"
+    assert values["Parameters"] == f"{entry.run.inference_model().num_params():,}"
     assert values["Corpus"] == DEFAULT_CORPUS

@@ -44,6 +44,9 @@ def _blocked_in(thread: threading.Thread, function: str) -> bool:
 def parked(run) -> bool:
     """The run is paused and its thread waits at its gate: a step that was in flight when it was
     paused has landed or been dropped, and no other can start until someone resumes it."""
+    if hasattr(run, "_process"):  # a ProcessRun: its child paused when the server's copy says so (worker.py)
+        with run._lock:
+            return run._state == "paused" and not run._dead and run._status["done"] >= run._sent
     thread = run._thread
     return (run.state == "paused" and thread is not None and thread.is_alive()
             and _blocked_in(thread, "wait_until_running"))

@@ -39,9 +39,13 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
                "site": "navigation", "url": "navigation", "fields": "train_page"}
 
 
+LIBRARY_MIRRORS = {"preload": "worker"}  # the fork server's preload is tested with the worker it preloads
+
+
 def mirror(path: str) -> list[str]:
     """The test files that mirror `path`, the ones a newcomer changing it would run first."""
     parts, folder, name = Path(path).parts, Path(path).parent.name, Path(path).stem
+    name = LIBRARY_MIRRORS.get(name, name)
     if parts[0] == "minigpt":  # minigpt/X.py -> tests/minigpt/test_X.py, minigpt/lab/X.py -> tests/minigpt/lab/test_X.py
         inner = "/".join(parts[1:-1])
         candidates = [f"tests/minigpt/{inner + '/' if inner else ''}test_{name}.py",
@@ -212,6 +216,10 @@ MUTANTS = {
         '            if False:\n                self._state = "error"\n')]),
     "the child trains at the server's priority (worker)": ("minigpt/serve/worker.py", [(
         "run_id=spec.run_id, nice=spec.nice)", "run_id=spec.run_id)")]),
+    "the fork server forks children without its warm-up (worker)": ("minigpt/serve/preload.py", [(
+        "\nwarm_up()\n", "\n")]),
+    "the fork server's warm-up leaves an OpenMP pool behind (worker)": ("minigpt/serve/worker.py", [(
+        "    torch.set_num_threads(1)  # no OpenMP pool", "    pass  # no OpenMP pool")]),
     "a run closed mid-step is not closed (runner)": ("minigpt/serve/runner.py", [(
         "            if self.is_alive():\n                self._release_on_exit = True\n                return\n",
         "            if self.is_alive():\n                self._state = \"stopped\"\n                return\n")]),

@@ -229,7 +229,8 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
              "assert threading.active_count() == 1 and torch.get_num_threads() == 1\n")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     done = subprocess.run([sys.executable, "-c", check], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "tests")])})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "tests")]),
+                               "OMP_NUM_THREADS": "2"})  # as a server without the setting: torch would start a pool
     assert done.returncode == 0, done.stderr[-2000:]
 
 

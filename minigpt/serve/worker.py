@@ -422,8 +422,9 @@ def warm_up() -> None:
     """Take a tiny run through what every run does (build, the first evaluation with the probe's
     sample and attention, a training step, an evaluation), and end it: the fork server does this
     once, so that what torch allocates on its first use lies in the pages every child shares.
-    Without it each child made those again, about 95 MB of its own (bench/RESULTS.md, "Runs in
-    worker processes"). No thread outlives it: the fork server must fork with one thread."""
+    Without it each child made those again, about 100 MB of its own (bench/RESULTS.md, "runs in
+    worker processes against runs on threads"). No thread outlives it: the fork server must fork
+    with one thread."""
     torch.set_num_threads(1)  # no OpenMP pool in a process that forks; the children train on one thread too
     text = "a tiny text for the fork server's warm-up run. " * 8
     tokenizer = CharTokenizer.from_text(text)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..corpus import split_sizes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RISE = 0.05  # nats above its lowest before a val loss counts as rising
 

@@ -15,11 +15,10 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..config import GPTConfig, TrainConfig
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 SETTINGS = [f.name for f in fields(GPTConfig) if f.name != "vocab_size"] + \
@@ -132,6 +131,8 @@ def history_table(history) -> pd.DataFrame:
 def attention_npz(attention: np.ndarray, text: str, scaled: bool) -> bytes:
     """Attention weights (layers, heads, T, T) as a compressed .npz, with the text they are of
     (`chars`, one string per position) and whether the scores were divided by √d_k."""
+    import numpy as np  # here: the class board imports this module, and Home need not wait for numpy
+
     buffer = io.BytesIO()
     np.savez_compressed(buffer, attention=np.asarray(attention, dtype=np.float32), chars=np.array(list(text)),
                         scaled=np.array(scaled))

@@ -24,13 +24,12 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
 from ..config import ConfigError
 from ..corpus import register_corpus
 from ..messages import N_
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from ..train import Trainer
@@ -212,6 +211,8 @@ def accuracy(model: torch.nn.Module, lines: torch.Tensor, task: Task) -> TaskSco
 
 def right_key_mask(task: Task, question: str, length: int) -> np.ndarray:
     """(length, length) 0/1: 1 where a query row of an answer character should attend."""
+    import numpy as np  # here, not at import: Home registers the tasks, and a first visit need not wait for numpy
+
     mask = np.zeros((length, length), dtype=np.float32)
     for i, keys in enumerate(task.right_keys(question)):
         row = task.length + i
@@ -233,6 +234,8 @@ def right_key_scores(attention: np.ndarray, task: Task, question: str) -> np.nda
 
 def right_key_chance(task: Task, question: str, length: int) -> float:
     """What a uniform causal head scores: the right keys' share of the keys each answer row sees."""
+    import numpy as np
+
     mask = right_key_mask(task, question, length)
     rows = np.flatnonzero(mask.any(axis=1))
     return float(np.mean([mask[r].sum() / (r + 1) for r in rows]))

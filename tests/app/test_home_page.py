@@ -51,7 +51,7 @@ start, warmup.start = warmup.start, lambda: None  # torch still loading: hold th
 if sys.argv[1] == "unknown":  # a CUDA build, or a Mac: only torch can say which devices there are
     warmup.devices_without_torch = lambda: None
 at = AppTest.from_file("streamlit_app.py", default_timeout=600).run()
-first = {"exception": [e.value for e in at.exception], "torch": "torch" in sys.modules,
+first = {"exception": [e.value for e in at.exception], "torch": "torch" in sys.modules, "numpy": "numpy" in sys.modules,
          "metrics": {m.label: m.value for m in at.metric},
          "device": [(s.options, s.disabled) for s in at.selectbox if s.label == "Device"],
          "corpora": at.selectbox(key="corpus").options, "frozen": gc.get_freeze_count()}
@@ -77,6 +77,7 @@ def test_a_first_visit_draws_home_without_torch_and_the_devices_once_it_has_load
     assert done.returncode == 0, done.stderr[-3000:]
     first, then = json.loads(done.stdout.strip().splitlines()[-1])
     assert first["exception"] == [] and first["torch"] is False
+    assert first["numpy"] is False  # nor numpy, which the class board's and the tasks' modules import lazily
     shipped = load_pretrained(DEFAULT_CORPUS)  # the model itself, counted from its tensors
     device = "cpu" if devices == "known" else "being found…"  # this machine's torch is the CPU build
     assert first["metrics"] == {"Corpus": DEFAULT_CORPUS, "Parameters": f"{shipped.model.num_params():,}",

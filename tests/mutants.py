@@ -217,7 +217,9 @@ MUTANTS = {
     "the child trains at the server's priority (worker)": ("minigpt/serve/worker.py", [(
         "run_id=spec.run_id, nice=spec.nice)", "run_id=spec.run_id)")]),
     "the fork server forks children without its warm-up (worker)": ("minigpt/serve/preload.py", [(
-        "\nwarm_up()\n", "\n")]),
+        "    warm_up()\n", "    pass\n")]),
+    "a failed warm-up ends the fork server (worker)": ("minigpt/serve/preload.py", [(
+        "except Exception:", "except ImportError:")]),
     "the fork server's warm-up leaves an OpenMP pool behind (worker)": ("minigpt/serve/worker.py", [(
         "    torch.set_num_threads(1)  # no OpenMP pool", "    pass  # no OpenMP pool")]),
     "a run closed mid-step is not closed (runner)": ("minigpt/serve/runner.py", [(

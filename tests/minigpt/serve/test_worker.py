@@ -234,6 +234,24 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_a_warm_up_that_fails_leaves_the_fork_server_alive_and_says_so_in_the_log():
+    """The fork server imports worker.PRELOAD before it forks anything, and an exception there ends
+    it: every run started after that would fail. A failed warm-up costs memory, not training."""
+    check = ("import minigpt.serve.worker as worker\n"
+             "def fail(): raise RuntimeError('no warm-up today')\n"
+             "worker.warm_up = fail\n"
+             "import minigpt.serve.preload\n"
+             "print('the fork server goes on')\n")
+    done = subprocess.run([sys.executable, "-c", check], cwd=_root(), capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": _root()})
+    assert done.returncode == 0 and done.stdout.strip() == "the fork server goes on", done.stderr[-2000:]
+    assert "warm-up run failed" in done.stderr and "no warm-up today" in done.stderr
+
+
+def _root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memory is read from Linux's /proc")
 def test_a_child_shares_what_torch_allocated_for_the_fork_servers_warm_up(runs):
     """Without the warm-up a child wrote about 100 MB of its own on its first steps (torch's

@@ -60,6 +60,11 @@ def _step(run) -> int:
     return run.snapshot().step
 
 
+def _root() -> str:
+    """The repository's root, from which a test's child Python imports minigpt and the tests."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
 def test_a_child_logs_what_the_trainer_alone_logs_and_ends_with_its_weights(runs):
     tok, model, train = _configs(max_steps=40)
     alone = Trainer(build_model(model, train.seed), tok, TEXT, train, log_interval=5)
@@ -227,7 +232,7 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
              "torch.ones(64, 64) @ torch.ones(64, 64)\n"
              "assert _os_threads() == before, (before, _os_threads())\n"
              "assert threading.active_count() == 1 and torch.get_num_threads() == 1\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    root = _root()
     done = subprocess.run([sys.executable, "-c", check], cwd=root, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "tests")]),
                                "OMP_NUM_THREADS": "2"})  # as a server without the setting: torch would start a pool
@@ -246,10 +251,6 @@ def test_a_warm_up_that_fails_leaves_the_fork_server_alive_and_says_so_in_the_lo
                           env={**os.environ, "PYTHONPATH": _root()})
     assert done.returncode == 0 and done.stdout.strip() == "the fork server goes on", done.stderr[-2000:]
     assert "warm-up run failed" in done.stderr and "no warm-up today" in done.stderr
-
-
-def _root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memory is read from Linux's /proc")

@@ -2,10 +2,10 @@
 and with it torch, the model and the trainer, then a warm-up run (worker.warm_up), so that every
 child shares them. Only the fork server imports this module.
 
-A warm-up that fails is reported in the server's log and forgotten: the fork server must live
-on, since every run forks from it, and without the warm-up a child only allocates what torch
-needs on first use itself (about 100 MB more). warm_up joins its training thread before it
-raises, so the fork server still forks with one thread."""
+A warm-up that fails is printed to the server's log (this module's one job is to run at import,
+in the fork server) and forgotten: an exception here would end the fork server, and every run
+forks from it. Without the warm-up a child allocates torch's first-use memory itself. warm_up
+joins its training thread whatever happens, so the fork server still forks with one thread."""
 import sys
 import traceback
 
@@ -13,7 +13,7 @@ from .worker import warm_up
 
 try:
     warm_up()
-except Exception:  # noqa: BLE001 - any failure: an exception here would end the fork server
+except Exception:  # any failure: an exception here would end the fork server
     print("MiniGPT Lab: the fork server's warm-up run failed; runs still train in processes, each "
           "with more memory of its own:", file=sys.stderr)
     traceback.print_exc()

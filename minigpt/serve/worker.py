@@ -435,11 +435,13 @@ def warm_up() -> None:
                          sample_prompt=text[:1], sample_chars=4, nice=0))
     ended = threading.Event()
     run._on_update = lambda ending: ending and ended.set()
-    run.start()
-    ended.wait()
-    failed = run.state != "finished"
-    error = run.snapshot().error
-    run.close(timeout=None)  # joins the training thread
+    try:
+        run.start()
+        ended.wait()
+        failed = run.state != "finished"
+        error = run.snapshot().error
+    finally:
+        run.close(timeout=None)  # joins the training thread, whatever happened
     if failed:
         raise RuntimeError(f"the fork server's warm-up run did not finish: {error}")
     gc.collect()

@@ -77,7 +77,7 @@ def test_a_first_visit_draws_home_without_torch_and_the_devices_once_it_has_load
     assert done.returncode == 0, done.stderr[-3000:]
     first, then = json.loads(done.stdout.strip().splitlines()[-1])
     assert first["exception"] == [] and first["torch"] is False
-    assert first["numpy"] is False  # nor numpy, which the class board's and the tasks' modules import lazily
+    assert first["numpy"] is False  # nor numpy: the tasks, the run records and the diagnosis import it where they use it
     shipped = load_pretrained(DEFAULT_CORPUS)  # the model itself, counted from its tensors
     device = "cpu" if devices == "known" else "being found…"  # this machine's torch is the CPU build
     assert first["metrics"] == {"Corpus": DEFAULT_CORPUS, "Parameters": f"{shipped.model.num_params():,}",

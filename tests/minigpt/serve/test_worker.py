@@ -60,9 +60,12 @@ def _step(run) -> int:
     return run.snapshot().step
 
 
-def _root() -> str:
-    """The repository's root, from which a test's child Python imports minigpt and the tests."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """`code` run by a fresh Python that imports minigpt and the tests' modules, as a fork server
+    starts fresh and imports the preload."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    return subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "tests")]), **env})
 
 
 def test_a_child_logs_what_the_trainer_alone_logs_and_ends_with_its_weights(runs):
@@ -233,10 +236,7 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
              "torch.ones(64, 64) @ torch.ones(64, 64)\n"
              "assert threading.active_count() == 1 and torch.get_num_threads() == 1\n"
              "wait_until(lambda: _os_threads() == before, 'the joined thread to leave the kernel')\n")
-    root = _root()
-    done = subprocess.run([sys.executable, "-c", check], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "tests")]),
-                               "OMP_NUM_THREADS": "2"})  # as a server without the setting: torch would start a pool
+    done = _python(check, OMP_NUM_THREADS="2")  # as a server without the setting: torch would start a pool
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -256,9 +256,7 @@ def test_a_warm_up_that_fails_leaves_the_fork_server_alive_with_one_thread_and_s
              "assert threading.active_count() == 1\n"
              "wait_until(lambda: _os_threads() == before, 'the joined thread to leave the kernel')\n"
              "print('the fork server goes on')\n")
-    root = _root()
-    done = subprocess.run([sys.executable, "-c", check], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "tests")])})
+    done = _python(check)
     assert done.returncode == 0 and done.stdout.strip() == "the fork server goes on", done.stderr[-2000:]
     assert "warm-up run failed" in done.stderr and "did not finish" in done.stderr, done.stderr[-2000:]
 

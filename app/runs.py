@@ -32,12 +32,13 @@ MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in min
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
 MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
-# with MINIGPT_TRAIN_IN=thread, a run's thread may train at a lower CPU priority (a niceness up to
-# 19). Off by default: measured with a class (bench/class_load.py), a niced thread that holds the
-# interpreter lock is scheduled late, and the learners waiting for that lock waited longer (p95),
-# while training went no faster or slower
-NICE_ENV, DEFAULT_NICE = "MINIGPT_TRAIN_NICE", 0
-# where a run trains: "process", a child at niceness 19 forked from a preloaded fork server
+# the CPU priority a run trains at, a niceness from 0 (the server's) to 19 (yields the most). Unset,
+# a run in a child process trains at minigpt.serve.worker.CHILD_NICE, so that it yields to the server
+# that shares its box. A run on a thread trains at the server's priority by default: measured with a
+# class (bench/class_load.py), a niced thread that holds the interpreter lock is scheduled late, and
+# the learners waiting for that lock waited longer (p95), while training went no faster or slower
+NICE_ENV, DEFAULT_THREAD_NICE = "MINIGPT_TRAIN_NICE", 0
+# where a run trains: "process", a child at a low priority forked from a preloaded fork server
 # (minigpt/serve/worker.py), which never holds the lock the pages need, or "thread", in the server's
 # interpreter. Processes by default wherever there is a fork server: measured with a class of 30
 # beside 2 runs on one core under 690 MB (bench/RESULTS.md), learners waited half as long, the runs
@@ -71,6 +72,11 @@ def env_int(name: str, default: int, low: int = 1) -> int:
     except ValueError:
         return default
     return value if value >= low else default
+
+
+def train_nice(default: int) -> int:
+    """The niceness this server's runs train at (docs/deploying.md), 0 to 19; `default` when unset."""
+    return min(19, env_int(NICE_ENV, default, low=0))
 
 
 def train_in() -> str:
@@ -205,14 +211,14 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
 
     def build() -> TrainingRun:
         if train_in() == "process":
-            from minigpt.serve.worker import ProcessRun, RunSpec
+            from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec
 
             return ProcessRun(RunSpec(secrets.token_urlsafe(9), model, train, tuple(tokenizer.chars), corpus.text,
-                                      corpus.key, probe, prompt, sample_chars))
+                                      corpus.key, probe, prompt, sample_chars, nice=train_nice(CHILD_NICE)))
         trainer = minigpt.Trainer(minigpt.build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
                                   **training_hooks(task))
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
-                           run_id=secrets.token_urlsafe(9), nice=min(19, env_int(NICE_ENV, DEFAULT_NICE, low=0)))
+                           run_id=secrets.token_urlsafe(9), nice=train_nice(DEFAULT_THREAD_NICE))
 
     ss = st.session_state
     facts = RunFacts(task, corpus.key, unseen_validation_chars(corpus.text, train.val_fraction))

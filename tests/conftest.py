@@ -11,12 +11,20 @@ translations, bad input, server hygiene, the real browser). Tiers, by marker (py
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 import torch
 
 from minigpt.serve.runner import stop_all_runs
+
+# A learner's run trains at the server's priority here (app/runs.py's setting, which the servers the
+# browser tests start inherit). Unset, a run's child trains at niceness 19: beside two CPU-bound
+# processes at the normal priority such a child was measured at 1.5 steps/s against 191 alone, so a
+# test waiting for its run would give up on a busy machine. tests/app/test_runs.py checks the
+# priorities a server gets told or not, and tests/minigpt/serve/test_worker.py the library's own.
+os.environ["MINIGPT_TRAIN_NICE"] = "0"
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -386,8 +386,12 @@ MUTANTS = {
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
         "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
     "a learner's run built without the priority the server is told (runs)": ("app/runs.py", [(
-        "run_id=secrets.token_urlsafe(9), nice=min(19, env_int(NICE_ENV, DEFAULT_NICE, low=0)))",
+        "run_id=secrets.token_urlsafe(9), nice=train_nice(DEFAULT_THREAD_NICE))",
         "run_id=secrets.token_urlsafe(9))")]),
+    "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/runs.py", [(
+        "sample_chars, nice=train_nice(CHILD_NICE)))", "sample_chars))")]),
+    "a learner's child trains at the server's priority when nothing is said (runs)": ("app/runs.py", [(
+        "sample_chars, nice=train_nice(CHILD_NICE)))", "sample_chars, nice=train_nice(DEFAULT_THREAD_NICE)))")]),
     "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(
         "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
         "idle = sorted(self._entries.values(), key=lambda e: e.last_seen)")]),

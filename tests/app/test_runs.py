@@ -11,10 +11,11 @@ import pytest
 
 from app import choices, corpora, runs
 from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
-from helpers.waiting import niceness, wait_until
+from helpers.waiting import niceness, thread_niceness, wait_until
 from minigpt import CorpusError, GPTConfig, TrainConfig, Trainer, build_model
 from minigpt.serve.registry import NotOwnerError, RunLimitError, RunRegistry
 from minigpt.serve.runner import TrainingRun
+from minigpt.serve.worker import CHILD_THREAD_NAME
 from app.site import GENERATE, TRAIN
 
 pytestmark = pytest.mark.trains
@@ -211,9 +212,31 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread is Linux's")
-def test_a_learners_run_on_a_thread_trains_at_the_priority_the_server_is_told(monkeypatch):
-    monkeypatch.setenv(runs.TRAIN_IN_ENV, "thread")  # a run in a process trains at niceness 19: test_worker.py
-    monkeypatch.setenv(runs.NICE_ENV, "5")
+@pytest.mark.parametrize("train_in, told, expected", [
+    ("thread", "5", 5), ("thread", None, 0),
+    ("process", "5", 5), ("process", None, 19),  # unset, a child yields to the server that shares its box
+])
+def test_a_learners_run_trains_at_the_priority_the_server_is_told(monkeypatch, train_in, told, expected):
+    monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
+    if told is None:
+        monkeypatch.delenv(runs.NICE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(runs.NICE_ENV, told)
     entry = runs.registry().get(own_run(start_tiny_run())[0])
     wait_until(lambda: entry.run.snapshot().step > 0, "the run to step")
-    assert niceness(entry.run._thread) == max(5, niceness(threading.current_thread()))
+    own = niceness(threading.current_thread())
+    if train_in == "thread":
+        assert niceness(entry.run._thread) == max(expected, own)
+    else:
+        threads = thread_niceness(entry.run._process.pid)
+        assert threads["minigpt-trainer"] == max(expected, own)
+        assert threads[CHILD_THREAD_NAME] == own  # pause and weights are answered at the server's priority
+    assert niceness(threading.current_thread()) == own  # the page that started it, unchanged
+
+
+def test_the_suite_trains_its_runs_at_the_servers_priority():
+    """tests/conftest.py sets it: beside busy processes a child at niceness 19 gets under 1% of a core,
+    and a test that waits for its run would give up. The test above checks what a server does unset."""
+    assert runs.train_nice(19) == 0
+
+

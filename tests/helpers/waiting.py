@@ -5,10 +5,13 @@ assumed. `wait_until` polls the condition the assertion needs and returns as soo
 its deadline only bounds how long a test that has really failed takes to say so, so it is
 generous. `parked` is the deterministic way to say "nothing more will happen": the training
 thread is blocked at its gate, so its step cannot advance until someone lets it go.
-`niceness` reads a thread's CPU priority as the kernel keeps it.
+`niceness` reads a thread's CPU priority as the kernel keeps it, `thread_niceness` every thread's
+of another process.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
 import time
@@ -56,3 +59,14 @@ def niceness(thread: threading.Thread) -> int:
     """A live thread's niceness as the kernel keeps it (Linux): field 19 of its /proc stat line."""
     with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
         return int(stat.read().rsplit(")", 1)[1].split()[16])
+
+
+def thread_niceness(pid: int) -> dict[str, int]:
+    """Each live thread of process `pid`, by the name it gave the kernel: its niceness (Linux)."""
+    threads = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended in between
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                line = stat.read()
+            threads[line[line.index("(") + 1: line.rindex(")")]] = int(line.rsplit(")", 1)[1].split()[16])
+    return threads

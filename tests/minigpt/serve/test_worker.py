@@ -6,7 +6,6 @@ waits for the state or step it needs.
 
     pytest tests/minigpt/serve/test_worker.py
 """
-import contextlib
 import gc
 import os
 import subprocess
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
-from helpers.waiting import niceness, wait_until
+from helpers.waiting import niceness, thread_niceness, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.messages import LabError, Message
 from minigpt.serve.registry import RunLimitError, RunRegistry
@@ -36,10 +35,12 @@ def _configs(max_steps=100_000, text=TEXT, **overrides):
     return tok, model, train
 
 
-def _spec(run_id="r1", max_steps=100_000, text=TEXT, **overrides) -> RunSpec:
+def _spec(run_id="r1", max_steps=100_000, text=TEXT, nice: int | None = 0, **overrides) -> RunSpec:
+    """A tiny run's spec. Its child trains at the server's priority (`nice` None: the library's
+    default, 19), since beside busy processes a child at 19 gets almost no CPU (tests/conftest.py)."""
     tok, model, train = _configs(max_steps, **overrides)
     return RunSpec(run_id, model, train, tuple(tok.chars), text, probe_text="the cat", sample_prompt="the",
-                   log_interval=5)
+                   log_interval=5, **({} if nice is None else {"nice": nice}))
 
 
 @pytest.fixture
@@ -162,15 +163,10 @@ def test_a_setting_the_trainer_refuses_is_raised_where_the_run_is_started():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread is Linux's")
 def test_the_childs_training_thread_runs_at_niceness_19_and_the_thread_that_answers_keeps_the_servers(runs):
     own = niceness(threading.current_thread())
-    run = _start(runs)
+    run = _start(runs, nice=None)
     run.start()
     wait_until(lambda: _step(run) > 0, "the run to step")
-    threads = {}
-    for task in os.listdir(f"/proc/{run._process.pid}/task"):
-        with contextlib.suppress(FileNotFoundError):  # a thread that ended in between
-            with open(f"/proc/{run._process.pid}/task/{task}/stat") as stat:
-                line = stat.read()
-            threads[line[line.index("(") + 1: line.rindex(")")]] = int(line.rsplit(")", 1)[1].split()[16])
+    threads = thread_niceness(run._process.pid)
     assert threads["minigpt-trainer"] == max(CHILD_NICE, own)
     assert threads[CHILD_THREAD_NAME] == own  # pause and weights are answered at the server's priority
     assert niceness(threading.current_thread()) == own

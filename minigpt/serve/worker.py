@@ -1,13 +1,14 @@
-"""A training run in a worker process of its own, at the lowest CPU priority.
+"""A training run in a worker process of its own, by default at the lowest CPU priority.
 
 `ProcessRun` is a `TrainingRun` (runner.py) seen from the server: the same start, pause,
 run_steps, stop, close, snapshot, inference_model and checkpoint_parts, and a `trainer` that
 answers what pages ask of one (its configs, tokenizer, step). It trains in a child process:
 - the child has its own interpreter lock, so a training step never holds the lock that a
   learner's page is waiting for;
-- the child's training thread runs at niceness 19, so the kernel gives the server's threads the
-  CPU first and training the rest; the child's thread that answers the server (pause, weights)
-  keeps the server's priority;
+- the child's training thread runs at niceness `CHILD_NICE` (19) unless its spec says otherwise
+  (the app's MINIGPT_TRAIN_NICE), so the kernel gives the server's threads the CPU first and
+  training the rest; the child's thread that answers the server (pause, weights) keeps the
+  server's priority;
 - children are forked from a fork server that imported torch and the model once
   (multiprocessing's forkserver, `set_forkserver_preload`), which also takes a tiny run through
   every step a run takes once (`warm_up`), so that what torch allocates on first use is shared,

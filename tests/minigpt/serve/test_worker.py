@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
-from helpers.waiting import niceness, parked, thread_niceness, wait_until
+from helpers.waiting import DEADLINE, niceness, parked, thread_niceness, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.messages import LabError, Message
 from minigpt.serve.registry import RunLimitError, RunRegistry
@@ -99,8 +99,8 @@ def test_pause_returns_once_the_child_has_paused_and_run_steps_trains_exactly_th
     assert _step(run) == 3 and run.snapshot().history[-1].step == 3
     run.resume()
     wait_until(lambda: _step(run) >= 10, "step 10")
-    run.pause()
-    assert parked(run)  # the child has done the pause, and said so, before pause() returned
+    run.pause(timeout=DEADLINE)
+    assert parked(run), (run._status["done"], run._sent, run.state)  # the child did the pause, and said so
     paused = run.snapshot()
     assert paused.state == "paused"
     run.run_steps(4)  # a step that landed after pause() returned would end this at paused.step + 5

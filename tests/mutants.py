@@ -459,6 +459,8 @@ MUTANTS = {
         "        with in_turn():\n            answer = cached(*args)", "        if True:\n            answer = cached(*args)")]),
     "torch's objects left in the collector's walk (warmup)": ("app/warmup.py", [(
         "    torch.set_num_threads(1)\n    gc.freeze()\n", "    torch.set_num_threads(1)\n")]),
+    "the first page leaves Streamlit's and plotly's objects in the collector's walk (navigation)": ("app/navigation.py", [(
+        "    if not _process_configured:\n        gc.freeze()\n", "    if not _process_configured:\n")]),
     "Home loads the shipped model's weights to describe it (home)": ("app/loaded_model.py", [(
         "    if model_source() != SHIPPED:\n        return session_model().facts()",
         "    if True:\n        return session_model().facts()")]),

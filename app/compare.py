@@ -114,6 +114,10 @@ def keep_button(entry: RunEntry) -> None:
     if button_col.button(_("Keep for comparison"), key="keep_run",
                          help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs. "
                                 "A run that Start replaces is kept on its own.")):
+        if entry.run.snapshot().step == 0:  # pressed just after Start or Reset: no curve yet to compare
+            st.warning(_("Run `{run}` has not trained a step yet, so there is no curve to keep: press Keep again "
+                         "once it has.", run=entry.run_id))
+            return
         record = keep_run(entry, unique(name.strip()))
         st.toast(_("Kept “{name}”: compare it on Experiments.", name=md(record.name)))
 

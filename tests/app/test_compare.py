@@ -144,3 +144,21 @@ def test_one_name_kept_three_times_is_numbered_each_time():
         at.text_input(key="keep_name").set_value("mine").run()
         at.button(key="keep_run").click().run()
     assert [record.name for record in shelf().get(at.session_state[KEPT_KEY])] == ["mine", "mine (2)", "mine (3)"]
+
+
+@pytest.mark.trains
+def test_keep_on_a_run_that_has_not_trained_a_step_says_so_and_keeps_nothing():
+    """Keep pressed just after Start (here: Reset, paused at step 0) would put a run with no curve on
+    the shelf, nothing to see on Experiments: it says to wait instead, as a replaced run that never
+    trained a step is not kept either. Once the run has stepped, Keep keeps it."""
+    at = tiny_settings(page(home(), TRAIN.script), max_steps=100, eval_interval=5)
+    at.button(key="reset").click().run()
+    at.text_input(key="keep_name").set_value("too soon").run()
+    at.button(key="keep_run").click().run()
+    assert not at.exception and KEPT_KEY not in at.session_state
+    assert any("has not trained a step yet" in w.value for w in at.warning)
+    at.button(key="step").click().run()  # ten steps, then paused again
+    assert wait_for_step(at, 10) == 10
+    at.button(key="keep_run").click().run()
+    kept = shelf().get(at.session_state[KEPT_KEY])
+    assert [(record.name, record.final_step) for record in kept] == [("too soon", 10)]

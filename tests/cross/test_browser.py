@@ -18,8 +18,8 @@ import pytest
 
 from app import glossary, i18n
 from app.lesson_text import STEPS
-from helpers.browser import (LiveServer, drawn, form_settings, main_button, new_context, screenshot_whole, settled,
-                             wait_for_settings, wait_rendered)
+from helpers.browser import (LiveServer, drawn, form_settings, fresh, main_button, new_context, screenshot_whole,
+                             settled, wait_for_settings, wait_rendered)
 from helpers.language import english_words
 from app.train_form import to_param
 from minigpt import DEFAULT_CORPUS, GPTConfig, TrainConfig, load_pretrained, load_zip
@@ -422,13 +422,15 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
         run_id = re.search(r"run=([^&]+)", page.url).group(1)
         page.get_by_test_id("stMainBlockContainer").get_by_test_id("stMarkdown").filter(
             has_text=f"Run {run_id}").first.wait_for()  # its panel, drawn after the old run's
-        step = page.get_by_test_id("stMetric").filter(has_text="Step (of 300)").get_by_test_id("stMetricValue")
+        # the new run's numbers, not the stale ones of the run before, which stay on the page until the
+        # script reaches them (waiting on those, Keep was pressed on a run only just started)
+        step = fresh(page).get_by_test_id("stMetric").filter(has_text="Step (of 300)").get_by_test_id("stMetricValue")
         try:
             step.filter(has_text=re.compile(r"^300$")).wait_for(timeout=TRAINING_MS)  # all of the Tiny preset's steps
         except Exception:
             screenshot_whole(page, shots / f"en_compare_{name}_failed.png", viewport)
             raise
-        page.get_by_test_id("stMetricValue").filter(has_text="finished").wait_for()
+        fresh(page).get_by_test_id("stMetricValue").filter(has_text="finished").wait_for()
         box = page.get_by_role("textbox", name="Name for the comparison")
         box.fill(name)
         box.press("Enter")  # Keep's click below carries the committed name; its toast says which
@@ -614,8 +616,11 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
         wait_rendered(page, "训练")
         main_button(page, "开始").click()
         box = page.get_by_role("textbox", name="在班级看板上的名字")
+        box.wait_for()  # the run has started: its panel has the post button
+        drawn(page)  # typed into and clicked on the page as drawn, not into a run still drawing it
         box.fill(name)
         box.press("Enter")
+        drawn(page)
         main_button(page, "发布到班级看板").click()
         try:  # what stays under the button (the toast may go before it is seen, when the run's end redraws the page)
             page.get_by_text(f"你的运行已在班级 {code} 的看板上，名字是 {name}").wait_for()

@@ -60,6 +60,13 @@ def drawn(page) -> None:
     page.wait_for_function(DRAWN, timeout=WAIT_MS)
 
 
+def fresh(page):
+    """The elements the script has drawn in its current run (or its last, finished one). While a
+    run draws, Streamlit leaves the run before's elements on the page, marked stale, until it
+    reaches their place: just after Start they still show the previous run's numbers."""
+    return page.locator('[data-testid="stElementContainer"]:not([data-stale="true"])')
+
+
 def new_context(browser, **options):
     """A fresh browser context (its own cookies and session) whose waits all allow WAIT_MS."""
     context = browser.new_context(**options)

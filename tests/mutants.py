@@ -367,6 +367,8 @@ MUTANTS = {
         "        del kept[0]\n", "        del kept[-1]\n")]),
     "compare page: a run that never stepped is kept when replaced": ("app/compare.py", [(
         "if step > 0 and (entry.run_id, step)", "if step >= 0 and (entry.run_id, step)")]),
+    "compare page: Keep keeps a run that has not trained a step": ("app/compare.py", [(
+        "        if entry.run.snapshot().step == 0:", "        if entry.run.snapshot().step < 0:")]),
     "compare page: a third run of one name collides": ("app/compare.py", [(
         '    while f"{name} ({n})" in taken:\n        n += 1\n    return f"{name} ({n})" if name else next_name()',
         '    return f"{name} ({n})" if name else next_name()')]),

@@ -1,4 +1,5 @@
-"""What every test shares: one torch thread, and no cache or training thread left to the next test.
+"""What every test shares: one torch thread, no cache or training thread left to the next test, and
+the real browser for the modules that ask for one.
 
 The tests mirror the code: tests/minigpt/test_<module>.py for minigpt/<module>.py,
 tests/app/test_<page>_page.py for a page and test_<module>.py for an app module, and
@@ -17,6 +18,7 @@ import sys
 import pytest
 import torch
 
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from minigpt.serve.runner import stop_all_runs
 
 # A learner's run trains at the server's priority here (app/runs.py's setting, which the servers the
@@ -25,6 +27,20 @@ from minigpt.serve.runner import stop_all_runs
 # test waiting for its run would give up on a busy machine. tests/app/test_runs.py checks the
 # priorities a server gets told or not, and tests/minigpt/serve/test_worker.py the library's own.
 os.environ["MINIGPT_TRAIN_NICE"] = "0"  # over any outer setting: test_runs.py checks it holds
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, driven by playwright, for a module's browser tests. Without chromium or
+    playwright they skip, saying why; in CI (CI=true) they fail instead: CI never skips them
+    silently (helpers.browser.require_chromium)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture(autouse=True, scope="session")

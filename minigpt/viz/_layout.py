@@ -68,6 +68,18 @@ def axis_title(text: str) -> dict:
     return {"title": {"text": text}}
 
 
+WHOLE_STEPS = 10  # below this many steps on a step axis, Plotly would tick 0.2, 0.4 …: tick every step instead
+
+
+def step_axis(text: str, steps: Sequence[int]) -> dict:
+    """An axis of training steps: from step 0, never below it (Plotly pads an axis of one point, or
+    of none, to either side: step -1), and in whole steps while a run is young."""
+    axis = {**axis_title(text), "rangemode": "nonnegative"}
+    if max(steps, default=0) < WHOLE_STEPS:
+        axis["dtick"] = 1
+    return axis
+
+
 def legend_below(y: float = -0.25) -> dict:
     return {"orientation": "h", "yanchor": "top", "y": y, "x": 0}
 

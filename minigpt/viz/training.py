@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from ._layout import (COLORS, LR_TICKS, MARGIN, Translate, axis_title, downsample, english, figure, hline,
-                      legend_below, vline)
+                      legend_below, step_axis, vline)
 
 if TYPE_CHECKING:
     from ..lab.diagnosis import Overfitting
@@ -50,11 +50,13 @@ def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
                       "showarrow": True, "arrowhead": 2, "ax": 40, "ay": -40, "font": {"color": "#B71C1C"}})
     max_lr = max((e.lr for e in rows), default=0.0)
     return figure(data, {
-        "xaxis": {**axis_title(_("step")), "domain": [0.0, 0.94]},  # room on the right for the lr axis
+        "xaxis": {**step_axis(_("step"), steps), "domain": [0.0, 0.94]},  # room on the right for the lr axis
         "yaxis": {**axis_title(_("cross-entropy loss (nats)")), "rangemode": "tozero"},
+        # tickmode "auto": Plotly's default for an axis overlaying another is "sync", ticks at the loss
+        # axis' gridlines (a learning rate of 0.000295082); before the first step there is no rate to tick
         "yaxis2": {**axis_title(_("learning rate")), "overlaying": "y", "side": "right", "anchor": "x",
                    "showgrid": False, "tickformat": LR_TICKS, "range": [0, 1.05 * max_lr if max_lr > 0 else 1],
-                   "nticks": 4},
+                   "tickmode": "auto", "nticks": 4, "showticklabels": max_lr > 0},
         "shapes": shapes, "annotations": notes, "height": 400, "margin": MARGIN, "legend": legend_below(-0.2),
     })
 
@@ -89,7 +91,7 @@ def task_figure(history: Sequence[TrainEvent], chance: float, tr: Translate = en
         {"type": "scatter", "x": steps, "y": [e.score.lines for e in evals], "mode": "lines+markers",
          "name": _("whole answers right"), "line": {"color": "#6A1B9A", "dash": "dot"}},
     ], {
-        "xaxis": axis_title(_("step")),
+        "xaxis": step_axis(_("step"), steps),
         "yaxis": {**axis_title(_("accuracy on held-out lines")), "range": [0, 1.02], "tickformat": ".0%"},
         "shapes": [shape], "annotations": [note], "height": 300, "margin": MARGIN, "legend": legend_below(),
     })

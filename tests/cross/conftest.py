@@ -1,23 +1,9 @@
-"""The real browser and the live server the browser and hygiene tests share.
-
-Without chromium or playwright these tests skip, saying why; in CI (CI=true) they fail instead:
-CI never skips them silently (helpers.browser.require_chromium)."""
+"""The live server the browser and hygiene tests share (the browser itself: tests/conftest.py)."""
 from __future__ import annotations
 
 import pytest
 
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, LiveServer, require_chromium
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
+from helpers.browser import LiveServer
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ is busier than its author's was. This script makes the machine busy on purpose: 
 processes (by default two, one per core of a 2-core CI box) and runs each chosen suite N times in a
 row beside them, every run in a fresh pytest process with CI=true (the browser tests may not skip).
 
-    python tests/stress.py --runs 20                      # the browser file, the threaded tests, the worker processes
+    python tests/stress.py --runs 20                      # the browser tests, the threaded tests, the worker processes
     python tests/stress.py --runs 5 --suite all           # the whole suite, as the README runs it
     python tests/stress.py --runs 3 --command "bash .ci/run"
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = {
-    "browser": ["tests/cross/test_browser.py"],
+    "browser": ["-m", "browser"],     # every test that drives chromium: the browser file, the drawn figures, SIGTERM
     "threads": ["tests/minigpt/serve/test_runner.py", "tests/minigpt/serve/test_registry.py"],  # the runner and registry
     "processes": ["tests/minigpt/serve/test_worker.py"],  # runs in child processes: a pipe, a fork server, a killed child
     "trains": ["-m", "trains"],       # every test that starts a training thread, app pages included

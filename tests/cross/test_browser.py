@@ -18,8 +18,8 @@ import pytest
 
 from app import glossary, i18n
 from app.lesson_text import STEPS
-from helpers.browser import (LiveServer, drawn, form_settings, fresh, main_button, new_context, screenshot_whole,
-                             settled, wait_for_settings, wait_rendered)
+from helpers.browser import (CHART, LiveServer, drawn, form_settings, fresh, main_button, new_context,
+                             screenshot_whole, settled, wait_for_settings, wait_rendered)
 from helpers.language import english_words
 from app.train_form import to_param
 from minigpt import DEFAULT_CORPUS, GPTConfig, TrainConfig, load_pretrained, load_zip
@@ -100,7 +100,7 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     page.wait_for_function("() => { const p = document.querySelector('.js-plotly-plot');"
                            " return p && p.data && p.data[1].x.length >= 1 }", timeout=TRAINING_MS)  # an evaluation
     go(page, "Attention", "Attention")
-    page.wait_for_selector(".js-plotly-plot >> nth=1")  # the time-lapse frame
+    page.wait_for_selector(f"{CHART} >> nth=1")  # the time-lapse frame, not a chart left stale
     page.screenshot(path=shots / "7_attention_timelapse.png", full_page=True)
     page.get_by_test_id("stSidebar").get_by_role("link", name=re.compile("Train$")).click()
     stop = main_button(page, "Stop")
@@ -439,7 +439,7 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
         drawn(page)
     page.get_by_test_id("stSidebar").get_by_role("link", name="Experiments").click()
     wait_rendered(page, "Experiments")
-    legend = page.locator(".js-plotly-plot .legendtext")
+    legend = page.locator(f"{CHART} .legendtext")
     try:
         legend.filter(has_text="faster · val loss").wait_for()
     except Exception:
@@ -452,7 +452,7 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
     except Exception:
         screenshot_whole(page, shots / "en_compare_tables_failed.png", viewport)  # which table is missing, and why
         raise
-    chart = page.locator(".js-plotly-plot").filter(has=page.locator(".legendtext", has_text="faster · val loss"))
+    chart = page.locator(CHART).filter(has=page.locator(".legendtext", has_text="faster · val loss"))
     chart.hover()  # Plotly's own toolbar: save the chart as a PNG, in the browser
     chart.locator('.modebar-btn[data-title="Download plot as a PNG"]').wait_for()
     link = page.get_by_test_id("stCode").filter(has_text="compare=").inner_text().strip()
@@ -474,7 +474,7 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
     other = elsewhere.new_page()
     other.goto(link, wait_until="domcontentloaded")
     wait_rendered(other, "Experiments")
-    other.locator(".js-plotly-plot .legendtext").filter(has_text="faster · val loss").wait_for()
+    other.locator(f"{CHART} .legendtext").filter(has_text="faster · val loss").wait_for()
     elsewhere.close()
 
 
@@ -577,13 +577,13 @@ PROJECTOR = {"width": 1920, "height": 1080}  # a classroom projector
 
 def legend_is(page, names: list[str]) -> None:
     """Wait until the chart's legend lists exactly `names`, in order (Plotly redraws it in steps: a
-    count read at one instant may catch a redraw half done)."""
+    count read at one instant may catch a redraw half done), in the chart as drawn now (CHART)."""
+    shown = "(chart) => [...document.querySelectorAll(chart + ' .legendtext')].map(e => e.textContent)"
     try:
-        page.wait_for_function("(names) => JSON.stringify([...document.querySelectorAll('.js-plotly-plot .legendtext')]"
-                               ".map(e => e.textContent)) === JSON.stringify(names)", arg=names)
+        page.wait_for_function(f"([chart, names]) => JSON.stringify(({shown})(chart)) === JSON.stringify(names)",
+                               arg=[CHART, names])
     except Exception:
-        shown = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .legendtext')].map(e => e.textContent)")
-        raise AssertionError(f"the legend shows {shown}, not {names}") from None
+        raise AssertionError(f"the legend shows {page.evaluate(shown, CHART)}, not {names}") from None
 
 
 def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, shots):
@@ -630,7 +630,7 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
         page.get_by_test_id("stMetricValue").filter(has_text="已完成").wait_for(timeout=TRAINING_MS)
         learners[name] = (context, page)
 
-    legend = teacher.locator(".js-plotly-plot .legendtext")
+    legend = teacher.locator(f"{CHART} .legendtext")  # not the chart before, left stale by a full rerun
     try:
         for name in learners:
             legend.filter(has_text=name).wait_for()  # the board redraws on its own: nobody pressed anything
@@ -638,14 +638,14 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
         screenshot_whole(teacher, shots / "zh_board_failed.png", PROJECTOR)
         raise
     # both runs' validation curves reach their last evaluation, step 60, on the projector's chart
-    teacher.wait_for_function("() => { const plot = document.querySelector('.js-plotly-plot');"
+    teacher.wait_for_function("(chart) => { const plot = document.querySelector(chart);"
                               " const val = (plot?.data || []).filter(t => t.showlegend !== false);"
-                              " return val.length === 2 && val.every(t => t.x[t.x.length - 1] === 60) }")
+                              " return val.length === 2 && val.every(t => t.x[t.x.length - 1] === 60) }", arg=CHART)
     legend_is(teacher, list(learners))  # one entry per run, not one per curve
-    sizes = teacher.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .legendtext, .js-plotly-plot .xtick text')]"
-                             ".map(e => parseFloat(getComputedStyle(e).fontSize))")
+    sizes = teacher.evaluate("(chart) => [...document.querySelectorAll(`${chart} .legendtext, ${chart} .xtick text`)]"
+                             ".map(e => parseFloat(getComputedStyle(e).fontSize))", CHART)
     assert min(sizes) >= 16, sizes  # the legend and the axis read from the back of the room
-    colours = teacher.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.line.color)")
+    colours = teacher.evaluate("(chart) => document.querySelector(chart).data.map(t => t.line.color)", CHART)
     assert len(set(colours)) == 2
     assert not settled(teacher, WIDER)
     words = english_words(teacher.evaluate(VISIBLE_TEXT).replace(code, ""), GLOSSED)
@@ -670,7 +670,7 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
     _context, ming = learners["小明"]  # on the phone: the board fits its width
     ming.goto(link, wait_until="domcontentloaded")
     wait_rendered(ming, "班级看板")
-    ming.locator(".js-plotly-plot .legendtext").filter(has_text="小明").wait_for()
+    ming.locator(f"{CHART} .legendtext").filter(has_text="小明").wait_for()
     assert not settled(ming, WIDER), "the board is wider than the phone"
     assert not (cut := settled(ming, CLIPPED)), f"the board's chart text cut off at its edge: {cut}"
     assert not (cut := settled(ming, TABLE_CUT)), f"the board's table cut off, nothing says it scrolls: {cut}"

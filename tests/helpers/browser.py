@@ -60,11 +60,18 @@ def drawn(page) -> None:
     page.wait_for_function(DRAWN, timeout=WAIT_MS)
 
 
+FRESH = '[data-testid="stElementContainer"]:not([data-stale="true"])'
+# A Plotly chart as the script drew it in its current run. Streamlit names a chart after a hash of
+# its figure, so a chart redrawn with new data in a full rerun is a new element: the old one stays
+# on the page, stale, just below the new one, until the run ends (twice the same legend entry).
+CHART = f"{FRESH} .js-plotly-plot"
+
+
 def fresh(page):
     """The elements the script has drawn in its current run (or its last, finished one). While a
     run draws, Streamlit leaves the run before's elements on the page, marked stale, until it
     reaches their place: just after Start they still show the previous run's numbers."""
-    return page.locator('[data-testid="stElementContainer"]:not([data-stale="true"])')
+    return page.locator(FRESH)
 
 
 def new_context(browser, **options):

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ._layout import (MARGIN, MASK_COLOR, Translate, axis_title, english, figure, hline, legend_below, masked,
-                      position_labels, text_px, tick, vline)
+                      position_labels, step_axis, text_px, tick, vline)
 
 POSITIONS_PER_HEATMAP = 24  # at most this many rows and columns in one heatmap, each labelled
 
@@ -90,7 +90,7 @@ def right_key_figure(steps: Sequence[int], scores: np.ndarray, chance: float, ch
     if chosen is not None:
         shapes.append(vline(chosen, color="#FF1744", dash="solid")[0])
     return figure(data, {
-        "xaxis": axis_title(_("step")), "yaxis": {**axis_title(_("weight on the right keys")), "range": [0, 1.02]},
+        "xaxis": step_axis(_("step"), steps), "yaxis": {**axis_title(_("weight on the right keys")), "range": [0, 1.02]},
         "shapes": shapes, "annotations": [note], "height": 280, "margin": MARGIN, "legend": legend_below(),
     })
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ._layout import MARGIN, Translate, axis_title, english, figure
+from ._layout import MARGIN, Translate, axis_title, english, figure, step_axis
 from ..messages import N_
 
 SCALING_METRICS = {
@@ -75,6 +75,6 @@ def race_figure(points: Sequence, metric: str, tr: Translate = english) -> go.Fi
                          "line": {"color": color, "dash": ["solid", "dash", "dot", "dashdot"][layer % 4]}})
     return figure(data, {
         "title": {"text": _(title), "x": 0.0, "font": {"size": 13}}, "height": 300,
-        "xaxis": {"title": {"text": _("step")}}, "yaxis": {"title": {"text": _(y_title)}, "rangemode": "tozero"},
+        "xaxis": step_axis(_("step"), steps), "yaxis": {"title": {"text": _(y_title)}, "rangemode": "tozero"},
         "legend": {"orientation": "h", "y": -0.3}, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
     })

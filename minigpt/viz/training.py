@@ -109,7 +109,8 @@ def compare_figure(records: Sequence, tr: Translate = english) -> go.Figure:
         data.append({"type": "scatter", "mode": "lines", "x": list(record.steps), "y": list(record.train_loss),
                      "name": _("{run} · train loss", run=record.name), "line": {"color": color, "dash": "dot",
                                                                                   "width": 1}})
-    return figure(data, {"height": 380, "xaxis": axis_title(_("step")), "yaxis": axis_title(_("loss (nats)")),
+    steps = [s for record in records for s in (*record.steps, *record.val_steps)]
+    return figure(data, {"height": 380, "xaxis": step_axis(_("step"), steps), "yaxis": axis_title(_("loss (nats)")),
                          "legend": {"orientation": "h", "y": -0.25}, "margin": MARGIN})
 
 
@@ -149,7 +150,8 @@ def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True
     return figure(data, {
         "height": 720, "font": {"size": BOARD_TYPE},
         "title": {"text": board_title(tr) if titled else "", "font": {"size": BOARD_TYPE + 4}},
-        "xaxis": axis(_("step")), "yaxis": axis(_("loss (nats)")),
+        "xaxis": {**step_axis(_("step"), [s for trace in data for s in trace["x"]]), **axis(_("step"))},
+        "yaxis": axis(_("loss (nats)")),
         # below the chart, in rows across its width: 30 runs' names all in sight, none scrolled away
         "legend": {**legend_below(-0.14), "font": {"size": BOARD_TYPE}, "itemclick": "toggle",
                    "itemdoubleclick": "toggleothers"},

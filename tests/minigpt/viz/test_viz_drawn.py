@@ -10,13 +10,15 @@ ships, in Debian's chromium, and read the labels from the SVG. No server is need
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from minigpt import TrainConfig
 from minigpt.lab.tasks import TaskScore
 from minigpt.train import TrainEvent
-from minigpt.viz import loss_figure, task_figure
+from minigpt.viz import board_figure, compare_figure, loss_figure, race_figure, right_key_figure, task_figure
 
 pytestmark = pytest.mark.browser
 ROUND_STEPS = (1, 2, 2.5, 5)  # a tick step is one of these times a power of ten, as a person would mark an axis
@@ -85,3 +87,30 @@ def test_a_tasks_accuracy_from_its_first_evaluation_is_on_whole_steps_from_0(bro
     ticks = drawn_ticks(browser, task_figure([first], chance=0.125))
     assert ticks["x"] and all(x >= 0 and x == int(x) for x in ticks["x"]), ticks["x"]
     assert ticks["y"][0] == 0 and round_step(ticks["y"]), ticks["y"]
+
+
+def first_evaluation(name: str, loss: float) -> SimpleNamespace:
+    """A run's record as the board and the comparison read it, at its step-0 evaluation."""
+    return SimpleNamespace(name=name, steps=[0], train_loss=[loss], val_steps=[0], val_loss=[loss])
+
+
+def race_point(step: int, loss: float) -> SimpleNamespace:
+    side = SimpleNamespace(loss=loss, entropy=np.array([1.0]), jacobian=np.array([0.5]))
+    return SimpleNamespace(step=step, scaled=side, unscaled=side)
+
+
+YOUNG_STEP_AXES = {  # every figure over training steps, as it looks at a run's first evaluation
+    "the class board": lambda: board_figure([SimpleNamespace(label="小明", post_id="p1", pinned=False,
+                                                             record=first_evaluation("小明", 6.6))]),
+    "the comparison": lambda: compare_figure([first_evaluation("first", 6.6), first_evaluation("faster", 6.5)]),
+    "the √d_k race": lambda: race_figure([race_point(0, 6.6)], "loss"),
+    "the time-lapse's right keys": lambda: right_key_figure([0], np.full((1, 2, 4), 0.2), chance=0.125),
+}
+
+
+@pytest.mark.parametrize("name", YOUNG_STEP_AXES)
+def test_every_figure_over_steps_starts_at_step_0_in_whole_steps(browser, name):
+    """The board at the start of a class, when each learner has posted a run at its step-0
+    evaluation, read step −1, −0.5, 0, 0.5, 1 off the projector."""
+    ticks = drawn_ticks(browser, YOUNG_STEP_AXES[name]())
+    assert ticks["x"] and all(x >= 0 and x == int(x) for x in ticks["x"]), ticks["x"]

@@ -379,8 +379,8 @@ def test_a_knockout_the_head_importance_and_a_race_on_the_experiments_page(brows
     page.get_by_text(words["verdict"]).wait_for(timeout=TRAINING_MS)
     drawn(page)
     # 2 layers' attention, the grid, the race's three: Plotly draws each in its own time after the script ends
-    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 6")
-    grid = page.locator(".js-plotly-plot").nth(2)
+    page.wait_for_function("(chart) => document.querySelectorAll(chart).length >= 6", arg=CHART)
+    grid = page.locator(CHART).nth(2)
     grid.hover()  # Plotly's save-as-PNG button, its tooltip in the page's language
     save = grid.locator(".modebar-btn").first
     save.wait_for()
@@ -439,14 +439,15 @@ def test_two_kept_runs_compare_on_the_experiments_page_and_the_link_shows_them_e
         drawn(page)
     page.get_by_test_id("stSidebar").get_by_role("link", name="Experiments").click()
     wait_rendered(page, "Experiments")
-    legend = page.locator(f"{CHART} .legendtext")
-    try:
-        legend.filter(has_text="faster · val loss").wait_for()
+    try:  # the legend of the chart as drawn, read once it has the second run
+        legend = page.wait_for_function("(chart) => { const names = [...document.querySelectorAll(chart + ' .legendtext')]"
+                                        ".map(e => e.textContent); return names.includes('faster · val loss') && names }",
+                                        arg=CHART).json_value()
     except Exception:
         screenshot_whole(page, shots / "en_compare_failed.png", viewport)  # what the page showed instead
         raise
-    assert legend.filter(has_text="first · val loss").count() == 1
-    assert legend.filter(has_text="this run").count() == 0  # kept as it is: not shown twice
+    assert legend.count("first · val loss") == 1, legend
+    assert not [name for name in legend if "this run" in name], legend  # kept as it is: not shown twice
     try:
         page.get_by_test_id("stDataFrame").nth(1).wait_for(state="attached")  # the settings that differ, the results
     except Exception:
@@ -642,11 +643,14 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
                               " const val = (plot?.data || []).filter(t => t.showlegend !== false);"
                               " return val.length === 2 && val.every(t => t.x[t.x.length - 1] === 60) }", arg=CHART)
     legend_is(teacher, list(learners))  # one entry per run, not one per curve
-    sizes = teacher.evaluate("(chart) => [...document.querySelectorAll(`${chart} .legendtext, ${chart} .xtick text`)]"
-                             ".map(e => parseFloat(getComputedStyle(e).fontSize))", CHART)
-    assert min(sizes) >= 16, sizes  # the legend and the axis read from the back of the room
-    colours = teacher.evaluate("(chart) => document.querySelector(chart).data.map(t => t.line.color)", CHART)
-    assert len(set(colours)) == 2
+    # read off the chart as drawn: while a redraw has not reached it no chart is fresh, so the read waits
+    shown = teacher.wait_for_function(
+        "(chart) => { const plot = document.querySelector(chart);"
+        " const texts = plot ? [...plot.querySelectorAll('.legendtext, .xtick text')] : [];"
+        " return plot?.data && texts.length > 0 && {sizes: texts.map(e => parseFloat(getComputedStyle(e).fontSize)),"
+        " colours: plot.data.map(t => t.line.color)} }", arg=CHART).json_value()
+    assert min(shown["sizes"]) >= 16, shown["sizes"]  # the legend and the axis read from the back of the room
+    assert len(set(shown["colours"])) == 2
     assert not settled(teacher, WIDER)
     words = english_words(teacher.evaluate(VISIBLE_TEXT).replace(code, ""), GLOSSED)
     assert not words, f"the board shows English: {words}"

@@ -186,6 +186,10 @@ MUTANTS = {
         'raise CorpusError(f"{source} is not valid UTF-8 (byte {err.start}).") from None')]),
     "B12 lr axis may go negative": ("minigpt/viz/training.py", [(
         '"range": [0, 1.05 * max_lr if max_lr > 0 else 1]', '"range": None')]),
+    "step axes padded below step 0": ("minigpt/viz/_layout.py", [(
+        'axis = {**axis_title(text), "rangemode": "nonnegative"}', 'axis = axis_title(text)')]),
+    "a young run's steps ticked in fractions past its first step": ("minigpt/viz/_layout.py", [(
+        "if max(steps, default=0) < WHOLE_STEPS:", "if max(steps, default=0) < 1:")]),
     "B12 Start clickable with every slot taken": ("app/training.py", [(
         'key="start", type="primary",\n        disabled=not settings_ok or slots_full,',
         'key="start", type="primary",\n        disabled=not settings_ok,')]),

@@ -1,7 +1,7 @@
 """Figure builders: pure functions from plain data to Plotly figures (and one table), one module
 per view. Pages only call these and hand the result to Streamlit, so every chart is tested
-without a server (and its axes as plotly.js draws them, in tests/minigpt/viz/test_viz_drawn.py). How a builder is written, and how it is translated, is said once, in
-`_layout`'s docstring.
+without a server (and its axes as plotly.js draws them, in tests/minigpt/viz/test_viz_drawn.py).
+How a builder is written, and how it is translated, is said once, in `_layout`'s docstring.
 
 - `training`: loss curves, the learning-rate schedule, a task's accuracy, runs side by side;
 - `attention`: attention heatmaps, a task's right keys over training, head importance;

@@ -1,9 +1,15 @@
-"""A Plotly figure's arrays as numbers, however plotly serialised them."""
+"""A Plotly figure's arrays as numbers, however plotly serialised them, and the figures drawn over
+training steps, built for a run of any length."""
 from __future__ import annotations
 
 import base64
+from types import SimpleNamespace
 
 import numpy as np
+
+from minigpt.lab.tasks import TaskScore
+from minigpt.train import TrainEvent
+from minigpt.viz import board_figure, compare_figure, loss_figure, race_figure, right_key_figure, task_figure
 
 
 def plotly_array(value) -> np.ndarray:
@@ -21,12 +27,6 @@ def over_steps(steps) -> dict:
     """Every figure of minigpt.viz drawn over training steps, for a run evaluated at `steps` (one
     or more): the loss chart, a task's accuracy, the class board, the comparison, the √d_k race
     and the time-lapse's right keys. The records, rows and race points are read by attribute."""
-    from types import SimpleNamespace
-
-    from minigpt.lab.tasks import TaskScore
-    from minigpt.train import TrainEvent
-    from minigpt.viz import board_figure, compare_figure, loss_figure, race_figure, right_key_figure, task_figure
-
     steps = list(steps)
     losses = [6.6 - step / 100 for step in steps]
     record = SimpleNamespace(name="first", steps=steps, train_loss=losses, val_steps=steps, val_loss=losses)

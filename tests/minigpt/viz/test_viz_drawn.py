@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+
 import pytest
 
 from helpers.browser import new_context

@@ -20,9 +20,9 @@ from minigpt.serve.board import MAX_NAME, BoardError, BoardView, Challenge, Clas
 from . import runs, url
 from .charts import config as chart_config
 from .charts import html_button, swipe_hint
-from .i18n import _, error_text, language
+from .i18n import _, error_text, language, n_
 from .navigation import on_every_page
-from .text import md
+from .text import md, ordinal
 
 CLASS_KEY = "board_class"       # session_state: the code of the class this session joined
 TEACHER_KEY = "board_teacher"   # session_state: (code, key) of the class this browser started
@@ -30,12 +30,13 @@ POSTS_KEY = "board_posts"       # session_state: {post id: its key} for the runs
 LEARNER_KEY = "board_learner"   # session_state: who posts, for the limit per learner (no account, no name)
 URL_READ_KEY = "board_url_read"
 NOTICE_KEY = "board_notice"
+MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
 REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 COLUMNS = {  # the table's own columns (the settings that differ are named as on Experiments)
     "run": N_("run"), "best_val": N_("best val loss"), "steps": N_("steps"), "tokens": N_("characters seen"),
     "params": N_("parameters"), "seconds": N_("time (s)"),
 }
-STATES = {"running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
+STATES = {"waiting": N_("waiting"), "starting": N_("starting"), "running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
           "error": N_("stopped by an error"), "released": N_("ended (its owner left)"), "idle": N_("starting"),
           "closed": N_("ended (its owner left)")}
 
@@ -144,19 +145,41 @@ def board_page() -> None:
         st.button(_("Leave this class"), key="board_leave", on_click=leave_class, type="tertiary")
 
 
+def board_view(code: str) -> BoardView:
+    """The class's board now: its runs as the registry has them, a waiting run with its place in line."""
+    registry = runs.registry()
+    return classes().view(code, registry.get, registry.place)
+
+
+def state_text(row) -> str:
+    """A run's state on the board, a waiting run's place in line with it."""
+    if row.state == "waiting" and row.place is not None:
+        return _("waiting, {place} in line", place=ordinal(row.place))
+    return _(STATES.get(row.state, row.state))
+
+
+def progress_line(rows) -> str:
+    """How far the class has got, at a glance: "3 waiting · 2 training · 5 done"."""
+    waiting = sum(row.state in ("waiting", "starting") for row in rows)
+    training = sum(row.state in ("running", "paused") for row in rows)
+    done = len(rows) - waiting - training
+    return " · ".join([n_("{n} run waiting for a training slot", "{n} runs waiting for a training slot", waiting),
+                       n_("{n} training", "{n} training", training), n_("{n} done", "{n} done", done)])
+
+
 def live_board(code: str, key: str | None) -> None:
-    view = classes().view(code, runs.registry().get)
-    training = any(row.state == "running" for row in view.rows)
+    view = board_view(code)
+    training = any(row.state in MOVING for row in view.rows)
 
     @st.fragment(run_every=REFRESH_SECONDS if training else REFRESH_SECONDS * 3)
     def board() -> None:
         try:
-            now = classes().view(code, runs.registry().get)
+            now = board_view(code)
         except BoardError as err:  # the teacher closed it meanwhile
             st.warning(md(error_text(err)))
             return
         draw(now, teacher=key is not None)
-        if any(row.state == "running" for row in now.rows) != training:
+        if any(row.state in MOVING for row in now.rows) != training:
             st.rerun()  # training began or ended: redraw at the other pace
 
     board()
@@ -170,6 +193,7 @@ def draw(view: BoardView, teacher: bool) -> None:
         return
     from minigpt.viz import board_title
     st.markdown(f"**{board_title(_)}**")
+    st.caption(progress_line(rows))
     st.plotly_chart(figure(view), key="board_chart", config=chart_config())
     if view.challenge is not None:
         ranking(view)
@@ -220,7 +244,7 @@ def _samples(code: str, view_key: tuple, lang: str, _view: BoardView):
     import pandas as pd
     rows = _view.visible()
     return pd.DataFrame({_("run"): [row.label for row in rows],
-                         _("state"): [_(STATES.get(row.state, row.state)) for row in rows],
+                         _("state"): [state_text(row) for row in rows],
                          _("latest sample"): [row.sample.replace("\n", " ⏎ ") for row in rows]})
 
 
@@ -281,7 +305,7 @@ def teacher_panel(code: str, key: str) -> None:
                 classes().set_challenge(code, key, Challenge(corpus, int(steps) or None, int(params) or None))
             if clear_col.form_submit_button(_("No challenge")):
                 classes().set_challenge(code, key, None)
-        view = classes().view(code, runs.registry().get)
+        view = board_view(code)
         if view.rows:
             by_id = {row.post_id: row for row in view.rows}
             pick_col, hide_col, pin_col = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -306,7 +330,7 @@ def my_posts(code: str) -> None:
     """The runs this session posted (or whose run it owns, after a refresh), each with Withdraw."""
     mine = st.session_state.get(POSTS_KEY, {})
     own = st.session_state.get(runs.OWN_RUN_KEY)
-    view = classes().view(code, runs.registry().get)
+    view = board_view(code)
     posted = [row for row in view.rows if row.post_id in mine or own and row.run_id == own[0]]
     if not posted:
         return
@@ -359,7 +383,7 @@ def posted(code: str, entry) -> None:
     goes after a few seconds, or sooner when the page draws itself again (the run has just finished)."""
     mine = st.session_state.get(POSTS_KEY, {})
     try:
-        rows = classes().view(code, runs.registry().get).rows
+        rows = board_view(code).rows
     except BoardError:  # the class has ended: the board page says so
         return
     names = [row.label for row in rows if row.post_id in mine and row.run_id == entry.run_id]

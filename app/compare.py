@@ -84,13 +84,13 @@ def next_name() -> str:
 
 def start_run_keeping_the_last(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool = False) -> bool:
     """Start this session's run (Train's Start and Reset, the lesson's button) and keep the run it
-    replaces for the comparison. Settings that cannot train, or a server at its cap, are said on
-    the page and change nothing. True when the run started."""
+    replaces for the comparison. Settings that cannot train, or a full line, are said on the page
+    and change nothing. True when the run started or joined the line."""
     entry, owner = runs.session_run()
     try:
         runs.start_run(corpus, model, train, paused=paused)
     except (ConfigError, CorpusError, RunLimitError) as err:
-        st.error(md(error_text(err)) + (" " + runs.when_a_slot_frees() if isinstance(err, RunLimitError) else ""))
+        st.error(md(error_text(err)))
         return False
     keep_before_replacing(entry if owner else None)
     return True

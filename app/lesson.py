@@ -18,7 +18,8 @@ from minigpt.lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_expe
 from minigpt.viz import (attention_panels, loss_figure, lr_figure, position_labels, positions_figure, scaling_figure,
                          similarity_figure)
 
-from . import beliefs, compare, fields, heatmaps, loaded_model, one_weight, prompts, runs, shared_results, train_form, url
+from . import (beliefs, compare, fields, heatmaps, line, loaded_model, one_weight, prompts, runs, shared_results,
+               train_form, url)
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, language, n_, number, textbook
@@ -250,20 +251,26 @@ def _live_curves(key: str) -> None:
     if entry is None:
         st.caption(_("No run yet: press the button above."))
         return
-    running = entry.run.state == "running"
+    shown = entry.run.state
+    running = shown in ("running", "waiting", "starting")
 
     @st.fragment(run_every=1.0 if running else None)
     def curves() -> None:
-        current, _owner = runs.session_run()
+        current, owner = runs.session_run()
         if current is None:
             st.rerun()  # released: a full rerun says so and stops the polling
+        if current.run.state != shown and shown in ("waiting", "starting"):
+            st.rerun()  # its turn came: draw it training
+        if current.run.state == "waiting":
+            line.waiting_view(current, owner)
+            return
         snap = current.run.snapshot()
         st.caption(_("Run `{run}` on {corpus}: step {step:,} of {total:,}", run=current.run_id,
                      corpus=md(current.corpus), step=snap.step, total=snap.max_steps))
         over = overfitting([(e.step, e.train_loss, e.val_loss) for e in snap.evals])  # marked as on Train
         st.plotly_chart(loss_figure(snap.history, uniform=uniform_loss(current.run.trainer.tokenizer.vocab_size),
                                     overfit=over, tr=_), key=key, config=chart_config())
-        if running and snap.state != "running":
+        if running and snap.state != shown:
             st.rerun()
 
     curves()

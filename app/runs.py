@@ -9,7 +9,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass, replace
 
@@ -20,6 +19,9 @@ from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, check_c
                      demo_prompts, probe_text)
 from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
 from minigpt.lab.tasks import Task, task_for_corpus, training_hooks
+from minigpt.serve import registry as registry_module
+from minigpt.serve.capacity import kept_runs_for, read_capacity, slots_for, threads_per_run
+from minigpt.serve.line import RunPlan
 from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
 
 from . import url
@@ -30,8 +32,16 @@ from .text import format_duration
 
 MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
-MAX_RUNS_ENV, DEFAULT_MAX_RUNS = "MINIGPT_MAX_RUNS", 2
+# how many runs train at once: unset, what this process may really use affords (minigpt.serve.capacity):
+# one per CPU of its affinity mask and control group quota, as many as its memory holds beside the server
+MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"
+RUN_BYTES = 60 * 2**20      # a run's process writes 25-45 MB of its own after the fork server's warm-up (bench/RESULTS.md)
+SERVER_BYTES = 256 * 2**20  # what the server itself still grows by with a class of 30 (bench/RESULTS.md)
+KEPT_RUN_BYTES = 2**20      # a finished Small run in its small form: ~0.5 MB measured (bench/RESULTS.md), rounded up
+MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smallest box, and a bound on any box
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
+WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that drops their waiting run (registry's default)
+MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length (registry's default)
 # the CPU priority a run trains at, a niceness from 0 (the server's) to 19 (yields the most). Unset,
 # a run in a child process trains at minigpt.serve.worker.CHILD_NICE, so that it yields to the server
 # that shares its box. A run on a thread trains at the server's priority by default: measured with a
@@ -87,23 +97,24 @@ def train_in() -> str:
 
 @st.cache_resource(show_spinner=False, on_release=lambda registry: registry.stop_all())
 def registry() -> RunRegistry:
-    """The process-wide registry. A new one (first use, or after a code reload) stops the
-    trainer threads an old one left behind, since nothing can reach them any more."""
+    """The process-wide registry, sized from what this process may use. A new one (first use, or
+    after a code reload) stops the trainer threads an old one left behind, since nothing can reach
+    them any more."""
     from minigpt.serve.runner import stop_orphaned_runs
 
     stop_orphaned_runs()
-    return RunRegistry(max_runs=env_int(MAX_RUNS_ENV, DEFAULT_MAX_RUNS),
-                       idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+    capacity = read_capacity()
+    kept = kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT)
+    return RunRegistry(max_runs=env_int(MAX_RUNS_ENV, slots_for(capacity, RUN_BYTES, SERVER_BYTES)),
+                       idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS),
+                       max_waiting=env_int(MAX_WAITING_ENV, registry_module.DEFAULT_MAX_WAITING),
+                       waiting_idle_seconds=env_int(WAITING_IDLE_ENV, registry_module.DEFAULT_WAITING_IDLE),
+                       kept_bytes=kept * KEPT_RUN_BYTES)
 
 
-def when_a_slot_frees() -> str:
-    """For a server at its cap: when a training slot is likely to free up, in a sentence."""
-    left = registry().soonest_free()
-    if left is None:
-        return _("No running run can tell yet when it will end: a slot frees up when a run finishes, is stopped, or "
-                 "is left by its owner.")
-    return _("A slot is likely to free up in about {wait}, when the run nearest its end finishes.",
-             wait=format_duration(left))
+def run_threads() -> int:
+    """Intra-op threads for each run's process: the server's CPUs shared among its slots, never more."""
+    return threads_per_run(read_capacity(), registry().max_runs)
 
 
 def session_run() -> tuple[RunEntry | None, bool]:
@@ -193,10 +204,11 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
 
 
 def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool = False) -> RunEntry:
-    """Start this session's run (replacing its previous one) and make it the loaded model;
-    paused=True leaves it at step 0, to be stepped through.
+    """Put this session's run in line for a training slot (it replaces the session's previous run,
+    and starts at once when a slot is free) and make it the loaded model; paused=True leaves it at
+    step 0, to be stepped through.
 
-    Raises ConfigError or CorpusError for settings that can't train, RunLimitError at the cap.
+    Raises ConfigError or CorpusError for settings that can't train, RunLimitError when the line is full.
     """
     tokenizer, model, train = run_configs(corpus, model, train)
     task = task_for_corpus(corpus.key)
@@ -209,21 +221,24 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
 
     from minigpt.serve.runner import TrainingRun
 
-    def build() -> TrainingRun:
+    threads = run_threads()
+
+    def build(run_id: str) -> TrainingRun:
         if train_in() == "process":
             from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec
 
-            return ProcessRun(RunSpec(secrets.token_urlsafe(9), model, train, tuple(tokenizer.chars), corpus.text,
-                                      corpus.key, probe, prompt, sample_chars, nice=train_nice(CHILD_NICE)))
+            return ProcessRun(RunSpec(run_id, model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe,
+                                      prompt, sample_chars, nice=train_nice(CHILD_NICE), threads=threads))
         trainer = minigpt.Trainer(minigpt.build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
                                   **training_hooks(task))
         return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
-                           run_id=secrets.token_urlsafe(9), nice=train_nice(DEFAULT_THREAD_NICE))
+                           run_id=run_id, nice=train_nice(DEFAULT_THREAD_NICE))
 
     ss = st.session_state
     facts = RunFacts(task, corpus.key, unseen_validation_chars(corpus.text, train.val_fraction))
-    entry = registry().start(build, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN_KEY), paused=paused,
-                             facts=facts)
+    plan = RunPlan(model, train, tokenizer, corpus.text, corpus.key)
+    entry = registry().submit(build, plan, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN_KEY),
+                              paused=paused, facts=facts)
     ss[OWN_RUN_KEY] = (entry.run_id, entry.key)
     ss.pop(WATCHED_RUN_KEY, None)
     ss[MODEL_SOURCE] = TRAINED
@@ -232,7 +247,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
 
 
 def control_run(action: str) -> None:
-    """Pause, resume or stop this session's own run."""
+    """Pause, resume, stop or cancel (a waiting run) this session's own run."""
     own = st.session_state.get(OWN_RUN_KEY)
     if own is None:
         raise NotOwnerError("This session has no run of its own.")

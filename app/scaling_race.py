@@ -1,13 +1,17 @@
 """The √d_k race on the Experiments page: two fresh models, one with and one without 1/√d_k,
 the same seed, data and batches, trained step for step in this session's thread while one of
-the server's training slots is held, and drawn as they go."""
+the server's training slots is held, and drawn as they go. The race waits for its slot in the
+same line as every run (minigpt.serve.registry.request_slot), its place shown as it moves."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import streamlit as st
 
-from minigpt import CharTokenizer, CorpusError, TrainConfig
+from minigpt import CharTokenizer, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.scaling_race import race_configs, scaling_race
-from minigpt.serve.registry import RunLimitError
+from minigpt.serve.line import RunPlan
+from minigpt.serve.registry import HeldSlot, RunLimitError
 from minigpt.viz import race_figure
 
 from .charts import config as chart_config
@@ -15,7 +19,8 @@ from .charts import html_button
 from .choices import current_device
 from .corpora import current_corpus
 from .i18n import _, error_text
-from .runs import registry, when_a_slot_frees
+from .line import place_text
+from .runs import registry
 
 D_KS, D_K = (16, 32, 64, 128), 64       # the choices, and the one the page starts at
 LAYERS, LAYER = (1, 2), 1
@@ -24,6 +29,7 @@ LRS = (1e-3, 3e-3, 1e-2, 3e-2)          # starting at TrainConfig.lr
 POINTS = 10              # measurements per race
 CLOSE = 0.05             # a loss gap below this share of the scaled model's loss: the note on why they agree
 RACE_SHOWN_KEY = "race_shown"     # session_state: the last race's points
+RACE_TICKET_KEY = "race_ticket"   # session_state: ((run id, key), settings) of the race waiting for or holding a slot
 CHARTS = ("loss", "entropy", "jacobian")
 
 
@@ -44,7 +50,16 @@ def race_section() -> None:
     st.caption(_("Watch the entropy and the signal charts first: on a model this size the two losses often stay "
                  "close, and the note under the race says why."))
     if st.button(_("Race"), key="race", type="primary"):
-        run_race(d_k, layers, steps, lr)  # drawn as it goes
+        join_the_line(d_k, layers, steps, lr)
+    ticket = st.session_state.get(RACE_TICKET_KEY)
+    if ticket is not None and race_turn(ticket):
+        try:
+            run_race(*ticket[1])  # drawn as it goes
+        finally:
+            st.session_state.pop(RACE_TICKET_KEY, None)
+            entry = registry().get(*ticket[0])
+            if entry is not None:
+                registry().give_back(entry)
     elif st.session_state.get(RACE_SHOWN_KEY):
         points = st.session_state[RACE_SHOWN_KEY]
         figures = draw(points, [st.empty() for _chart in CHARTS])
@@ -52,18 +67,63 @@ def race_section() -> None:
         html_button(figures, _("√d_k on a real model: the race"), "race")
 
 
+def settings(d_k: int, layers: int, steps: int, lr: float) -> tuple[CharTokenizer, GPTConfig, TrainConfig]:
+    """The race's tokenizer and the configs of its two models, on the session's corpus."""
+    tokenizer = CharTokenizer.from_text(current_corpus().text)
+    return (tokenizer, *race_configs(tokenizer.vocab_size, d_k, layers, steps, lr, device=current_device()))
+
+
+def join_the_line(d_k: int, layers: int, steps: int, lr: float) -> None:
+    """Put this session's race in line for a training slot (in place of its earlier one, if it waits)."""
+    tokenizer, config, train = settings(d_k, layers, steps, lr)
+    plan = RunPlan(config, replace(train, max_steps=2 * steps), tokenizer, current_corpus().text)  # two models
+    ss = st.session_state
+    old = ss.get(RACE_TICKET_KEY)
+    try:
+        entry = registry().request_slot(plan, replace=old[0] if old else None)
+    except RunLimitError as err:
+        st.warning(error_text(err))
+        return
+    ss[RACE_TICKET_KEY] = ((entry.run_id, entry.key), (d_k, layers, steps, lr))
+
+
+def race_turn(ticket: tuple) -> bool:
+    """True when the race's slot is held: race now. While it waits, its place, kept up to date."""
+    entry = registry().get(*ticket[0])
+    if entry is None:  # dropped from the line while the page was away
+        st.session_state.pop(RACE_TICKET_KEY, None)
+        return False
+    if isinstance(entry.run, HeldSlot):
+        return True
+
+    @st.fragment(run_every=1.0)
+    def waiting() -> None:
+        now = registry().get(*ticket[0])
+        text = place_text(now) if now is not None else None
+        if text is None:
+            st.rerun()  # its turn has come (or it left the line)
+        st.info(_("The race waits for a training slot, in the same line as everyone's runs: {place}", place=text))
+        if st.button(_("Cancel the race"), key="race_cancel"):
+            registry().give_back(now)
+            st.session_state.pop(RACE_TICKET_KEY, None)
+            st.rerun()
+
+    waiting()
+    return False
+
+
 def run_race(d_k: int, layers: int, steps: int, lr: float) -> None:
+    """Train both models step for step in this thread, which holds a training slot, and draw them as they go."""
     corpus = current_corpus()
-    tokenizer = CharTokenizer.from_text(corpus.text)
-    config, train = race_configs(tokenizer.vocab_size, d_k, layers, steps, lr, device=current_device())
+    tokenizer, config, train = settings(d_k, layers, steps, lr)
     places, points, figures = [st.empty() for _chart in CHARTS], [], []
     try:
-        with registry().slot(), st.spinner(_("Training both models, step for step…")):
+        with st.spinner(_("Training both models, step for step…")):
             for point in scaling_race(config, train, tokenizer, corpus.text, every=steps // POINTS):
                 points.append(point)
                 figures = draw(points, places)
-    except (RunLimitError, CorpusError) as err:
-        st.warning(error_text(err) + (" " + when_a_slot_frees() if isinstance(err, RunLimitError) else ""))
+    except CorpusError as err:
+        st.warning(error_text(err))
         return
     st.session_state[RACE_SHOWN_KEY] = points
     said(points)

@@ -1,9 +1,9 @@
-"""Text for the page: learner text made safe for markdown, and durations."""
+"""Text for the page: learner text made safe for markdown, durations and places in a line."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from .i18n import _
+from .i18n import SOURCE, _, language
 
 _MARKDOWN_SPECIALS = frozenset("\\`*_{}[]()#+-.!|<>~$:")
 
@@ -46,3 +46,11 @@ def format_duration(seconds: float | None) -> str:
     if seconds >= 60:
         return _("{minutes} min {seconds:02d} s", minutes=seconds // 60, seconds=seconds % 60)
     return _("{seconds} s", seconds=seconds)
+
+
+def ordinal(n: int) -> str:
+    """A place in a line as the language says it: '1st', '22nd', '113th' in English; 第 3 in Chinese."""
+    if language() != SOURCE:
+        return _("number {n}", n=n)  # each catalog says it its own way
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

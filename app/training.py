@@ -11,7 +11,7 @@ from minigpt.serve.registry import NotOwnerError, RunEntry
 from minigpt.serve.runner import SAMPLE_TEMPERATURE
 from minigpt.viz import loss_figure, task_figure
 
-from . import advice, board, charts, compare, runs, train_form
+from . import advice, board, charts, compare, line, runs, train_form
 from .choices import current_device
 from .corpora import Corpus
 from .i18n import _, error_text, number
@@ -30,13 +30,11 @@ def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range:
         settings_ok = False
     else:
         settings_ok = in_range  # a box outside its range has said so under itself
-    registry = runs.registry()
     facts = [_("Corpus **{corpus}** ({chars:,} characters)", corpus=md(corpus.label), chars=len(corpus.text)),
              _("device **{device}**", device=current_device())]
     if settings_ok:
         facts.append(_("a new run with these settings: **{params:,}** parameters", params=sized.num_params()))
-    facts.append(_("{busy} of {slots} training slots in use on this server", busy=registry.active_count(),
-                   slots=registry.max_runs))
+    facts.append(line.server_line())
     st.caption(" · ".join(facts))
     return settings_ok
 
@@ -45,15 +43,14 @@ def controls(corpus: Corpus, model: GPTConfig, train: TrainConfig, settings_ok: 
     """Start, Pause, Resume, Stop, Step ×n and Reset, and what pressing one does."""
     entry, owner = runs.session_run()
     registry = runs.registry()
-    slots_full = registry.active_count() >= registry.max_runs and not (owner and entry is not None
-                                                                          and entry.is_active())
+    own_active = owner and entry is not None and (entry.is_active() or entry.is_waiting())
+    line_ahead = registry.active_count() >= registry.max_runs and not own_active  # a new run would wait
     state = entry.run.state if entry is not None and owner else None
     buttons = st.columns([1.4, 1, 1, 1, 4])
     start = buttons[0].button(
-        _("Start") if state is None else _("Start a new run"), key="start", type="primary",
-        disabled=not settings_ok or slots_full,
-        help=(_("All {slots} training slots on this server are busy: wait until a run finishes.",
-                slots=registry.max_runs) if slots_full
+        _("Start") if state is None else _("Start a new run"), key="start", type="primary", disabled=not settings_ok,
+        help=(_("Every training slot is in use: your run waits in line and starts by itself when its turn comes. It "
+                "replaces your previous run, never anyone else's.") if line_ahead
               else _("Train a new model; it replaces your previous run, never anyone else's.")))
     clicked = {"pause": buttons[1].button(_("Pause"), key="pause", disabled=state != "running"),
                "resume": buttons[2].button(_("Resume"), key="resume", disabled=state != "paused"),
@@ -67,13 +64,9 @@ def controls(corpus: Corpus, model: GPTConfig, train: TrainConfig, settings_ok: 
         _("Step ×{n}", n=size), key="step", disabled=state != "paused",
         help=_("Train exactly this many steps, then pause, and watch what they changed. Pause a run first, or press "
                "Reset."))
-    reset = step_cols[2].button(_("Reset"), key="reset", disabled=not settings_ok or slots_full,
+    reset = step_cols[2].button(_("Reset"), key="reset", disabled=not settings_ok,
                                 help=_("A new run with these settings, paused at step 0: step through it from the "
                                        "start."))
-    if slots_full:
-        st.info(_("All {slots} training slots on this server are in use. Start comes back when one finishes; "
-                  "meanwhile Generate and Attention work with the loaded model.", slots=registry.max_runs)
-                + " " + runs.when_a_slot_frees())
     if (start or reset) and compare.start_run_keeping_the_last(corpus, model, train, paused=reset):
         st.rerun()
     for action, pressed in clicked.items():
@@ -104,13 +97,22 @@ def run_heading(entry: RunEntry | None, owner: bool) -> None:
 def live_view(entry: RunEntry) -> None:
     """The run's numbers and curves, redrawn every second while it trains (a fragment: the rest of
     the page stays as it is)."""
-    st.fragment(_live, run_every=1.0 if entry.run.state == "running" else None)(entry.run.state)
+    moving = entry.run.state in ("running", "waiting", "starting")
+    st.fragment(_live, run_every=1.0 if moving else None)(entry.run.state)
 
 
 def _live(state: str) -> None:
-    current, _owner = runs.session_run()  # the owner's poll keeps the run from being released as idle
+    current, owner = runs.session_run()  # the owner's poll keeps the run from being released as idle
     if current is None:
         st.rerun()
+    if current.run.state in ("waiting", "starting"):
+        if current.run.state != state:
+            st.rerun()
+        if current.run.state == "waiting":
+            line.waiting_view(current, owner)
+        else:
+            st.info(_("Your turn has come: the run is starting."))
+        return
     snap = current.run.snapshot()
     trainer = current.run.trainer
     facts: runs.RunFacts = current.facts

@@ -178,7 +178,7 @@ MUTANTS = {
     "B9 old answer kept on a new request": ("app/generation.py", [(
         "    st.session_state.pop(GENERATION_KEY, None)\n", "")]),
     "B10 no successor for a replaced run": ("minigpt/serve/registry.py", [(
-        "self._successors[old.run_id] = entry.run_id", "pass")]),
+        "self._successors[entry.run_id] = successor.run_id", "pass")]),
     "B11 top-k above the vocabulary not said": ("app/generation.py", [(
         "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
     "B12 GBK refused": ("minigpt/corpus.py", [(
@@ -190,9 +190,9 @@ MUTANTS = {
         'axis = {**axis_title(text), "rangemode": "nonnegative"}', 'axis = axis_title(text)')]),
     "a young run's steps ticked in fractions past its first step": ("minigpt/viz/_layout.py", [(
         "if max(steps, default=0) < WHOLE_STEPS:", "if max(steps, default=0) < 1:")]),
-    "B12 Start clickable with every slot taken": ("app/training.py", [(
-        'key="start", type="primary",\n        disabled=not settings_ok or slots_full,',
-        'key="start", type="primary",\n        disabled=not settings_ok,')]),
+    "Start refused with every slot taken (issue 48)": ("app/training.py", [(
+        'key="start", type="primary", disabled=not settings_ok,',
+        'key="start", type="primary", disabled=not settings_ok or line_ahead,')]),
     "early stopping never stops": ("minigpt/train.py", [(
         "if evaluating and self.step < self.cfg.max_steps and self.patience_ran_out():", "if False:")]),
     "overfitting never reported": ("minigpt/lab/diagnosis.py", [(
@@ -352,8 +352,8 @@ MUTANTS = {
     "race page: two heads, so d_k is half the label's": ("app/scaling_race.py", [(
         "race_configs(tokenizer.vocab_size, d_k, layers, steps, lr, device=",
         "race_configs(tokenizer.vocab_size, d_k // 2, layers, steps, lr, heads=2, device=")]),
-    "race page: trains outside the server's cap": ("app/scaling_race.py", [(
-        "with registry().slot(), st.spinner(", "with st.spinner(")]),
+    "race page: races without waiting for its turn in the line": ("app/scaling_race.py", [(
+        "if ticket is not None and race_turn(ticket):", "if ticket is not None:")]),
     "race page: the verdict's ratio upside down": ("app/scaling_race.py", [(
         "ratio = float(scaled.jacobian[layer] / max(unscaled.jacobian[layer], 1e-12))",
         "ratio = float(unscaled.jacobian[layer] / max(scaled.jacobian[layer], 1e-12))")]),
@@ -380,27 +380,41 @@ MUTANTS = {
         "        if len(found) < len(linked):", "        if False:")]),
     # the run registry
     "registry: the cap lets one run too many train": ("minigpt/serve/registry.py", [(
-        "            if busy >= self.max_runs:", "            if busy > self.max_runs:")]),
+        "self._busy_locked() >= self.max_runs", "self._busy_locked() > self.max_runs")]),
     "registry: anyone may replace a run": ("minigpt/serve/registry.py", [(
         "            if old is not None and not old.is_owner(replace[1]):\n                old = None\n", "")]),
-    "registry: a slot's wait is the run furthest from its end": ("minigpt/serve/registry.py", [(
-        "return min((s for s in left if s is not None), default=None)",
-        "return max((s for s in left if s is not None), default=None)")]),
-    "registry: a paused run said to free its slot": ("minigpt/serve/registry.py", [(
-        'for snap in (run.snapshot() for run in active) if snap.state == "running"]',
-        "for snap in (run.snapshot() for run in active)]")]),
+    "line: last in, first out": ("minigpt/serve/registry.py", [(
+        "if e.is_waiting()), key=lambda e: e.order)", "if e.is_waiting()), key=lambda e: -e.order)")]),
+    "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/registry.py", [(
+        "                entry.order = old.order\n", "                entry.order = next(self._orders)\n")]),
+    "line: no length limit": ("minigpt/serve/registry.py", [(
+        "if len(waiting) >= self.max_waiting:", "if False:")]),
+    "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/registry.py", [(
+        "(self.waiting_idle_seconds if _short_lived(e) else self.idle_seconds)", "self.idle_seconds")]),
+    "line: a waiting run takes the slot that frees last": ("minigpt/serve/line.py", [(
+        "    return free[0]\n", "    return max(free)\n")]),
+    "line: a run's own pace ignored for its shape's": ("minigpt/serve/line.py", [(
+        "    if snap.step >= MIN_STEPS_MEASURED and snap.elapsed > 0:\n        return remaining",
+        "    if False:\n        return remaining")]),
+    "line: a pace scaled the wrong way by the work": ("minigpt/serve/line.py", [(
+        "self._paces[near] * work_per_step(near) / want", "self._paces[near] * want / work_per_step(near)")]),
+    "line: a run that ended keeps its slot": ("minigpt/serve/registry.py", [(
+        "        return self.run.state in ACTIVE_STATES and self.run.is_alive()",
+        "        return self.run.state in ACTIVE_STATES or self.run.state in ENDED_STATES")]),
+    "capacity: the larger of the affinity and the quota": ("minigpt/serve/capacity.py", [(
+        "min(cpus, quota) if quota is not None else cpus", "max(cpus, quota) if quota is not None else cpus")]),
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
         "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
     "a learner's run built without the priority the server is told (runs)": ("app/runs.py", [(
-        "run_id=secrets.token_urlsafe(9), nice=train_nice(DEFAULT_THREAD_NICE))",
-        "run_id=secrets.token_urlsafe(9))")]),
+        "run_id=run_id, nice=train_nice(DEFAULT_THREAD_NICE))",
+        "run_id=run_id)")]),
     "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/runs.py", [(
-        "sample_chars, nice=train_nice(CHILD_NICE)))", "sample_chars))")]),
+        "sample_chars, nice=train_nice(CHILD_NICE), threads=threads))", "sample_chars, threads=threads))")]),
     "a learner's child trains at the server's priority when nothing is said (runs)": ("app/runs.py", [(
-        "sample_chars, nice=train_nice(CHILD_NICE)))", "sample_chars, nice=train_nice(DEFAULT_THREAD_NICE)))")]),
-    "registry: trimming drops a run that trains": ("minigpt/serve/registry.py", [(
-        "idle = sorted((e for e in self._entries.values() if not e.is_active()), key=lambda e: e.last_seen)",
-        "idle = sorted(self._entries.values(), key=lambda e: e.last_seen)")]),
+        "sample_chars, nice=train_nice(CHILD_NICE), threads=threads))",
+        "sample_chars, nice=train_nice(DEFAULT_THREAD_NICE), threads=threads))")]),
+    "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/registry.py", [(
+        "if i in self._entries), key=lambda e: e.last_seen):", "if i in self._entries), key=lambda e: -e.last_seen):")]),
     # zips
     "archive: a bomb's compression ratio unchecked": ("minigpt/archive.py", [(
         "if info.file_size > _RATIO_FREE_BYTES and ratio > MAX_COMPRESSION_RATIO:", "if False:")]),

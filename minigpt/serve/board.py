@@ -83,6 +83,7 @@ class Post:
     state: str
     step: int                     # its trainer's step as last read (the record logs every few steps)
     hidden: bool = False
+    place: int | None = None      # its place in line while it waits for a training slot
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class BoardRow:
     hidden: bool
     pinned: bool
     refusals: tuple[Message, ...]  # why it does not meet the challenge (empty: it does, or there is none)
+    place: int | None = None       # its place in line while it waits for a training slot
 
     @property
     def best_val(self) -> float | None:
@@ -298,9 +300,11 @@ class Classes:
                 board.last_active = self._clock()
             return board
 
-    def view(self, code: str, lookup: Callable[[str], RunEntry | None]) -> BoardView:
+    def view(self, code: str, lookup: Callable[[str], RunEntry | None],
+             place: Callable[[RunEntry], int | None] = lambda entry: None) -> BoardView:
         """The class's board now, from the runs as `lookup` finds them (a registry's get, without a
-        key). Built again at most once per refresh_seconds, and only when something shown changed."""
+        key), and for a run waiting for a training slot, its `place` in line (a registry's place).
+        Built again at most once per refresh_seconds, and only when something shown changed."""
         board = self.find(code)
         with board._lock:
             now = self._clock()
@@ -316,11 +320,13 @@ class Classes:
                         post.state, moved = "released", True
                     continue
                 snap = entry.run.snapshot()
-                if (snap.step, snap.state, len(snap.history)) != (post.step, post.state, len(post.record.steps)):
+                at = place(entry) if snap.state == "waiting" else None
+                if (snap.step, snap.state, len(snap.history), at) != (post.step, post.state, len(post.record.steps),
+                                                                       post.place):
                     post.record, post.sample, post.state, post.step = _read(entry, post.name, snap)
-                    moved = True
+                    post.place, moved = at, True
             key = (board.version,
-                   tuple((p.post_id, p.step, p.state, len(p.record.steps)) for p in board.posts.values()))
+                   tuple((p.post_id, p.step, p.state, len(p.record.steps), p.place) for p in board.posts.values()))
             if board._view is None or moved or board._view.key != key:
                 board._view = _build(board, key)
                 self.builds += 1
@@ -372,5 +378,6 @@ def _build(board: ClassBoard, key: tuple) -> BoardView:
                              record.model.num_params(),
                              post.step * train.batch_size * train.block_size * train.grad_accum,
                              post.hidden, post.post_id == board.pinned,
-                             tuple(board.challenge.refusals(post.corpus, record)) if board.challenge else ()))
+                             tuple(board.challenge.refusals(post.corpus, record)) if board.challenge else (),
+                             post.place))
     return BoardView(board.code, key, tuple(rows), board.challenge)

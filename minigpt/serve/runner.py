@@ -32,7 +32,6 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -41,6 +40,7 @@ from ..messages import Message
 from ..model import MiniGPT
 from ..sample import generate
 from ..train import Trainer, TrainEvent
+from .run import EvalRecord, RunSnapshot
 
 THREAD_NAME = "minigpt-trainer"
 PR_SET_NAME = 15  # <linux/prctl.h>
@@ -48,42 +48,6 @@ SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation
 _ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
 _ATEXIT_REGISTERED = False
-
-
-@dataclass
-class EvalRecord:
-    """What the model did at one evaluation: losses, a sample, the probe's attention."""
-
-    step: int
-    train_loss: float
-    val_loss: float
-    sample: str
-    attention: np.ndarray | None = None  # (layers, heads, T, T) float32 for the probe text
-
-
-@dataclass
-class RunSnapshot:
-    run_id: str
-    state: str                      # idle, running, paused, stopped, finished, error, closed
-    step: int
-    max_steps: int
-    history: list[TrainEvent]
-    evals: list[EvalRecord]
-    tokens_per_sec: float           # median of the last few logged intervals: steady, not jumpy
-    elapsed: float
-    error: Exception | Message | None = None   # why the run stopped with an error: a sentence to show
-    stopped_early: bool = False     # early_stop_patience ran out before max_steps
-
-    @property
-    def progress(self) -> float:
-        return self.step / self.max_steps if self.max_steps else 0.0
-
-    @property
-    def eta_seconds(self) -> float | None:
-        """Remaining time at this run's average pace so far, None before the first step."""
-        if self.step == 0 or self.elapsed <= 0:
-            return None
-        return (self.max_steps - self.step) * self.elapsed / self.step
 
 
 class TrainingRun:

@@ -73,6 +73,7 @@ class RunSpec:
     sample_chars: int = 80
     log_interval: int = 10
     nice: int = CHILD_NICE
+    threads: int = 1  # intra-op threads: the server's CPUs shared among its slots (capacity.threads_per_run)
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -368,7 +369,7 @@ def _child_main(spec: RunSpec, conn) -> None:
     with contextlib.suppress(OSError):  # under memory pressure, the kernel ends a training child before the server
         with open("/proc/self/oom_score_adj", "w") as adj:
             adj.write(str(OOM_SCORE_ADJ))
-    torch.set_num_threads(1)  # tiny models are overhead-bound; the server's cores are the learners'
+    torch.set_num_threads(spec.threads)  # its share of the CPUs: runs in every slot never oversubscribe the cores
     try:
         run = _build(spec)
     except Exception as err:

@@ -1,5 +1,6 @@
 """app/runs.py: a session's run in the registry: the owner steers, watchers watch, the URL reattaches
-a refresh, the cap holds under simultaneous clicks, and abandoned runs are released.
+a refresh, a full server puts Start in line, the slots hold under simultaneous clicks, and abandoned
+runs are released.
 
     pytest tests/app/test_runs.py
 """
@@ -11,9 +12,10 @@ import pytest
 
 from app import choices, corpora, runs
 from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
+from helpers.tiny import tiny_plan
 from helpers.waiting import niceness, thread_niceness, wait_until
-from minigpt import CorpusError, GPTConfig, TrainConfig, Trainer, build_model
-from minigpt.serve.registry import NotOwnerError, RunLimitError, RunRegistry
+from minigpt import GPTConfig, TrainConfig, Trainer, build_model
+from minigpt.serve.registry import NotOwnerError, RunRegistry
 from minigpt.serve.runner import TrainingRun
 from minigpt.serve.worker import CHILD_THREAD_NAME
 from app.site import GENERATE, TRAIN
@@ -79,18 +81,28 @@ def test_the_owner_url_carries_the_run_id_and_key():
     assert at.query_params["run"] == run_id and at.query_params["key"] == key
 
 
-def test_the_server_cap_refuses_a_third_run_with_a_clear_message(monkeypatch):
+def test_a_start_on_a_full_server_waits_in_line_sees_its_place_and_starts_by_itself(monkeypatch):
+    """Issue 48: on a server with every slot busy, Start is accepted; the learner sees their place, the
+    server's slots, and, once a run has trained here, when theirs should start. When a slot frees,
+    their run trains without their pressing anything again."""
     monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
-    running = [runs.registry().get(own_run(start_tiny_run())[0]) for _ in range(2)]
-    wait_until(lambda: all(entry.run.snapshot().eta_seconds for entry in running), "both runs to know their pace")
+    running = [start_tiny_run() for _ in range(2)]
+    entries = [runs.registry().get(*own_run(at)) for at in running]
+    wait_until(lambda: all(entry.run.snapshot().step >= 10 for entry in entries), "both runs to have a pace")
     third = tiny_settings(page(home(), TRAIN.script))
-    assert third.button(key="start").disabled  # issue B12: Start stayed clickable with every slot taken
-    full = [i.value for i in third.info if "training slots" in i.value]
-    assert len(full) == 1 and re.search(r"free up in about \d+ (s|min \d\d s|h \d\d min),", full[0]), full
-    assert runs.OWN_RUN_KEY not in third.session_state
-    with pytest.raises(RunLimitError, match="limit"):  # and the registry refuses even a forged click
-        runs.registry().start(lambda: pytest.fail("built past the cap"), corpus="x", probe="")
-    assert runs.registry().active_count() == 2
+    assert not third.button(key="start").disabled
+    third.button(key="start").click().run()
+    assert not third.error and not third.metric  # no run's numbers yet: its place instead
+    mine = runs.registry().get(*own_run(third))
+    assert mine.is_waiting() and runs.registry().place(mine) == 1
+    shown = [i.value for i in third.info if "in line" in i.value]
+    assert len(shown) == 1 and shown[0].startswith("**1st in line**: it starts in about "), shown
+    assert "All 2 training slots are in use" in shown[0]
+    assert any("2 training slots on this server, 2 in use, 1 run waiting" in c.value for c in third.caption)
+    runs.registry().control(*own_run(running[0]), "stop")
+    wait_until(lambda: mine.is_active(), "the waiting run to take the freed slot")
+    third.run()
+    assert third.metric[0].value == "running"
 
 
 def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypatch):
@@ -115,21 +127,16 @@ def test_a_start_that_cannot_train_shows_why_and_leaves_the_previous_run_trainin
     assert any("validation split" in e.value for e in at.error)
     assert at.button(key="start").disabled  # refused from the corpus' length, before anything is built
 
-    def build_fails():  # what the trainer would raise if the settings got past the page
-        raise CorpusError("the validation split has 44 tokens, fewer than block_size + 1 = 61")
-
-    with pytest.raises(CorpusError):
-        runs.registry().start(build_fails, corpus="demo-zh", probe="", replace=own_run(at))
     assert own_run(at)[0] == first and runs.registry().get(first).run.state == "running"
 
 
 @pytest.mark.slow
-def test_simultaneous_starts_never_build_more_runs_than_the_cap():
-    """16 Start clicks at the same instant against a cap of 2: exactly 2 runs are built and train,
-    and at no moment did a third training thread exist, even briefly."""
-    registry = RunRegistry(max_runs=2)
+def test_simultaneous_starts_all_get_a_place_and_never_build_more_runs_than_the_slots():
+    """16 Start clicks at the same instant on 2 slots: none refused; exactly 2 runs are built and
+    train, at no moment a third training thread, even briefly; the other 14 wait in places 1 to 14."""
+    registry = RunRegistry(max_runs=2, dispatcher=False)
     clicks = 16
-    built, refused, gate = [], [], threading.Barrier(clicks + 1)
+    built, entries, gate = [], [], threading.Barrier(clicks + 1)
     peak, done = [0], threading.Event()
 
     def watch_threads():  # samples the built runs' threads for the whole burst
@@ -137,17 +144,14 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap():
         while not done.is_set():
             peak[0] = max(peak[0], sum(run.is_alive() for run in list(built)))
 
-    def build():
+    def build(run_id):
         run = tiny_training_run()
         built.append(run)
         return run
 
     def click():
         gate.wait()
-        try:
-            registry.start(build, corpus="demo-zh", probe="")
-        except RunLimitError:
-            refused.append(1)
+        entries.append(registry.submit(build, tiny_plan(), corpus="demo-zh", probe=""))
 
     watcher = threading.Thread(target=watch_threads)
     watcher.start()
@@ -159,9 +163,9 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap():
     done.set()
     watcher.join()
     try:
-        assert len(built) == 2 and len(refused) == clicks - 2
-        assert registry.active_count() == 2
+        assert len(entries) == clicks and len(built) == 2 and registry.active_count() == 2
         assert peak[0] <= 2 and all(run.is_alive() for run in built)
+        assert sorted(p for p in map(registry.place, entries) if p is not None) == list(range(1, clicks - 1))
     finally:
         registry.stop_all()
 
@@ -169,12 +173,12 @@ def test_simultaneous_starts_never_build_more_runs_than_the_cap():
 @pytest.mark.parametrize("train_in", ["process", "thread"])
 def test_runs_whose_owner_stopped_looking_are_released(monkeypatch, train_in):
     monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
-    monkeypatch.setenv(runs.IDLE_ENV, "1")  # read when the registry is made
+    monkeypatch.setenv(runs.IDLE_ENV, "60")  # read when the registry is made
     at = start_tiny_run()
     run_id, _ = own_run(at)
     entry = runs.registry().get(run_id)
-    assert runs.registry().idle_seconds == 1
-    entry.last_seen -= 5
+    assert runs.registry().idle_seconds == 60
+    entry.last_seen -= 61  # as if its owner had been away a minute
     assert runs.registry().get(run_id) is None
     assert entry.run.state == "closed"
     wait_until(lambda: not entry.run.is_alive(), "the released run's thread to end")
@@ -203,8 +207,8 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
         for forged_key in ("not-the-key", "", None):
             with pytest.raises(NotOwnerError):
                 runs.registry().control(run_id, forged_key, action)
-    theirs = runs.registry().start(tiny_training_run, corpus="demo-zh", probe="",
-                                        replace=(run_id, "not-the-key"))
+    theirs = runs.registry().submit(lambda new_id: tiny_training_run(), tiny_plan(), corpus="demo-zh", probe="",
+                                    replace=(run_id, "not-the-key"))
     assert theirs.run_id != run_id
     assert runs.registry().get(run_id).run.state == "running"  # the owner's run is untouched
     owner.run()

@@ -1,5 +1,5 @@
 """app/scaling_race.py: the √d_k race on the Experiments page: both models drawn, the verdict in measured
-numbers, the server's cap, and the race in Chinese.
+numbers, the line for a training slot, and the race in Chinese.
 
     pytest tests/app/test_scaling_race.py
 """
@@ -10,7 +10,9 @@ import json
 import pytest
 
 from app import runs
-from helpers.apptest import home, page, start_tiny_run
+from app.scaling_race import RACE_TICKET_KEY
+from helpers.apptest import home, own_run, page, start_tiny_run
+from helpers.waiting import wait_until
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from app.site import EXPERIMENTS
@@ -44,13 +46,20 @@ def test_the_race_draws_both_models_and_says_what_happened_in_the_measured_numbe
 
 @pytest.mark.trains
 @pytest.mark.slow
-def test_a_race_at_the_servers_cap_says_so_and_trains_nothing(monkeypatch):
+def test_a_race_on_a_full_server_waits_in_the_line_then_races_without_a_second_click(monkeypatch):
     monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
-    start_tiny_run()
+    learner = start_tiny_run()
     at = race_page()
-    assert not at.exception
-    assert any("its limit" in w.value for w in at.warning)
-    assert not any(m.value.startswith("After") for m in at.markdown)
+    assert not at.exception and not at.warning
+    waiting = [i.value for i in at.info if i.value.startswith("The race waits for a training slot")]
+    assert len(waiting) == 1 and "**1st in line**" in waiting[0]
+    assert not any(m.value.startswith("After") for m in at.markdown)  # nothing trained past the slots
+    ticket = at.session_state[RACE_TICKET_KEY][0]
+    runs.registry().control(*own_run(learner), "stop")
+    wait_until(lambda: runs.registry().get(*ticket).is_active(), "the race's turn")
+    at.run()
+    assert sum(m.value.startswith("After 100 steps") for m in at.markdown) == 1
+    assert runs.registry().get(*ticket) is None and runs.registry().active_count() == 0  # its slot given back
 
 
 @pytest.mark.trains

@@ -139,9 +139,7 @@ def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
     at.select_slider(key="d_model").set_value(16).run()
     at.button(key="start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    wait_for_step(at, 40)
-    entry = _entry(at)
-    entry.run.stop(timeout=None)  # returns once the thread, with step 40's evaluation, is done
+    entry = wait_finished(at)  # its last step's evaluation done
     at.run()
     sample = entry.run.snapshot().evals[-1].sample  # one answer to a held-out question, not lines of noise
     assert sample.startswith(entry.probe_text[:7]) and len(sample) == 14

@@ -27,3 +27,14 @@ def tiny_lm(seed: int = 0, **overrides) -> tuple[MiniGPT, CharTokenizer]:
     """A tiny untrained model over TEXT's characters, with its tokenizer."""
     tok = tiny_tokenizer()
     return tiny_model(seed, vocab_size=tok.vocab_size, **overrides), tok
+
+
+def tiny_plan(max_steps: int = 20, batch_size: int = 4, block_size: int = 8, **overrides):
+    """What a tiny run over TEXT will train, as the registry's line reads it (minigpt.serve.line.RunPlan)."""
+    from minigpt import TrainConfig
+    from minigpt.serve.line import RunPlan
+
+    tok = tiny_tokenizer()
+    model = tiny_config(vocab_size=tok.vocab_size, **overrides).validate()
+    train = TrainConfig(batch_size=batch_size, block_size=block_size, max_steps=max_steps).validate(model)
+    return RunPlan(model, train, tok, TEXT)

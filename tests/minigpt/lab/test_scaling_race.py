@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import minigpt.model
-from helpers.tiny import tiny_lm
-from helpers.waiting import DEADLINE
+from helpers.tiny import tiny_lm, tiny_plan
+from helpers.waiting import DEADLINE, wait_until
 from minigpt import CharTokenizer, GPTConfig, TrainConfig, load_corpus
-from minigpt.serve.registry import RunLimitError, RunRegistry
+from minigpt.serve.registry import RunRegistry
 from minigpt.lab.scaling_race import scaling_race, softmax_jacobian_norm, softmax_signal
 
 
@@ -76,57 +76,41 @@ def test_without_scaling_one_head_of_d_k_64_saturates_and_lets_less_through():
     assert last.unscaled.jacobian[0] < 0.6 * last.scaled.jacobian[0]
 
 
-def test_a_race_holds_a_training_slot_while_it_trains():
-    registry = RunRegistry(max_runs=1)
-    with registry.slot():
-        with pytest.raises(RunLimitError, match="limit"):
-            registry.start(lambda: pytest.fail("built past the cap"), corpus="x", probe="")
-        with pytest.raises(RunLimitError):
-            with registry.slot():
-                pytest.fail("a second race past the cap")
-    with registry.slot():  # given back when the race ends
-        pass
-
-
 @pytest.mark.trains
-@pytest.mark.parametrize("max_runs, finished", [(1, 1), (2, 2)])
-def test_two_sessions_racing_at_once_stay_within_the_servers_cap(max_runs, finished):
-    """Two races started at the same moment from two threads (two sessions): at a cap of 1 one
-    trains and the other is refused with the cap's message; at 2 both train. A race leaves no run
-    in the registry for anyone to see."""
+def test_two_sessions_racing_at_once_on_one_slot_wait_in_the_line_one_after_the_other():
+    """Two races asked for at the same moment from two threads (two sessions), on a server with one
+    slot: one holds it and races; the other waits in line, then races once the slot is given back.
+    Neither is refused, the two never train at once, and a race leaves nothing in the registry."""
     import threading
 
-    registry = RunRegistry(max_runs=max_runs)
+    registry = RunRegistry(max_runs=1, dispatcher=False)
     model, tok = tiny_lm()
     config = replace(model.config, num_heads=1)
     train = TrainConfig(batch_size=4, block_size=8, max_steps=30, warmup_steps=2, eval_interval=1000, device="cpu")
     text = "the cat sat on the mat. the dog sat on the log. " * 8
-    both = threading.Barrier(2)
-    results: list[object] = []
+    both, lock = threading.Barrier(2), threading.Lock()
+    racing, most, results = [0], [0], []
 
     def session() -> None:
         both.wait()
-        try:
-            with registry.slot():
-                both_started.wait(timeout=DEADLINE)  # hold the slot until the other has tried
-                results.append(list(scaling_race(config, train, tok, text, every=10))[-1].step)
-        except RunLimitError as err:
-            results.append(err)
-            both_started.set()
+        entry = registry.request_slot(tiny_plan(max_steps=60))
+        wait_until(lambda: registry.get(entry.run_id, entry.key) and entry.is_active(), "this race's turn")
+        with lock:
+            racing[0] += 1
+            most[0] = max(most[0], racing[0])
+        results.append(list(scaling_race(config, train, tok, text, every=10))[-1].step)
+        with lock:
+            racing[0] -= 1
+        registry.give_back(entry)
 
-    both_started = threading.Event()
-    if max_runs > 1:
-        both_started.set()
     threads = [threading.Thread(target=session) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=DEADLINE)
         assert not t.is_alive(), "a race never ended"
-    assert sorted(map(str, results)).count("30") == finished
-    refused = [r for r in results if isinstance(r, RunLimitError)]
-    assert len(refused) == 2 - finished and all("limit" in str(r) for r in refused)
-    assert registry.active_count() == 0
+    assert results == [30, 30] and most[0] == 1
+    assert registry.active_count() == 0 and registry.waiting_count() == 0
 
 
 def test_the_entropy_and_max_weight_are_each_rows_by_hand_averaged():

@@ -9,7 +9,7 @@ nothing here waits for time to pass.
 """
 import pytest
 
-from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.serve.board import CODE_ALPHABET, MAX_NAME, BoardError, Challenge, Classes, plain_name
@@ -29,12 +29,12 @@ class Clock:
         return self.now
 
 
-def _build(max_steps: int = 20, d_model: int = 16, **train) -> TrainingRun:
+def _build(max_steps: int = 20, d_model: int = 16, run_id: str | None = None, **train) -> TrainingRun:
     tok = tiny_tokenizer()
     cfg = TrainConfig(batch_size=BATCH, block_size=BLOCK, max_steps=max_steps, warmup_steps=2, eval_interval=5,
                       eval_iters=1, **train)
     model = build_model(tiny_config(vocab_size=tok.vocab_size, d_model=d_model), 0)
-    return TrainingRun(Trainer(model, tok, TEXT, cfg), sample_prompt="the", sample_chars=8)
+    return TrainingRun(Trainer(model, tok, TEXT, cfg), sample_prompt="the", sample_chars=8, run_id=run_id)
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def clock():
 
 @pytest.fixture
 def registry(clock):
-    registry = RunRegistry(max_runs=8, idle_seconds=600, max_kept=8, clock=clock)
+    registry = RunRegistry(max_runs=8, idle_seconds=600, clock=clock, dispatcher=False)
     yield registry
     registry.stop_all()
 
@@ -54,8 +54,13 @@ def classes(clock):
     return Classes(max_classes=3, max_posts=4, max_per_learner=2, idle_seconds=3600, refresh_seconds=1.0, clock=clock)
 
 
+def _submit(registry, paused: bool = False, **settings):
+    return registry.submit(lambda run_id: _build(**settings, run_id=run_id), tiny_plan(), corpus="course-zh",
+                           probe="the", paused=paused)
+
+
 def finished(registry, **settings):
-    entry = registry.start(lambda: _build(**settings), corpus="course-zh", probe="the")
+    entry = _submit(registry, **settings)
     wait_until(lambda: entry.run.state == "finished", "the run to finish")
     return entry
 
@@ -162,8 +167,8 @@ def test_the_challenge_ranks_by_best_validation_loss_and_refuses_from_each_runs_
     corpora = {"short": "course-zh", "long": "course-zh", "wide": "course-zh", "other": "course-zh (uploaded)"}
     for name, entry in runs.items():
         classes.post(board.code, entry, entry.key, name, learner=name, corpus=corpora[name])
-    small = sum(p.numel() for p in runs["short"].run.trainer.model.parameters())  # counted from the model itself
-    wide = sum(p.numel() for p in runs["wide"].run.trainer.model.parameters())
+    small = sum(p.numel() for p in runs["short"].run.inference_model().parameters())  # counted from the model itself
+    wide = sum(p.numel() for p in runs["wide"].run.inference_model().parameters())
     assert small < wide
     classes.set_challenge(board.code, board.teacher_key, Challenge("course-zh", max_steps=20, max_params=small))
     view = classes.view(board.code, registry.get)
@@ -186,7 +191,7 @@ def test_the_table_counts_characters_seen_and_parameters_and_shows_only_what_dif
     for name, entry in (("a", a), ("b", b)):
         classes.post(board.code, entry, entry.key, name, learner=name, corpus="course-zh")
     table = classes.view(board.code, registry.get).table()
-    params = sum(p.numel() for p in a.run.trainer.model.parameters())
+    params = sum(p.numel() for p in a.run.inference_model().parameters())
     assert list(table["tokens"]) == [20 * BATCH * BLOCK] * 2 and list(table["params"]) == [params] * 2
     assert list(table["steps"]) == [20, 20] and list(table["lr"]) == [TrainConfig().lr, 1e-2]
     assert "d_model" not in table.columns  # the same in both: not a difference
@@ -195,7 +200,7 @@ def test_the_table_counts_characters_seen_and_parameters_and_shows_only_what_dif
 
 def test_thirty_viewers_share_one_view_built_again_only_when_a_run_moved(classes, registry, clock):
     board = classes.open()
-    entry = registry.start(lambda: _build(max_steps=10_000), corpus="course-zh", probe="the")
+    entry = _submit(registry, max_steps=10_000)
     classes.post(board.code, entry, entry.key, "live", learner="a", corpus="course-zh")
     entry.run.pause()
     wait_until(lambda: entry.run.state == "paused", "the run to pause")
@@ -230,7 +235,7 @@ def test_a_run_still_training_is_held_to_the_steps_it_is_set_to_not_the_steps_it
     """A run set to 30 steps, paused at 5, is outside a 20-step challenge already: its learning-rate
     schedule and its end are those of 30 steps, whatever it shows now."""
     board = classes.open()
-    entry = registry.start(lambda: _build(max_steps=30), corpus="course-zh", probe="the", paused=True)
+    entry = _submit(registry, paused=True, max_steps=30)
     entry.run.run_steps(5)
     wait_until(lambda: entry.run.snapshot().step == 5 and entry.run.state == "paused", "five steps")
     classes.post(board.code, entry, entry.key, "early", learner="a", corpus="course-zh")
@@ -254,3 +259,22 @@ def test_the_teacher_pins_one_run_to_the_top_drawn_thicker_and_unpins_it(classes
     assert list(view.table()["run"]) == ["c", "a", "b"]
     classes.pin(board.code, board.teacher_key, None)
     assert [r.label for r in classes.view(board.code, registry.get).rows] == ["a", "b", "c"]
+
+
+def test_a_posted_run_waiting_for_a_slot_shows_as_waiting_with_its_place(clock, classes):
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
+    try:
+        board = classes.open()
+        training, waiting = _submit(registry, max_steps=10_000), _submit(registry)
+        for entry in (training, waiting):
+            classes.post(board.code, entry, entry.key, entry.run_id, learner=entry.run_id, corpus="course-zh")
+        rows = {row.run_id: row for row in classes.view(board.code, registry.get, registry.place).rows}
+        assert rows[waiting.run_id].state == "waiting" and rows[waiting.run_id].place == 1
+        assert rows[training.run_id].state == "running" and rows[training.run_id].place is None
+        registry.control(training.run_id, training.key, "stop")
+        clock.now += classes.refresh_seconds
+        wait_until(lambda: classes.view(board.code, registry.get, registry.place).rows[1].state == "running",
+                   "the waiting run to start once the slot frees")
+        assert classes.view(board.code, registry.get, registry.place).rows[1].place is None
+    finally:
+        registry.stop_all()

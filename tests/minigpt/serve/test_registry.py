@@ -1,20 +1,29 @@
-"""minigpt/serve/registry.py: the run registry on its own, without Streamlit: owners, the cap, replacement,
-watchers following the owner, and the release of runs nobody looks at.
+"""minigpt/serve/registry.py: the run registry on its own, without Streamlit: owners, the line for a
+training slot (first in, first out, one run per owner, its length, absent owners, failures), the
+estimates a waiting learner is shown, watchers following the owner, what is kept of ended runs,
+and the release of runs nobody looks at.
 
-Idle release is tested on a clock the test moves by hand: no test waits for time to pass.
+Time is a clock the test moves by hand, and the line moves only when the test calls dispatch():
+no test waits for time to pass. Most runs here are `Scripted` runs whose step and pace the test
+sets, so that a place and an estimate can be checked against arithmetic done by hand; the real
+runs (a Trainer on a thread) check what only they can show.
 
     pytest tests/minigpt/serve/test_registry.py
 """
+import threading
 import pytest
+import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.registry import NotOwnerError, RunLimitError, RunRegistry
+from minigpt.serve.kept import KeptRun
+from minigpt.serve.line import Estimate, RunPlan, start_in
+from minigpt.serve.registry import HeldSlot, NotOwnerError, RunLimitError, RunRegistry
+from minigpt.serve.run import Run, RunSnapshot
 from minigpt.serve.runner import TrainingRun
 
-pytestmark = pytest.mark.trains
-IDLE = 60  # seconds the registry below lets an owner stay away
+IDLE, AWAY = 600, 60  # seconds an owner may stay away from a run, and from a waiting run
 
 
 class Clock:
@@ -27,11 +36,83 @@ class Clock:
         return self.now
 
 
-def _build(max_steps: int = 100_000) -> TrainingRun:
+class Scripted:
+    """A run whose step, pace and end the test sets by hand (run.Run)."""
+
+    def __init__(self, run_id: str, max_steps: int = 300):
+        self.run_id, self.max_steps = run_id, max_steps
+        self.step, self.elapsed, self._state = 0, 0.0, "idle"
+        self.trainer = None
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def start(self, paused: bool = False) -> None:
+        self._state = "paused" if paused else "running"
+
+    def resume(self) -> None:
+        self._state = "running"
+
+    def pause(self) -> None:
+        self._state = "paused"
+
+    def run_steps(self, n: int) -> None:
+        self.step += n
+
+    def stop(self, timeout=None) -> None:
+        self._state = "stopped"
+
+    def close(self, timeout=None) -> None:
+        self._state = "closed"
+
+    def is_alive(self) -> bool:
+        return self._state in ("running", "paused")
+
+    def snapshot(self) -> RunSnapshot:
+        return RunSnapshot(self.run_id, self._state, self.step, self.max_steps, [], [], 0.0, self.elapsed)
+
+    def at(self, step: int, elapsed: float) -> None:
+        self.step, self.elapsed = step, elapsed
+
+    def inference_model(self):
+        raise RuntimeError("a scripted run has no weights")  # the registry then keeps it as it is
+
+    def checkpoint_parts(self):
+        raise RuntimeError("a scripted run has no weights")
+
+
+def _plan(max_steps: int = 300, d_model: int = 16) -> RunPlan:
     tok = tiny_tokenizer()
-    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=10_000,
-                      eval_iters=1)
-    return TrainingRun(Trainer(build_model(tiny_config(vocab_size=tok.vocab_size), 0), tok, TEXT, cfg))
+    model = tiny_config(vocab_size=tok.vocab_size, d_model=d_model).validate()
+    train = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=10_000,
+                        eval_iters=1).validate(model)
+    return RunPlan(model, train, tok, TEXT)
+
+
+class Line:
+    """A registry of scripted runs: `join` puts one in line for an owner, `runs` are the ones built, in order."""
+
+    def __init__(self, clock: Clock, slots: int = 1, **settings):
+        self.registry = RunRegistry(max_runs=slots, idle_seconds=IDLE, waiting_idle_seconds=AWAY, clock=clock,
+                                    dispatcher=False, **settings)
+        self.runs: dict[str, Scripted] = {}
+        self.built: list[str] = []
+        self._lock = threading.Lock()
+
+    def build(self, run_id: str) -> Scripted:
+        with self._lock:
+            assert run_id not in self.runs, "a run built twice"
+            self.built.append(run_id)
+            self.runs[run_id] = run = Scripted(run_id)
+            return run
+
+    def join(self, plan: RunPlan | None = None, replace=None, paused: bool = False):
+        return self.registry.submit(self.build, plan or _plan(), corpus="c", probe="p", replace=replace, paused=paused)
+
+    def end(self, entry, state: str = "finished") -> None:
+        self.runs[entry.run_id]._state = state
+        self.registry.dispatch()
 
 
 @pytest.fixture
@@ -40,108 +121,323 @@ def clock():
 
 
 @pytest.fixture
-def registry(clock):
-    registry = RunRegistry(max_runs=1, idle_seconds=IDLE, max_kept=3, clock=clock)
-    yield registry
-    registry.stop_all()
+def line(clock):
+    line = Line(clock)
+    yield line
+    line.registry.stop_all()
 
 
-def test_the_cap_refuses_another_owner_but_lets_the_owner_replace_their_run(registry):
-    first = registry.start(_build, corpus="c", probe="p")
-    with pytest.raises(RunLimitError, match="1 run, its limit"):
-        registry.start(_build, corpus="c", probe="p")
-    second = registry.start(_build, corpus="c", probe="p", replace=(first.run_id, first.key))
-    assert registry.get(first.run_id) is None and first.run.state == "closed"
-    assert registry.active_count() == 1 and second.is_active()
+# -- the line -----------------------------------------------------------------------------------
+def test_a_start_on_a_full_server_waits_in_line_and_starts_when_the_slot_frees(line):
+    first, second = line.join(), line.join()
+    assert first.run.state == "running" and second.run.state == "waiting"
+    assert line.registry.place(second) == 1 and line.registry.place(first) is None
+    line.end(first)
+    assert second.run.state == "running" and line.built == [first.run_id, second.run_id]
 
 
-def test_only_the_key_steers_a_run(registry):
-    entry = registry.start(_build, corpus="c", probe="p")
+def test_concurrent_starts_give_a_strict_fifo_line_with_no_run_lost_or_duplicated(clock):
+    """Forty owners press Start at once from forty threads; then the line drains as runs end. The
+    runs start in the order the line gave them, each exactly once, never more than the slots at once."""
+    line = Line(clock, slots=3)
+    entries, barrier = [], threading.Barrier(40)
+
+    def press() -> None:
+        barrier.wait()
+        entries.append(line.join())
+
+    threads = [threading.Thread(target=press) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    by_order = sorted(entries, key=lambda e: e.order)
+    assert len({e.order for e in entries}) == 40
+    while len(line.built) < 40:
+        training = [r for r in line.runs.values() if r.state == "running"]
+        assert len(training) == 3 or len(line.built) + len(training) >= 40
+        line.end(line.registry.get(training[0].run_id))
+    assert line.built == [e.run_id for e in by_order]
+    assert [line.registry.place(e) for e in entries] == [None] * 40
+
+
+def test_places_count_from_the_front_and_move_up_as_the_line_drains(line):
+    running = line.join()
+    waiting = [line.join() for _ in range(3)]
+    assert [line.registry.place(e) for e in waiting] == [1, 2, 3]
+    line.end(running)
+    assert [line.registry.place(e) for e in waiting] == [None, 1, 2]
+    assert line.registry.waiting_count() == 2
+
+
+def test_a_second_start_replaces_the_owners_waiting_run_and_keeps_its_place(line):
+    line.join()
+    mine, theirs = line.join(), line.join()
+    again = line.join(replace=(mine.run_id, mine.key))
+    assert line.registry.get(mine.run_id) is None and mine.run.state == "closed"
+    assert line.registry.place(again) == 1 and line.registry.place(theirs) == 2
+    assert line.registry.successor(mine.run_id) is again
+
+
+def test_a_start_never_replaces_someone_elses_waiting_run(line):
+    line.join()
+    theirs = line.join()
+    mine = line.join(replace=(theirs.run_id, "not their key"))
+    assert line.registry.place(theirs) == 1 and line.registry.place(mine) == 2
+
+
+def test_a_second_start_replaces_the_owners_training_run_and_goes_to_the_back(line):
+    """Replacing a run that trains frees its slot, but the new run queues behind those already waiting."""
+    mine = line.join()
+    theirs = line.join()
+    again = line.join(replace=(mine.run_id, mine.key))
+    assert line.runs[mine.run_id].state == "closed"
+    assert theirs.run.state == "running" and line.registry.place(again) == 1
+
+
+def test_the_owner_cancels_a_waiting_run_and_nobody_else_can(line):
+    line.join()
+    mine, theirs = line.join(), line.join()
     with pytest.raises(NotOwnerError):
-        registry.control(entry.run_id, "guess", "stop")
-    registry.control(entry.run_id, entry.key, "pause")
+        line.registry.control(mine.run_id, theirs.key, "cancel")
+    line.registry.control(mine.run_id, mine.key, "cancel")
+    assert line.registry.get(mine.run_id) is None and line.registry.place(theirs) == 1
+
+
+def test_stop_on_a_waiting_run_takes_it_out_of_the_line(line):
+    line.join()
+    mine = line.join()
+    line.registry.control(mine.run_id, mine.key, "stop")
+    assert line.registry.get(mine.run_id) is None and line.registry.waiting_count() == 0
+
+
+def test_a_waiting_run_whose_owner_shows_no_sign_of_life_is_dropped_before_it_starts(line, clock):
+    running = line.join()
+    present, absent = line.join(), line.join()
+    for _ in range(3):
+        clock.now += AWAY - 1
+        line.registry.get(present.run_id, present.key)  # any page of theirs, or the run's link
+        line.registry.get(running.run_id, running.key)
+    assert line.registry.get(absent.run_id) is None and absent.run.state == "closed"
+    assert line.registry.place(present) == 1
+    line.end(running)
+    assert line.built == [running.run_id, present.run_id]
+
+
+def test_a_watcher_looking_at_a_waiting_run_keeps_nothing_alive(line, clock):
+    line.join()
+    waiting = line.join()
+    clock.now += AWAY / 2
+    line.registry.get(waiting.run_id)  # someone with the read-only link
+    clock.now += AWAY / 2 + 1
+    assert line.registry.get(waiting.run_id) is None
+
+
+def test_past_the_lines_length_limit_start_is_refused_with_the_wait(clock):
+    line = Line(clock, max_waiting=2)
+    running = line.join(plan=_plan(max_steps=300))
+    waiting = [line.join(plan=_plan(max_steps=300)) for _ in range(2)]
+    line.runs[running.run_id].at(100, 20.0)  # 5 steps/s: 40 s to go, then two runs of 60 s each
+    line.registry.dispatch()
+    with pytest.raises(RunLimitError, match="All 2 places in the line") as refused:
+        line.join()
+    assert refused.value.params["minutes"] == pytest.approx(160 / 60)
+    again = line.join(replace=(waiting[0].run_id, waiting[0].key))  # replacing one's own is no new place
+    assert line.registry.place(again) == 1
+
+
+def test_a_run_that_fails_frees_its_slot_for_the_next(line):
+    failing, next_one = line.join(), line.join()
+    line.end(failing, "error")
+    assert next_one.run.state == "running"
+    assert line.registry.get(failing.run_id) is failing  # its owner still reads why
+
+
+def test_a_run_that_cannot_be_built_tells_its_owner_and_the_next_starts(clock):
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
+
+    def refuse(run_id):
+        raise MemoryError("no memory for this run")
+
+    try:
+        broken = registry.submit(refuse, _plan(), corpus="c", probe="p")
+        assert broken.run.state == "error" and "no memory" in str(broken.run.snapshot().error)
+        nxt = registry.submit(lambda run_id: Scripted(run_id), _plan(), corpus="c", probe="p")
+        assert nxt.run.state == "running"
+    finally:
+        registry.stop_all()
+
+
+def test_a_paused_run_holds_its_slot(line):
+    paused = line.join(paused=True)
+    waiting = line.join()
+    assert paused.run.state == "paused" and waiting.run.state == "waiting"
+    line.registry.control(paused.run_id, paused.key, "resume")
+    line.end(paused, "stopped")
+    assert waiting.run.state == "running"
+
+
+# -- the estimates --------------------------------------------------------------------------------
+def test_start_in_gives_each_run_ahead_the_first_slot_that_frees():
+    # slots free at 25 s and 40 s; runs ahead of 30 s and 20 s: 25→55, 40→60: the next starts at 55 s
+    assert start_in(2, [40.0, 25.0], [30.0, 20.0]) == 55.0
+    assert start_in(2, [40.0, 25.0], []) == 25.0
+    assert start_in(3, [10.0], [5.0]) == 0.0  # two slots are free now
+    assert start_in(1, [30.0, 10.0], []) == 30.0  # three runs on two... more than the slots: the first end frees none
+
+
+def test_each_waiting_learner_is_shown_a_start_computed_from_the_runs_ahead(clock):
+    """Two slots: one run 100 of 300 steps in after 20 s (5 steps/s, 40 s to go), one 50 of 300 after
+    5 s (10 steps/s, 25 s to go). Three wait, of a shape this server trains at 10 steps/s: 30 s each.
+    By hand: the first starts at 25 s, the second at 40 s, the third at 25 + 30 = 55 s."""
+    line = Line(clock, slots=2)
+    ahead = _plan(d_model=32)
+    slow, fast = line.join(plan=ahead), line.join(plan=ahead)
+    plan = _plan()
+    waiting = [line.join(plan=plan) for _ in range(3)]
+    line.runs[slow.run_id].at(100, 20.0)
+    line.runs[fast.run_id].at(50, 5.0)
+    line.registry.speeds.record(plan.shape, RunSnapshot("x", "finished", 300, 300, [], [], 0.0, 30.0))
+    assert [line.registry.estimate(e) for e in waiting] == [Estimate(25.0, False), Estimate(40.0, False),
+                                                            Estimate(55.0, False)]
+
+
+def test_the_estimate_is_rough_and_scaled_by_the_work_until_a_run_of_that_size_has_trained(clock):
+    line = Line(clock, slots=1)
+    small = _plan()
+    running = line.join(plan=small)
+    wide = _plan(d_model=32)
+    waiting = [line.join(plan=wide), line.join(plan=wide)]
+    line.runs[running.run_id].at(150, 15.0)  # 10 steps/s: 15 s to go
+    line.registry.dispatch()  # the server measures the small shape's pace from the run that trains
+    work = wide.model.num_params() / small.model.num_params()  # same batch and block: work scales with parameters
+    second = line.registry.estimate(waiting[1])
+    assert second.rough and second.seconds == pytest.approx(15.0 + 300 / (10.0 / work))
+    assert line.registry.estimate(waiting[0]) == Estimate(15.0, False)  # only the measured run is ahead of it
+
+
+def test_no_estimate_before_the_server_has_any_pace(line):
+    line.join()
+    waiting = line.join()
+    assert line.registry.estimate(waiting) is None
+
+
+# -- work on the caller's thread ------------------------------------------------------------------
+def test_a_slot_for_the_callers_own_work_waits_in_the_same_line(line):
+    running = line.join()
+    race = line.registry.request_slot(_plan())
+    after = line.join()
+    assert line.registry.place(race) == 1 and line.registry.place(after) == 2
+    line.end(running)
+    assert isinstance(race.run, HeldSlot) and race.is_active() and after.run.state == "waiting"
+    line.registry.give_back(race)
+    line.registry.dispatch()
+    assert after.run.state == "running"
+
+
+# -- owners and watchers -------------------------------------------------------------------------
+def test_only_the_key_steers_a_run(line):
+    entry = line.join()
+    with pytest.raises(NotOwnerError):
+        line.registry.control(entry.run_id, "guess", "stop")
+    line.registry.control(entry.run_id, entry.key, "pause")
     assert entry.run.state == "paused"
 
 
-def test_a_watcher_follows_every_replacement_to_the_owners_newest_run(registry):
-    first = registry.start(_build, corpus="c", probe="p")
-    second = registry.start(_build, corpus="c", probe="p", replace=(first.run_id, first.key))
-    third = registry.start(_build, corpus="c", probe="p", replace=(second.run_id, second.key))
-    assert registry.successor(first.run_id) is third and registry.successor(second.run_id) is third
-    assert registry.successor(third.run_id) is None
+def test_a_watcher_follows_every_replacement_to_the_owners_newest_run(line):
+    first = line.join()
+    second = line.join(replace=(first.run_id, first.key))
+    third = line.join(replace=(second.run_id, second.key))
+    assert line.registry.successor(first.run_id) is third and line.registry.successor(second.run_id) is third
+    assert line.registry.successor(third.run_id) is None
 
 
-def test_a_run_its_owner_left_is_released_though_others_still_watch_it(registry, clock):
+def test_a_run_its_owner_left_is_released_though_others_still_watch_it(line, clock):
     """A class watches the teacher's run from a link without the key. Their looking keeps nothing
     alive: only the owner's does. Released, the run is closed and its slot is free again."""
-    entry = registry.start(_build, corpus="c", probe="p")
-    for _ in range(2):  # watchers look every 20 s
+    entry = line.join()
+    for _ in range(2):
         clock.now += 20
-        assert registry.get(entry.run_id) is entry
-    clock.now += IDLE - 2 * 20 + 1  # the owner last looked IDLE + 1 seconds ago
-    assert registry.get(entry.run_id) is None
-    assert entry.run.state == "closed" and registry.active_count() == 0
-    registry.start(_build, corpus="c", probe="p")  # the slot it held is free
+        assert line.registry.get(entry.run_id) is entry
+    clock.now += IDLE - 2 * 20 + 1
+    assert line.registry.get(entry.run_id) is None
+    assert line.runs[entry.run_id].state == "closed" and line.registry.active_count() == 0
+    assert line.join().run.state == "running"
 
 
-def test_a_run_its_owner_keeps_looking_at_is_never_released(registry, clock):
-    entry = registry.start(_build, corpus="c", probe="p")
+def test_a_run_its_owner_keeps_looking_at_is_never_released(line, clock):
+    entry = line.join()
     for _ in range(5):
         clock.now += IDLE - 1
-        assert registry.get(entry.run_id, entry.key) is entry  # the owner's page polls it
-    clock.now += IDLE - 1
-    assert registry.get(entry.run_id) is entry and entry.is_active()
-    clock.now += 2  # now the owner has been away IDLE + 1 seconds
-    assert registry.get(entry.run_id, entry.key) is None
+        assert line.registry.get(entry.run_id, entry.key) is entry
+    clock.now += IDLE + 1
+    assert line.registry.get(entry.run_id, entry.key) is None
 
 
-def _stopped(registry, clock, count: int) -> list:
-    """`count` runs started a second apart, each stopped by its owner."""
+# -- what is kept of runs that ended --------------------------------------------------------------
+def _real(max_steps: int = 12):
+    def build(run_id: str) -> TrainingRun:
+        tok = tiny_tokenizer()
+        cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=6,
+                          eval_iters=1)
+        return TrainingRun(Trainer(build_model(tiny_config(vocab_size=tok.vocab_size), 0), tok, TEXT, cfg),
+                           probe_text=TEXT[:8], run_id=run_id)
+    return build
+
+
+@pytest.mark.trains
+def test_a_finished_run_is_kept_small_with_the_same_weights_and_history(clock):
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
+    try:
+        entry = registry.submit(_real(), _plan(max_steps=12), corpus="c", probe="p")
+        trained = entry.run
+        wait_until(lambda: trained.state == "finished" and not trained.is_alive(), "the run to finish")
+        ids = torch.tensor([tiny_tokenizer().encode(TEXT[:8])])
+        before, history = trained.inference_model()(ids)[0], trained.snapshot().history
+        registry.dispatch()
+        assert isinstance(entry.run, KeptRun) and trained.state == "closed" and trained.trainer.model is None
+        assert torch.equal(entry.run.inference_model()(ids)[0], before)
+        snap = entry.run.snapshot()
+        assert snap.state == "finished" and snap.step == 12 and snap.history == history
+        assert [r.step for r in snap.evals] == [0, 6, 12] and all(r.attention is not None for r in snap.evals)
+        assert entry.run.trainer.step == 12 and entry.run.trainer.val_windows is not None
+        # what it holds, counted by hand: float32 weights without the tied head twice, and three (2, 2, 8, 8) maps
+        params = sum(p.numel() for p in build_model(tiny_config(vocab_size=tiny_tokenizer().vocab_size), 0)
+                     .state_dict().values())
+        assert entry.run.nbytes() >= 4 * params + 3 * 2 * 2 * 8 * 8 * 4
+    finally:
+        registry.stop_all()
+
+
+def _finished(registry, clock, count: int) -> list:
+    """`count` real runs started a second apart, each finished and kept small."""
     entries = []
     for _ in range(count):
         clock.now += 1
-        entries.append(registry.start(_build, corpus="c", probe="p"))
-        registry.control(entries[-1].run_id, entries[-1].key, "stop")
+        entries.append(registry.submit(_real(4), _plan(max_steps=4), corpus="c", probe="p"))
+        run = entries[-1].run
+        wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+        registry.dispatch()
     return entries
 
 
-def test_at_most_max_kept_runs_stay_and_the_longest_unseen_stopped_run_goes_first(registry, clock):
-    registry.max_runs = 10
-    entries = _stopped(registry, clock, 3)
-    clock.now += 1
-    entries.append(registry.start(_build, corpus="c", probe="p"))  # one more than max_kept
-    kept = [e for e in entries if registry.get(e.run_id) is not None]
-    assert kept == entries[1:] and entries[0].run.state == "closed"
-
-
-def test_past_max_kept_a_run_that_trains_stays_even_when_it_was_seen_longest_ago(registry, clock):
-    registry.max_runs = 10
-    clock.now += 1
-    training = registry.start(_build, corpus="c", probe="p")  # seen first, and still training
-    stopped = _stopped(registry, clock, 2)
-    clock.now += 1
-    registry.start(_build, corpus="c", probe="p")  # one more than max_kept
-    assert registry.get(training.run_id) is training and training.run.state == "running"
-    assert registry.get(stopped[0].run_id) is None and stopped[0].run.state == "closed"  # the oldest idle one
-
-
-def test_a_slot_is_likely_to_free_when_the_running_run_nearest_its_end_finishes(clock):
-    """The time left of the running run nearest its end, at its own pace: a run with a thousand
-    times more steps to go is not the one, and a paused run frees nothing."""
-    registry = RunRegistry(max_runs=3, idle_seconds=IDLE, clock=clock)
+@pytest.mark.trains
+def test_kept_runs_past_their_memory_are_released_the_longest_unseen_first(clock):
+    measure = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
     try:
-        near = registry.start(lambda: _build(max_steps=20_000), corpus="c", probe="p")
-        far = registry.start(lambda: _build(max_steps=20_000_000), corpus="c", probe="p")
-        registry.start(_build, corpus="c", probe="p", paused=True)
-        wait_until(lambda: near.run.snapshot().eta_seconds and far.run.snapshot().eta_seconds,
-                   "both runs to know their pace")
-        soonest = registry.soonest_free()
-        assert soonest is not None and 0 < soonest < far.run.snapshot().eta_seconds / 100
-        near.run.pause()
-        wait_until(lambda: near.run.state == "paused", "the near run to pause")
-        assert registry.soonest_free() > soonest * 100  # now the far run's
-        far.run.pause()
-        wait_until(lambda: far.run.state == "paused", "the far run to pause")
-        assert registry.soonest_free() is None  # nothing running: no run can say
+        size = _finished(measure, clock, 1)[0].run.nbytes()  # every run below is the same run again
+    finally:
+        measure.stop_all()
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False, kept_bytes=2 * size + size // 2)
+    try:
+        entries = _finished(registry, clock, 2)
+        clock.now += 1
+        registry.get(entries[0].run_id, entries[0].key)  # its owner is back: the second is now the longest unseen
+        entries += _finished(registry, clock, 1)
+        assert [registry.get(e.run_id) is not None for e in entries] == [True, False, True]
     finally:
         registry.stop_all()
+
+
+def test_a_scripted_run_satisfies_the_run_protocol():
+    assert isinstance(Scripted("x"), Run)

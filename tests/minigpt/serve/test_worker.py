@@ -15,11 +15,11 @@ import threading
 import pytest
 import torch
 
-from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import DEADLINE, niceness, parked, thread_niceness, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.messages import LabError, Message
-from minigpt.serve.registry import RunLimitError, RunRegistry
+from minigpt.serve.registry import RunRegistry
 from minigpt.serve.worker import CHILD_NICE, CHILD_THREAD_NAME, ProcessRun, RunSpec
 from minigpt.train import TrainingDiverged
 
@@ -186,15 +186,31 @@ def test_a_run_nobody_keeps_is_collected_and_its_child_ends():
     wait_until(lambda: process.exitcode is not None, "the child of a collected run to end")
 
 
-def test_a_run_just_started_counts_against_the_cap_before_its_child_has_read_the_start(runs):
-    registry = RunRegistry(max_runs=1)
+def test_a_run_just_started_holds_its_slot_before_its_child_has_read_the_start(runs):
+    registry = RunRegistry(max_runs=1, dispatcher=False)
     try:
-        registry.start(lambda: _start(runs, run_id="first"), corpus="tiny", probe="the cat")
-        with pytest.raises(RunLimitError):  # at once: the start may still be in the pipe
-            registry.start(lambda: _start(runs, run_id="second"), corpus="tiny", probe="the cat")
+        first = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny", probe="the cat")
+        second = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny",
+                                 probe="the cat")  # at once: the first's start may still be in the pipe
+        assert first.is_active() and second.is_waiting() and len(runs) == 1
     finally:
         registry.stop_all()
     assert all(run._process.exitcode is not None for run in runs)  # a registry that goes ends its children
+
+
+def test_a_child_that_dies_frees_its_slot_and_the_next_run_in_line_starts(runs):
+    registry = RunRegistry(max_runs=1, dispatcher=False)
+    try:
+        first = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny", probe="the cat")
+        second = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny",
+                                 probe="the cat")
+        wait_until(lambda: _step(first.run) > 0, "the first run to train")
+        first.run._process.kill()  # the out-of-memory killer, say
+        wait_until(lambda: registry.get(second.run_id) is not None and second.is_active(),
+                   "the next run to take the freed slot")
+        assert first.run.state == "error" and "ended unexpectedly" in str(first.run.snapshot().error)
+    finally:
+        registry.stop_all()
 
 
 def test_a_checkpoint_from_a_child_holds_its_weights_step_and_optimizer_state(runs):

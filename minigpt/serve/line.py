@@ -1,0 +1,218 @@
+"""The line of runs waiting for a training slot: what a waiting run is, and when it may start.
+
+A server trains at most as many runs at once as it has slots; every other Start waits in line,
+first in, first out (the registry keeps the order and starts the head when a slot frees). A
+waiting run is a `WaitingRun`: the `RunPlan` of what it will train, and the function that builds
+the real run when its turn comes. Pages read it like any run (run.RunView): step 0, state
+"waiting", the untrained model it will start from.
+
+`start_in` answers "when will mine start?" from what is known now: each busy slot's time left
+(a training run's remaining steps at its own measured pace), then each run ahead in line taking
+the first slot that frees, for its steps at the pace this server measured for runs of its shape
+(`SpeedBook`). No torch here: Home reads the line before torch has loaded.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .run import RunSnapshot
+
+if TYPE_CHECKING:
+    from ..config import GPTConfig, TrainConfig
+    from ..model import MiniGPT
+    from ..tokenizer import CharTokenizer
+    from .run import Run
+
+MIN_STEPS_MEASURED = 10  # a run's pace counts once it has trained this many steps (its first evaluation is behind it)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run will train, known before it is built: validated configs, the tokenizer, the corpus."""
+
+    model: GPTConfig              # with the tokenizer's vocab_size
+    train: TrainConfig            # with the device
+    tokenizer: CharTokenizer
+    text: str
+    corpus_key: str | None = None  # a task's corpus measures validation on whole lines (minigpt.lab.tasks)
+
+    @property
+    def shape(self) -> tuple:
+        """Runs of one shape train at one pace on one server: what the SpeedBook files a pace under."""
+        return self.model.num_params(), self.train.batch_size, self.train.block_size, str(self.train.device)
+
+    @property
+    def max_steps(self) -> int:
+        return self.train.max_steps
+
+
+def work_per_step(shape: tuple) -> float:
+    """A step's work, to scale a pace measured on one shape to another: parameters × tokens."""
+    params, batch_size, block_size, _device = shape
+    return float(params * batch_size * block_size)
+
+
+class PlannedTrainer:
+    """`run.trainer` for a run that has not trained yet (run.TrainerFacts), from its plan alone."""
+
+    def __init__(self, plan: RunPlan):
+        self._plan = plan
+        self.cfg, self.model_config, self.tokenizer = plan.train, plan.model, plan.tokenizer
+        self.model_params, self.corpus_chars = plan.model.num_params(), len(plan.text)
+        self.step, self.elapsed, self.stopped_early = 0, 0.0, False
+        self.last_val_loss: float | None = None
+        self.best_val: tuple[int, float] | None = None
+        self._val_windows = None
+        self._lock = threading.Lock()
+
+    @property
+    def val_windows(self):
+        """The windows the run will measure its validation loss on, drawn as its Trainer will draw them."""
+        with self._lock:
+            if self._val_windows is None:
+                self._val_windows = corpus_val_windows(self._plan)
+            return self._val_windows
+
+
+def corpus_val_windows(plan: RunPlan):
+    """minigpt.train.validation_windows for a plan (a task's corpus: whole lines), as the Trainer draws them."""
+    import torch
+
+    from ..lab.tasks import task_for_corpus
+    from ..train import validation_windows
+
+    task = task_for_corpus(plan.corpus_key)
+    ids = torch.tensor(plan.tokenizer.encode(plan.text), dtype=torch.long)
+    return validation_windows(ids, plan.train, task.line_length if task else 1)
+
+
+class WaitingRun:
+    """A run in line: its plan, and `build`, which makes the real run when a slot is its (run.RunView)."""
+
+    def __init__(self, run_id: str, plan: RunPlan, build: Callable[[str], Run], paused: bool = False):
+        self.run_id, self.plan, self.build, self.paused = run_id, plan, build, paused
+        self.trainer = PlannedTrainer(plan)
+        self._state, self._error = "waiting", None
+
+    @property
+    def state(self) -> str:
+        """waiting (in line), starting (its slot is its own, the run is being built), error, or closed."""
+        return self._state
+
+    def take(self) -> None:
+        """Its turn has come: out of the line, being built."""
+        self._state = "starting"
+
+    def fail(self, error: Exception) -> None:
+        """Building it failed: its owner reads why."""
+        self._state, self._error = "error", error
+
+    def is_alive(self) -> bool:
+        return False
+
+    def snapshot(self) -> RunSnapshot:
+        return RunSnapshot(run_id=self.run_id, state=self._state, step=0, max_steps=self.plan.max_steps, history=[],
+                           evals=[], tokens_per_sec=0.0, elapsed=0.0, error=self._error)
+
+    def inference_model(self) -> MiniGPT:
+        """The model the run will start from: its initial weights, from its seed."""
+        from ..train import build_model
+
+        return build_model(self.plan.model, self.plan.train.seed, self.plan.train.device).eval()
+
+    def checkpoint_parts(self) -> dict:
+        return {"model": self.inference_model(), "tokenizer": self.plan.tokenizer, "train_config": self.plan.train,
+                "optimizer_state": None, "trainer_state": {"step": 0}, "val_loss": None}
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        self._state = "closed"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Steps per second for a shape of run, and whether a run of that very shape was measured."""
+
+    steps_per_sec: float
+    measured: bool  # False: scaled from another shape's pace by the work per step, a rough figure
+
+
+class SpeedBook:
+    """The pace this server has measured, per shape of run: the latest run of each shape to train
+    at least MIN_STEPS_MEASURED steps. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._paces: dict[tuple, float] = {}
+        self._lock = threading.Lock()
+
+    def record(self, shape: tuple, snap: RunSnapshot) -> None:
+        if snap.step >= MIN_STEPS_MEASURED and snap.elapsed > 0:
+            with self._lock:
+                self._paces[shape] = snap.step / snap.elapsed
+
+    def pace(self, shape: tuple) -> Pace | None:
+        """This shape's pace; else the pace of the measured shape nearest in work, scaled; None before any run."""
+        with self._lock:
+            if shape in self._paces:
+                return Pace(self._paces[shape], True)
+            if not self._paces:
+                return None
+            want = work_per_step(shape)
+            near = min(self._paces, key=lambda s: abs(math.log(work_per_step(s) / want)))
+            return Pace(self._paces[near] * work_per_step(near) / want, False)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """When a waiting run should start: seconds from now, and whether a figure behind it was a guess."""
+
+    seconds: float
+    rough: bool
+
+
+def start_in(slots: int, busy: list[float], ahead: list[float]) -> float:
+    """Seconds until the next run after `ahead` gets a slot. `busy`: each training run's time left;
+    `ahead`: each waiting run's training time, in line order. With more runs training than slots
+    (the server was given fewer), the first ones to end free nothing."""
+    ends = sorted(busy)
+    free = ends[len(ends) - slots:] if len(ends) > slots else ends + [0.0] * (slots - len(ends))
+    heapq.heapify(free)
+    for seconds in ahead:
+        heapq.heappush(free, heapq.heappop(free) + seconds)
+    return free[0]
+
+
+def time_left(snap: RunSnapshot, pace: Pace | None) -> tuple[float, bool] | None:
+    """A training run's time left and whether it is rough: at its own pace once it has one, else its shape's."""
+    remaining = max(snap.max_steps - snap.step, 0)
+    if snap.step >= MIN_STEPS_MEASURED and snap.elapsed > 0:
+        return remaining * snap.elapsed / snap.step, False
+    if pace is None:
+        return None
+    return remaining / pace.steps_per_sec, not pace.measured
+
+
+def estimate(slots: int, busy: list[tuple[RunSnapshot, Pace | None]], ahead: list[tuple[int, Pace | None]]
+             ) -> Estimate | None:
+    """`start_in` from what the registry knows: each training run's snapshot and its shape's pace,
+    and each waiting run's steps and its shape's pace. None while a figure cannot be had at all."""
+    lefts: list[float] = []
+    rough = False
+    for snap, pace in busy:
+        left = time_left(snap, pace)
+        if left is None:
+            return None
+        lefts.append(left[0])
+        rough |= left[1]
+    durations: list[float] = []
+    for steps, pace in ahead:
+        if pace is None:
+            return None
+        durations.append(steps / pace.steps_per_sec)
+        rough |= not pace.measured
+    return Estimate(start_in(slots, lefts, durations), rough)
+

@@ -1,0 +1,119 @@
+"""Where a run trains, named once: the surface the registry, its line and the pages use of a run.
+
+Two protocols, because not every run trains:
+- `RunView` is what a page reads of any run: its id, state, snapshot, a weight copy, the parts of
+  a checkpoint, and `trainer` (the configs, the tokenizer, the step: see `TrainerFacts`). A run
+  waiting in line (line.WaitingRun) and a finished run kept small (kept.KeptRun) are views.
+- `Run` is a view that trains and is steered: start, pause, resume, run_steps, stop, close.
+  `TrainingRun` trains on a thread of the server (runner.py), `ProcessRun` in a child process
+  (worker.py); the registry starts whichever the server is set to, through a build function.
+
+tests/minigpt/serve/test_run_interface.py is the one suite every implementation passes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # annotations only: a run's snapshot is read on Home, before torch has loaded
+    import numpy as np
+
+    from ..config import GPTConfig, TrainConfig
+    from ..messages import Message
+    from ..model import MiniGPT
+    from ..tokenizer import CharTokenizer
+    from ..train import TrainEvent
+
+ACTIVE_STATES = ("running", "paused")      # a run in one of these holds a training slot
+ENDED_STATES = ("finished", "stopped", "error")  # a run in one of these trains no more: it can be kept small
+
+
+@dataclass
+class EvalRecord:
+    """What the model did at one evaluation: losses, a sample, the probe's attention."""
+
+    step: int
+    train_loss: float
+    val_loss: float
+    sample: str
+    attention: np.ndarray | None = None  # (layers, heads, T, T) float32 for the probe text
+
+
+@dataclass
+class RunSnapshot:
+    """A run as it was at one moment, consistent: what every page draws from."""
+
+    run_id: str
+    state: str                      # waiting, idle, running, paused, stopped, finished, error, closed
+    step: int
+    max_steps: int
+    history: list[TrainEvent]
+    evals: list[EvalRecord]
+    tokens_per_sec: float           # median of the last few logged intervals: steady, not jumpy
+    elapsed: float
+    error: Exception | Message | None = None   # why the run stopped with an error: a sentence to show
+    stopped_early: bool = False     # early_stop_patience ran out before max_steps
+
+    @property
+    def progress(self) -> float:
+        return self.step / self.max_steps if self.max_steps else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Remaining time at this run's average pace so far, None before the first step."""
+        if self.step == 0 or self.elapsed <= 0:
+            return None
+        return (self.max_steps - self.step) * self.elapsed / self.step
+
+
+@runtime_checkable
+class TrainerFacts(Protocol):
+    """What pages read of `run.trainer`, whatever trains the run (a Trainer answers it itself)."""
+
+    cfg: TrainConfig
+    model_config: GPTConfig
+    tokenizer: CharTokenizer
+    model_params: int
+    corpus_chars: int
+    step: int
+    elapsed: float
+    stopped_early: bool
+    last_val_loss: float | None
+    best_val: tuple[int, float]
+    val_windows: Any  # the validation windows the run measures on (minigpt.data.Windows), None once released
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """A run as pages read it. Thread-safe: any thread may call any of these at any time."""
+
+    run_id: str
+    trainer: TrainerFacts
+
+    @property
+    def state(self) -> str: ...  # waiting, idle, running, paused, stopped, finished, error, closed
+
+    def is_alive(self) -> bool: ...  # something is training it, or about to
+
+    def snapshot(self) -> RunSnapshot: ...
+
+    def inference_model(self) -> MiniGPT: ...  # a copy of its weights now, in eval mode
+
+    def checkpoint_parts(self) -> dict: ...  # model, tokenizer, train_config, optimizer_state, trainer_state, val_loss
+
+    def close(self, timeout: float | None = 5.0) -> None: ...  # forgotten: free what it holds
+
+
+@runtime_checkable
+class Run(RunView, Protocol):
+    """A run that trains, steered by its owner through the registry."""
+
+    def start(self, paused: bool = False) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def run_steps(self, n: int) -> None: ...  # exactly n more steps, then paused
+
+    def stop(self, timeout: float | None = 5.0) -> None: ...

@@ -1,0 +1,192 @@
+"""minigpt/serve/run.py: the one suite every implementation of a run passes.
+
+`Run` (trains, steered): TrainingRun on a thread, ProcessRun in a child process. `RunView` (read
+only): a run waiting in line (WaitingRun), a finished run kept small (KeptRun). The registry and
+the pages use a run through these protocols alone, so each behaviour below is what they rely on,
+checked the same way on each implementation. Numbers are pinned where an implementation could get
+them wrong on its own: the step count, the evaluation steps, the parameter count counted off the
+model, and the logits of the weights it hands out.
+
+    pytest tests/minigpt/serve/test_run_interface.py
+"""
+import sys
+
+import pytest
+import torch
+
+from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.waiting import parked, wait_until
+from minigpt import TrainConfig, Trainer, build_model
+from minigpt.model import MiniGPT
+from minigpt.serve.kept import KeptRun
+from minigpt.serve.line import RunPlan, WaitingRun
+from minigpt.serve.run import Run, RunView, TrainerFacts
+from minigpt.serve.runner import TrainingRun
+from minigpt.serve.worker import ProcessRun, RunSpec
+
+pytestmark = pytest.mark.trains
+STEPS, EVAL = 12, 6
+PROBE = "the cat"
+
+
+def _configs(max_steps: int = STEPS):
+    tok = tiny_tokenizer()
+    model = tiny_config(vocab_size=tok.vocab_size, dropout=0.1).validate()
+    train = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=EVAL,
+                        eval_iters=2, device="cpu").validate(model)
+    return tok, model, train
+
+
+def thread_run(run_id: str, max_steps: int = STEPS) -> TrainingRun:
+    tok, model, train = _configs(max_steps)
+    return TrainingRun(Trainer(build_model(model, train.seed), tok, TEXT, train, log_interval=1), probe_text=PROBE,
+                       sample_prompt="the", run_id=run_id)
+
+
+def process_run(run_id: str, max_steps: int = STEPS) -> ProcessRun:
+    tok, model, train = _configs(max_steps)
+    return ProcessRun(RunSpec(run_id, model, train, tuple(tok.chars), TEXT, probe_text=PROBE, sample_prompt="the",
+                              log_interval=1, nice=0))
+
+
+IMPLEMENTATIONS = [pytest.param(thread_run, id="thread"),
+                   pytest.param(process_run, id="process", marks=[
+                       pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="the fork server")])]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def make(request):
+    made = []
+
+    def build(run_id: str = "r", max_steps: int = STEPS):
+        made.append(request.param(run_id, max_steps))
+        return made[-1]
+
+    yield build
+    for run in made:
+        run.close(timeout=None)
+
+
+def _logits(model: MiniGPT) -> torch.Tensor:
+    ids = torch.tensor([tiny_tokenizer().encode(PROBE)])
+    with torch.no_grad():
+        return model.eval()(ids)[0]
+
+
+# -- Run: every run that trains ---------------------------------------------------------------------
+def test_it_is_a_run_and_its_trainer_answers_what_pages_read(make):
+    run = make()
+    assert isinstance(run, Run) and isinstance(run.trainer, TrainerFacts)
+    tok, model, train = _configs()
+    counted = sum(p.numel() for p in build_model(model, 0).parameters())  # off the model, not its config
+    assert run.trainer.model_params == counted and run.trainer.cfg.max_steps == STEPS
+    assert run.trainer.tokenizer.chars == tok.chars and run.trainer.step == 0 and run.state == "idle"
+    assert run.trainer.val_windows is not None
+
+
+def test_it_trains_to_max_steps_with_evaluations_at_0_and_every_interval(make):
+    run = make()
+    run.start()
+    wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+    snap = run.snapshot()
+    assert snap.step == STEPS and snap.progress == 1.0 and snap.error is None
+    assert [e.step for e in snap.history] == list(range(STEPS + 1))  # step 0's evaluation, then every logged step
+    assert [r.step for r in snap.evals] == [0, EVAL, 2 * EVAL]
+    assert all(r.attention.shape == (2, 2, len(PROBE), len(PROBE)) for r in snap.evals)
+    assert run.trainer.step == STEPS and run.trainer.last_val_loss == snap.evals[-1].val_loss
+
+
+def test_pause_returns_once_no_step_lands_and_run_steps_trains_exactly_that_many(make):
+    run = make(max_steps=100_000)
+    run.start()
+    wait_until(lambda: run.snapshot().step > 0, "a first step")
+    run.pause()
+    paused = run.snapshot().step
+    assert run.state == "paused"
+    if isinstance(run, TrainingRun):
+        wait_until(lambda: parked(run), "the thread to park at its gate")
+    assert run.snapshot().step == paused
+    run.run_steps(5)
+    wait_until(lambda: run.state == "paused" and run.snapshot().step >= paused + 5, "five steps")
+    assert run.snapshot().step == paused + 5
+    run.resume()
+    wait_until(lambda: run.snapshot().step > paused + 5, "training to go on")
+
+
+def test_stop_keeps_the_weights_and_close_frees_the_run(make):
+    run = make(max_steps=100_000)
+    run.start()
+    wait_until(lambda: run.snapshot().step >= 3, "three steps")
+    run.stop()
+    assert run.state == "stopped"
+    wait_until(lambda: not run.is_alive(), "training to end")
+    first = run.inference_model()
+    assert not first.training and torch.equal(_logits(first), _logits(run.checkpoint_parts()["model"]))
+    run.close()
+    assert run.state == "closed" and not run.is_alive()
+
+
+def test_the_weights_it_hands_out_are_the_ones_it_trained(make):
+    """A finished run's copy against the same run trained by hand, step for step, by the Trainer."""
+    run = make()
+    run.start()
+    wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+    tok, model, train = _configs()
+    trainer = Trainer(build_model(model, train.seed), tok, TEXT, train, log_interval=1)
+    losses = [e.train_loss for e in trainer.events() if e.step > 0]
+    assert [e.train_loss for e in run.snapshot().history if e.step > 0] == pytest.approx(losses)
+    assert torch.allclose(_logits(run.inference_model()), _logits(trainer.model), atol=1e-6)
+    parts = run.checkpoint_parts()
+    assert parts["trainer_state"]["step"] == STEPS and parts["optimizer_state"]["state"]
+
+
+# -- RunView: runs that do not train ----------------------------------------------------------------
+def _kept(run_id: str) -> KeptRun:
+    run = thread_run(run_id)
+    run.start()
+    wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+    kept = KeptRun(run)
+    run.close()
+    return kept
+
+
+def _waiting(run_id: str) -> WaitingRun:
+    tok, model, train = _configs()
+    return WaitingRun(run_id, RunPlan(model, train, tok, TEXT), thread_run)
+
+
+@pytest.mark.parametrize("view", [_kept, _waiting], ids=["kept", "waiting"])
+def test_a_view_reads_like_a_run_and_closes(view):
+    run = view("v")
+    assert isinstance(run, RunView) and not isinstance(run, Run) and isinstance(run.trainer, TrainerFacts)
+    snap = run.snapshot()
+    assert snap.run_id == "v" and snap.state == run.state and snap.max_steps == STEPS
+    assert run.trainer.step == snap.step and not run.is_alive()
+    model = run.inference_model()
+    assert not model.training and model.config == run.trainer.model_config
+    parts = run.checkpoint_parts()
+    assert parts["optimizer_state"] is None and parts["trainer_state"]["step"] == snap.step
+    assert torch.equal(_logits(parts["model"]), _logits(model))
+    assert run.trainer.val_windows is not None
+    run.close()
+    assert run.state == "closed"
+
+
+def test_a_waiting_run_hands_out_the_weights_its_run_starts_from():
+    waiting = _waiting("w")
+    tok, model, train = _configs()
+    assert waiting.state == "waiting" and waiting.snapshot().step == 0
+    assert torch.equal(_logits(waiting.inference_model()), _logits(build_model(model, train.seed)))
+
+
+def test_a_kept_run_keeps_the_finished_runs_curve_samples_and_attention():
+    run = thread_run("k")
+    run.start()
+    wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+    before, logits = run.snapshot(), _logits(run.inference_model())
+    kept = KeptRun(run)
+    run.close()
+    snap = kept.snapshot()
+    assert snap.history == before.history and [r.sample for r in snap.evals] == [r.sample for r in before.evals]
+    assert all((a.attention == b.attention).all() for a, b in zip(snap.evals, before.evals))
+    assert torch.equal(_logits(kept.inference_model()), logits) and kept.state == "finished"

@@ -45,9 +45,13 @@ def waiting_view(entry: RunEntry, owner: bool) -> None:
     text = place_text(entry)
     if text is None:  # it left the line between two looks
         return
-    st.info(text + " " + _("All {slots} training slots are in use; your run starts by itself when its turn comes: "
-                           "keep any page of the app open (or come back within {minutes} minutes) to keep your place.",
-                           slots=runs.registry().max_runs, minutes=round(runs.registry().waiting_idle_seconds / 60)))
+    registry = runs.registry()
+    st.info(text + " " + n_("The server's one training slot is in use; your run starts by itself when its turn "
+                            "comes: keep any page of the app open (or come back within {minutes} minutes) to keep "
+                            "your place.",
+                            "All {n} training slots are in use; your run starts by itself when its turn comes: keep "
+                            "any page of the app open (or come back within {minutes} minutes) to keep your place.",
+                            registry.max_runs, minutes=round(registry.waiting_idle_seconds / 60)))
     st.caption(server_line())
     if owner and st.button(_("Cancel my place"), key="cancel_waiting",
                            help=_("Take your run out of the line; nothing else changes.")):

@@ -20,7 +20,7 @@ from minigpt import (CharTokenizer, ConfigError, GPTConfig, TrainConfig, check_c
 from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
 from minigpt.lab.tasks import Task, task_for_corpus, training_hooks
 from minigpt.serve import registry as registry_module
-from minigpt.serve.capacity import kept_runs_for, read_capacity, slots_for, threads_per_run
+from minigpt.serve.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
 from minigpt.serve.line import RunPlan
 from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
 
@@ -37,7 +37,7 @@ MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Com
 MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"
 RUN_BYTES = 60 * 2**20      # a run's process writes 25-45 MB of its own after the fork server's warm-up (bench/RESULTS.md)
 SERVER_BYTES = 256 * 2**20  # what the server itself still grows by with a class of 30 (bench/RESULTS.md)
-KEPT_RUN_BYTES = 2**20      # a finished Small run in its small form: ~0.5 MB measured (bench/RESULTS.md), rounded up
+KEPT_RUN_BYTES = 3 * 2**19  # a finished challenge run kept small holds 1.16 MB (bench/kept_runs.py), rounded up
 MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smallest box, and a bound on any box
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
 WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that drops their waiting run (registry's default)
@@ -103,13 +103,19 @@ def registry() -> RunRegistry:
     from minigpt.serve.runner import stop_orphaned_runs
 
     stop_orphaned_runs()
-    capacity = read_capacity()
-    kept = kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT)
-    return RunRegistry(max_runs=env_int(MAX_RUNS_ENV, slots_for(capacity, RUN_BYTES, SERVER_BYTES)),
+    slots, kept = server_sizes(read_capacity())
+    return RunRegistry(max_runs=slots,
                        idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS),
                        max_waiting=env_int(MAX_WAITING_ENV, registry_module.DEFAULT_MAX_WAITING),
                        waiting_idle_seconds=env_int(WAITING_IDLE_ENV, registry_module.DEFAULT_WAITING_IDLE),
                        kept_bytes=kept * KEPT_RUN_BYTES)
+
+
+def server_sizes(capacity: Capacity) -> tuple[int, int]:
+    """How many runs may train at once (MINIGPT_MAX_RUNS, else what the box affords), and how many
+    finished runs it keeps small in the memory the server and its slots leave."""
+    slots = env_int(MAX_RUNS_ENV, slots_for(capacity, RUN_BYTES, SERVER_BYTES))
+    return slots, kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES + slots * RUN_BYTES, MIN_KEPT, MAX_KEPT)
 
 
 def run_threads() -> int:

@@ -250,3 +250,30 @@ def test_the_suite_trains_its_runs_at_the_servers_priority():
     """tests/conftest.py sets it, and says why. The test above checks what a server does unset."""
     assert runs.train_nice(19) == 0
 
+
+
+def test_the_smallest_box_trains_one_run_at_a_time_and_keeps_a_class_of_40s_finished_runs(monkeypatch):
+    """Issue 48: the slots and the runs kept come from the box, and a class of 40 keeps every finished
+    run on Community Cloud's smallest box (690 MB, one core; the server holds ~300 MB when it sizes)."""
+    from minigpt.serve.capacity import Capacity
+
+    mb = 2**20
+    monkeypatch.delenv(runs.MAX_RUNS_ENV, raising=False)
+    slots, kept = runs.server_sizes(Capacity(1.0, (690 - 300) * mb, "cgroup v1"))
+    assert slots == 1 and kept >= 40
+    assert kept * runs.KEPT_RUN_BYTES + slots * runs.RUN_BYTES + runs.SERVER_BYTES <= (690 - 300) * mb
+    assert runs.server_sizes(Capacity(16.0, 16_000 * mb, "no control group"))[0] == 16  # a school server
+    assert runs.server_sizes(Capacity(16.0, 200 * mb, "cgroup v2"))[0] == 1  # memory, not CPUs, bounds it
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "3")
+    assert runs.server_sizes(Capacity(1.0, (690 - 300) * mb, "cgroup v1"))[0] == 3  # the setting wins
+
+
+def test_a_waiting_run_is_told_its_place_in_chinese(monkeypatch):
+    from helpers.language import assert_chinese
+
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    start_tiny_run("zh")
+    waiting = start_tiny_run("zh")
+    assert runs.registry().get(*own_run(waiting)).is_waiting()
+    assert any(i.value.startswith("**排在第 1 位**") for i in waiting.info), [i.value for i in waiting.info]
+    assert_chinese(waiting, "Train, waiting in line", besides=[own_run(waiting)[0]])

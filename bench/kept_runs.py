@@ -1,0 +1,85 @@
+"""What a finished run costs the server once it is kept in its small form (minigpt/serve/kept.py).
+
+Trains one run of the class challenge's settings (the default Small preset, 300 steps, early stop
+off) on the default corpus, keeps it small, and reports what the KeptRun holds (`nbytes`: weights,
+the probe's attention maps, samples, history, validation windows) against the run it replaced
+(with its optimizer state and data), the resident memory that `--copies` kept runs add to this
+process, and how many kept runs the app's budget allows on boxes of several sizes
+(app/runs.py: KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT).
+
+    python -m bench.kept_runs --copies 40
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import resource
+
+from bench.common import print_header, print_table
+from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, Trainer, build_model
+from minigpt.corpus import load_corpus
+from minigpt.serve.capacity import Capacity
+from minigpt.serve.kept import KeptRun
+from minigpt.serve.runner import TrainingRun
+
+MB = 2**20
+SERVER_START_MB = 300  # the server's RSS when its registry is made: a class's first visits have loaded torch
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def challenge_run(steps: int) -> TrainingRun:
+    preset = PRESETS[DEFAULT_PRESET]
+    text = load_corpus(DEFAULT_CORPUS)
+    tokenizer = CharTokenizer.from_text(text)
+    model = dataclasses.replace(preset.model, vocab_size=tokenizer.vocab_size).validate()
+    train = dataclasses.replace(preset.train, max_steps=steps, early_stop_patience=0, device="cpu").validate(model)
+    return TrainingRun(Trainer(build_model(model, train.seed), tokenizer, text, train), probe_text=text[:32],
+                       sample_prompt=text[:2])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--copies", type=int, default=40, help="kept runs held at once for the memory figure")
+    args = parser.parse_args()
+    print_header("A finished run kept in its small form")
+    run = challenge_run(args.steps)
+    run.start()
+    run._thread.join()
+    optimizer = sum(t.numel() * t.element_size() for s in run.trainer.optimizer.state.values()
+                    for t in s.values() if hasattr(t, "numel"))
+    data = sum(t.numel() * t.element_size() for t in (run.trainer.train_data, run.trainer.val_data))
+    gc.collect()
+    before = _rss_mb()
+    kept = [KeptRun(run) for _ in range(args.copies)]
+    gc.collect()
+    added = _rss_mb() - before
+    size = kept[0].nbytes()
+    snap = kept[0].snapshot()
+    print_table(["what", "figure"], [
+        ["run", f"{args.steps} steps, {len(snap.evals)} evaluations, {len(snap.history)} history events"],
+        ["a kept run's nbytes", f"{size / MB:.2f} MB"],
+        ["the optimizer state and token data it drops", f"{(optimizer + data) / MB:.2f} MB"],
+        [f"resident memory {args.copies} kept runs add", f"{added:.1f} MB ({added / args.copies:.2f} MB each)"],
+        ["peak RSS of this process", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"],
+    ])
+    from app.runs import KEPT_RUN_BYTES, server_sizes
+
+    rows = []
+    for box_mb, cpus in ((690, 1), (1024, 1), (2700, 2), (16384, 16)):
+        free = box_mb * MB - SERVER_START_MB * MB  # a limit less what the server uses when it sizes itself
+        slots, count = server_sizes(Capacity(float(cpus), free, "box"))
+        rows.append([f"{box_mb} MB, {cpus} CPU", slots, count, f"{count * KEPT_RUN_BYTES / MB:.0f} MB",
+                     f"{count * size / MB:.0f} MB"])
+    print_table(["box", "slots", "finished runs kept", "budget", "if each holds what this one does"], rows)
+    run.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -291,3 +291,27 @@ def test_the_kv_step_labels_both_texts_when_they_part():
         assert {"**With the KV cache**", "**Without the cache**"} <= {m.value for m in at.markdown}
     else:
         assert at.code[-1].value == cached[1]
+
+
+@pytest.mark.trains
+@pytest.mark.slow
+def test_the_lessons_training_step_waits_in_the_same_line_as_the_train_page(monkeypatch):
+    """Issue 48: nothing jumps the line. On a one-slot server where a learner trains on the Train
+    page, the lesson's button puts its run in line behind it, says where it stands, and its run
+    trains once the slot frees."""
+    from app import runs
+    from helpers.apptest import own_run, start_tiny_run
+    from helpers.waiting import wait_until
+
+    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    ahead = start_tiny_run()
+    at = page(home("en", lesson="11"), LESSON)
+    at.button(key="lesson_train").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    mine = runs.registry().get(*own_run(at))
+    assert mine.is_waiting() and runs.registry().place(mine) == 1
+    assert any(i.value.startswith("**1st in line**") for i in at.info), [i.value for i in at.info]
+    runs.registry().control(*own_run(ahead), "stop")
+    wait_until(lambda: mine.is_active() or mine.run.state == "finished", "the lesson's run to take the slot")
+    at.run()
+    assert not any("in line" in i.value for i in at.info)

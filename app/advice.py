@@ -21,7 +21,8 @@ METRIC_HELP = {
               "sees. Lower is better; ln V, the loss of guessing uniformly among the V characters, is the line "
               "on the chart."),
 }
-STATES = {"waiting": N_("waiting"), "starting": N_("starting"), "idle": N_("idle"), "running": N_("running"), "paused": N_("paused"), "stopped": N_("stopped"),
+STATES = {"waiting": N_("waiting"), "starting": N_("starting"), "idle": N_("idle"),
+          "running": N_("running"), "paused": N_("paused"), "stopped": N_("stopped"),
           "finished": N_("finished"), "error": N_("error")}
 
 

@@ -36,7 +36,8 @@ COLUMNS = {  # the table's own columns (the settings that differ are named as on
     "run": N_("run"), "best_val": N_("best val loss"), "steps": N_("steps"), "tokens": N_("characters seen"),
     "params": N_("parameters"), "seconds": N_("time (s)"),
 }
-STATES = {"waiting": N_("waiting"), "starting": N_("starting"), "running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
+STATES = {"waiting": N_("waiting"), "starting": N_("starting"),
+          "running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
           "error": N_("stopped by an error"), "released": N_("ended (its owner left)"), "idle": N_("starting"),
           "closed": N_("ended (its owner left)")}
 

@@ -265,6 +265,8 @@ def _live_curves(key: str) -> None:
             line.waiting_view(current, owner)
             return
         snap = current.run.snapshot()
+        if snap.error:
+            st.error(_("Training stopped: {error}", error=md(error_text(snap.error))))
         st.caption(_("Run `{run}` on {corpus}: step {step:,} of {total:,}", run=current.run_id,
                      corpus=md(current.corpus), step=snap.step, total=snap.max_steps))
         over = overfitting([(e.step, e.train_loss, e.val_loss) for e in snap.evals])  # marked as on Train

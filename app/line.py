@@ -11,25 +11,23 @@ from . import runs
 from .i18n import _, n_
 from .text import format_duration, ordinal
 
-REFRESH_SECONDS = 1.0    # the owner's waiting view, like the live chart
-HEARTBEAT_SECONDS = 30.0  # any other page of the owner's: well inside the registry's absence limit
+HEARTBEAT_SECONDS = 30.0  # any other page of the owner's looks this often, or thrice within the absence limit
 
 
 def server_line() -> str:
-    """"N training slots on this server, M runs waiting"."""
+    """"N training slots on this server · M in use · K runs waiting"."""
     registry = runs.registry()
-    return (n_("{n} training slot on this server", "{n} training slots on this server", registry.max_runs)
-            + ", " + n_("{n} in use", "{n} in use", registry.active_count())
-            + ", " + n_("{n} run waiting", "{n} runs waiting", registry.waiting_count()))
+    return " · ".join([n_("{n} training slot on this server", "{n} training slots on this server", registry.max_runs),
+                       n_("{n} in use", "{n} in use", registry.active_count()),
+                       n_("{n} run waiting", "{n} runs waiting", registry.waiting_count())])
 
 
 def place_text(entry: RunEntry) -> str | None:
     """"3rd in line: it starts in about 2 min 10 s" for a waiting run; None once it is not waiting."""
-    registry = runs.registry()
-    place = registry.place(entry)
-    if place is None:
+    standing = runs.registry().standing(entry)
+    if standing is None:
         return None
-    found = registry.estimate(entry)
+    place, found = standing
     if found is None:
         when = _("no run has trained on this server yet, so it cannot tell when yours starts")
     elif found.rough:
@@ -47,16 +45,29 @@ def waiting_view(entry: RunEntry, owner: bool) -> None:
         return
     registry = runs.registry()
     st.info(text + " " + n_("The server's one training slot is in use; your run starts by itself when its turn "
-                            "comes: keep any page of the app open (or come back within {minutes} minutes) to keep "
-                            "your place.",
+                            "comes: keep any page of the app open (or come back within {minutes}) to keep your place.",
                             "All {n} training slots are in use; your run starts by itself when its turn comes: keep "
-                            "any page of the app open (or come back within {minutes} minutes) to keep your place.",
-                            registry.max_runs, minutes=round(registry.waiting_idle_seconds / 60)))
+                            "any page of the app open (or come back within {minutes}) to keep your place.",
+                            registry.max_runs, minutes=format_duration(registry.waiting_idle_seconds)))
     st.caption(server_line())
     if owner and st.button(_("Cancel my place"), key="cancel_waiting",
                            help=_("Take your run out of the line; nothing else changes.")):
-        runs.control_run("cancel")
+        runs.cancel_own_run()
         st.rerun()
+
+
+def paused_note(entry: RunEntry, owner: bool) -> None:
+    """A paused run holds a slot: while others wait, its owner is told it will be stopped, and why it was."""
+    registry = runs.registry()
+    grace = format_duration(registry.paused_grace_seconds)
+    if entry.stopped_for_line:
+        st.info(_("Your run was stopped after {wait} paused while others waited for a training slot; its model stays "
+                  "loaded. Start a new run to train again.", wait=grace))
+    elif owner and entry.run.state == "paused" and registry.waiting_count():
+        st.warning(n_("{n} run waits for a training slot, and a paused run holds one: after {wait} paused, yours is "
+                      "stopped (its model stays loaded).",
+                      "{n} runs wait for a training slot, and a paused run holds one: after {wait} paused, yours is "
+                      "stopped (its model stays loaded).", registry.waiting_count(), wait=grace))
 
 
 def sidebar_note() -> None:
@@ -69,7 +80,7 @@ def sidebar_note() -> None:
     if entry is None or not entry.is_waiting():
         return
 
-    @st.fragment(run_every=HEARTBEAT_SECONDS)
+    @st.fragment(run_every=min(HEARTBEAT_SECONDS, runs.registry().waiting_idle_seconds / 3))
     def note() -> None:
         current = runs.registry().get(*own)
         text = place_text(current) if current is not None else None

@@ -6,6 +6,7 @@ library's torch-backed names are read from `minigpt` where a run is built or sav
 training threads' module is imported where a run is started."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
@@ -132,9 +133,7 @@ def session_run() -> tuple[RunEntry | None, bool]:
         if entry is not None:
             return entry, True
         del ss[OWN_RUN_KEY]
-        ss[NOTICE_KEY] = _("Your run `{run}` is no longer on this server: a run is released when its owner has not "
-                       "used it for {minutes} minutes (a page that shows it training counts as use), and when the "
-                       "server restarts.", run=own[0], minutes=registry().idle_seconds // 60)
+        ss[NOTICE_KEY] = gone_notice(own[0])
     watched = ss.get(WATCHED_RUN_KEY)
     if watched is not None:
         entry = registry().get(watched)
@@ -151,6 +150,33 @@ def session_run() -> tuple[RunEntry | None, bool]:
         ss[NOTICE_KEY] = _("Run `{run}` is no longer on this server: its owner stopped using it, or the server "
                        "restarted. Ask for a new link, or train a run of your own on the Train page.", run=watched)
     return None, False
+
+
+def gone_notice(run_id: str) -> str:
+    """Why the session's own run is no longer on this server, in a sentence."""
+    reason = registry().gone_reason(run_id)
+    if reason == "dropped":
+        return _("Your run `{run}` left the line for a training slot: no page of the app was open for {wait}, so "
+                 "its place went to the next learner. Press Start to join the line again.", run=run_id,
+                 wait=format_duration(registry().waiting_idle_seconds))
+    if reason == "trimmed":
+        return _("Your run `{run}` finished long ago and made room for newer runs: a server keeps as many "
+                 "finished runs as its memory holds. Download a checkpoint to keep a run for good.", run=run_id)
+    return _("Your run `{run}` is no longer on this server: a run is released when its owner has not used it for "
+             "{minutes} minutes (a page that shows it training counts as use), and when the server restarts.",
+             run=run_id, minutes=registry().idle_seconds // 60)
+
+
+def cancel_own_run() -> None:
+    """Take this session's waiting run out of the line; the page then offers Start again."""
+    own = st.session_state.pop(OWN_RUN_KEY, None)
+    if own is None:
+        return
+    with contextlib.suppress(NotOwnerError):  # it may have gone meanwhile: out of the line all the same
+        registry().control(*own, "cancel")
+    st.session_state[NOTICE_KEY] = _("You left the line: your run `{run}` will not train. Press Start to join "
+                                     "again.", run=own[0])
+    sync_url()
 
 
 def read_run_from_url() -> None:

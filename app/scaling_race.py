@@ -20,6 +20,7 @@ from .choices import current_device
 from .corpora import current_corpus
 from .i18n import _, error_text
 from .line import place_text
+from .text import md
 from .runs import registry
 
 D_KS, D_K = (16, 32, 64, 128), 64       # the choices, and the one the page starts at
@@ -82,7 +83,7 @@ def join_the_line(d_k: int, layers: int, steps: int, lr: float) -> None:
     try:
         entry = registry().request_slot(plan, replace=old[0] if old else None)
     except RunLimitError as err:
-        st.warning(error_text(err))
+        st.warning(md(error_text(err)))
         return
     ss[RACE_TICKET_KEY] = ((entry.run_id, entry.key), (d_k, layers, steps, lr))
 
@@ -94,7 +95,7 @@ def race_turn(ticket: tuple) -> bool:
         st.session_state.pop(RACE_TICKET_KEY, None)
         return False
     if isinstance(entry.run, HeldSlot):
-        return True
+        return registry().claim(entry)
 
     @st.fragment(run_every=1.0)
     def waiting() -> None:
@@ -123,7 +124,7 @@ def run_race(d_k: int, layers: int, steps: int, lr: float) -> None:
                 points.append(point)
                 figures = draw(points, places)
     except CorpusError as err:
-        st.warning(error_text(err))
+        st.warning(md(error_text(err)))
         return
     st.session_state[RACE_SHOWN_KEY] = points
     said(points)

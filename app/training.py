@@ -119,6 +119,7 @@ def _live(state: str) -> None:
     uniform = uniform_loss(trainer.tokenizer.vocab_size)
     last_val = snap.evals[-1].val_loss if snap.evals else None
     _metrics(snap, uniform, last_val)
+    line.paused_note(current, owner)
     if snap.error:
         st.error(_("Training stopped: {error}", error=md(error_text(snap.error))))
     if snap.stopped_early:

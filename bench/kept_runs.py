@@ -12,6 +12,7 @@ process, and how many kept runs the app's budget allows on boxes of several size
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import gc
 import resource
@@ -57,7 +58,8 @@ def main() -> None:
     data = sum(t.numel() * t.element_size() for t in (run.trainer.train_data, run.trainer.val_data))
     gc.collect()
     before = _rss_mb()
-    kept = [KeptRun(run) for _ in range(args.copies)]
+    first = KeptRun(run)
+    kept = [copy.deepcopy(first) for _ in range(args.copies)]  # each its own arrays, as runs of a class are
     gc.collect()
     added = _rss_mb() - before
     size = kept[0].nbytes()

@@ -116,7 +116,7 @@ def build_optimizer(model: MiniGPT, cfg: TrainConfig) -> torch.optim.AdamW:
 TRAIN_EVAL_SEED, VAL_EVAL_SEED = 1, 2  # added to the run's seed: the windows its two losses are measured on
 
 
-@torch.no_grad()
+@torch.inference_mode()  # like no_grad, minus autograd's version and view tracking
 def estimate_loss(model: MiniGPT, windows: Windows) -> float:
     """The mean cross-entropy (nats) of `model`, in eval mode, over the batches `windows`."""
     with eval_mode(model):

@@ -178,7 +178,7 @@ MUTANTS = {
     "B9 old answer kept on a new request": ("app/generation.py", [(
         "    st.session_state.pop(GENERATION_KEY, None)\n", "")]),
     "B10 no successor for a replaced run": ("minigpt/serve/registry.py", [(
-        "self._successors[entry.run_id] = successor.run_id", "pass")]),
+        "_remember(self._successors, entry.run_id, successor.run_id)", "pass")]),
     "B11 top-k above the vocabulary not said": ("app/generation.py", [(
         "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
     "B12 GBK refused": ("minigpt/corpus.py", [(
@@ -390,17 +390,26 @@ MUTANTS = {
     "line: no length limit": ("minigpt/serve/registry.py", [(
         "if len(waiting) >= self.max_waiting:", "if False:")]),
     "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/registry.py", [(
-        "(self.waiting_idle_seconds if _short_lived(e) else self.idle_seconds)", "self.idle_seconds")]),
+        "(self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)", "self.idle_seconds")]),
     "line: a waiting run takes the slot that frees last": ("minigpt/serve/line.py", [(
         "    return free[0]\n", "    return max(free)\n")]),
     "line: a run's own pace ignored for its shape's": ("minigpt/serve/line.py", [(
-        "    if snap.step >= MIN_STEPS_MEASURED and snap.elapsed > 0:\n        return remaining",
+        "    if busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0:\n        return remaining",
         "    if False:\n        return remaining")]),
     "line: a pace scaled the wrong way by the work": ("minigpt/serve/line.py", [(
         "self._paces[near] * work_per_step(near) / want", "self._paces[near] * want / work_per_step(near)")]),
     "line: a run that ended keeps its slot": ("minigpt/serve/registry.py", [(
         "        return self.run.state in ACTIVE_STATES and self.run.is_alive()",
         "        return self.run.state in ACTIVE_STATES or self.run.state in ENDED_STATES")]),
+    "line: a paused run holds its slot for good while others wait": ("minigpt/serve/registry.py", [(
+        "and now - e.last_steered > self.paused_grace_seconds]", "and False]")]),
+    "line: a granted slot nobody claims is held for good": ("minigpt/serve/registry.py", [(
+        "            return now - run.granted > CLAIM_SECONDS\n", "            return False\n")]),
+    "line: a run cancelled while it is built trains all the same": ("minigpt/serve/registry.py", [(
+        "if action in (\"cancel\", \"stop\") and run.state in (\"waiting\", \"starting\"):",
+        "if action in (\"cancel\", \"stop\") and run.state == \"waiting\":")]),
+    "kept: a big run's time-lapse never thinned": ("minigpt/serve/kept.py", [(
+        "        if max_bytes is not None:\n            self._thin(max_bytes)\n", "")]),
     "capacity: the larger of the affinity and the quota": ("minigpt/serve/capacity.py", [(
         "min(cpus, quota) if quota is not None else cpus", "max(cpus, quota) if quota is not None else cpus")]),
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(

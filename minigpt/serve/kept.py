@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..config import GPTConfig, TrainConfig
     from ..tokenizer import CharTokenizer
 
+KEPT_SHARE = 40    # a run kept small holds at most this share of the memory for kept runs: a class of 40 fits
 EVENT_BYTES = 200  # a TrainEvent: a dataclass of a dozen floats and ints, as sys.getsizeof counts it, rounded up
 
 
@@ -42,8 +43,10 @@ class KeptFacts:
 class KeptRun:
     """A run in its small form (run.RunView). Nothing in it changes: every reader may share it."""
 
-    def __init__(self, run: RunView):
-        """Take `run`'s weights, snapshot and facts; the caller closes `run` afterwards."""
+    def __init__(self, run: RunView, max_bytes: int | None = None):
+        """Take `run`'s weights, snapshot and facts; the caller closes `run` afterwards. Past `max_bytes`
+        (a big model's long time-lapse), the attention of every other evaluation between the first and
+        the last is let go, until it fits or only those two are left: one run never crowds out a class."""
         self.run_id = run.run_id
         self._snap = run.snapshot()
         model = run.inference_model()
@@ -52,6 +55,18 @@ class KeptRun:
         self._device = next(model.parameters()).device
         self.trainer = KeptFacts(run.trainer)
         self._closed = False
+        if max_bytes is not None:
+            self._thin(max_bytes)
+
+    def _thin(self, max_bytes: int) -> None:
+        evals = list(self._snap.evals)
+        while self.nbytes() > max_bytes:
+            framed = [i for i, r in enumerate(evals) if r.attention is not None][1:-1]
+            if not framed:
+                return
+            for i in framed[::2]:
+                evals[i] = replace(evals[i], attention=None)
+            self._snap = replace(self._snap, evals=evals)
 
     @property
     def state(self) -> str:

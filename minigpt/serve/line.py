@@ -149,10 +149,11 @@ class SpeedBook:
         self._paces: dict[tuple, float] = {}
         self._lock = threading.Lock()
 
-    def record(self, shape: tuple, snap: RunSnapshot) -> None:
-        if snap.step >= MIN_STEPS_MEASURED and snap.elapsed > 0:
+    def record(self, shape: tuple, step: int, elapsed: float) -> None:
+        """A run of `shape` has trained `step` steps in `elapsed` seconds."""
+        if step >= MIN_STEPS_MEASURED and elapsed > 0:
             with self._lock:
-                self._paces[shape] = snap.step / snap.elapsed
+                self._paces[shape] = step / elapsed
 
     def pace(self, shape: tuple) -> Pace | None:
         """This shape's pace; else the pace of the measured shape nearest in work, scaled; None before any run."""
@@ -174,6 +175,19 @@ class Estimate:
     rough: bool
 
 
+@dataclass(frozen=True)
+class Progress:
+    """A busy slot as an estimate reads it: its run's steps done of max_steps in `elapsed` seconds of
+    training; `since`, seconds it has held the slot without a step to show (a build, a race on a page's
+    thread); `paused`, its owner may hold it for as long as they like."""
+
+    step: int
+    max_steps: int
+    elapsed: float = 0.0
+    since: float = 0.0
+    paused: bool = False
+
+
 def start_in(slots: int, busy: list[float], ahead: list[float]) -> float:
     """Seconds until the next run after `ahead` gets a slot. `busy`: each training run's time left;
     `ahead`: each waiting run's training time, in line order. With more runs training than slots
@@ -186,33 +200,34 @@ def start_in(slots: int, busy: list[float], ahead: list[float]) -> float:
     return free[0]
 
 
-def time_left(snap: RunSnapshot, pace: Pace | None) -> tuple[float, bool] | None:
-    """A training run's time left and whether it is rough: at its own pace once it has one, else its shape's."""
-    remaining = max(snap.max_steps - snap.step, 0)
-    if snap.step >= MIN_STEPS_MEASURED and snap.elapsed > 0:
-        return remaining * snap.elapsed / snap.step, False
+def time_left(busy: Progress, pace: Pace | None) -> tuple[float, bool] | None:
+    """A busy slot's time left and whether it is rough: at its run's own pace once it has one, else its
+    shape's, less what it has held the slot already; None without a pace."""
+    remaining = max(busy.max_steps - busy.step, 0)
+    if busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0:
+        return remaining * busy.elapsed / busy.step, busy.paused
     if pace is None:
         return None
-    return remaining / pace.steps_per_sec, not pace.measured
+    return max(remaining / pace.steps_per_sec - busy.since, 0.0), busy.paused or not pace.measured
 
 
-def estimate(slots: int, busy: list[tuple[RunSnapshot, Pace | None]], ahead: list[tuple[int, Pace | None]]
+def estimate(slots: int, busy: list[tuple[Progress, Pace | None]], ahead: list[tuple[int, Pace | None, bool]]
              ) -> Estimate | None:
-    """`start_in` from what the registry knows: each training run's snapshot and its shape's pace,
-    and each waiting run's steps and its shape's pace. None while a figure cannot be had at all."""
+    """`start_in` from what the registry knows: each busy slot's progress and its shape's pace, and each
+    waiting run's steps, its shape's pace and whether it will start paused (then its time is anyone's
+    guess). None while a figure cannot be had at all."""
     lefts: list[float] = []
     rough = False
-    for snap, pace in busy:
-        left = time_left(snap, pace)
+    for progress, pace in busy:
+        left = time_left(progress, pace)
         if left is None:
             return None
         lefts.append(left[0])
         rough |= left[1]
     durations: list[float] = []
-    for steps, pace in ahead:
+    for steps, pace, paused in ahead:
         if pace is None:
             return None
         durations.append(steps / pace.steps_per_sec)
-        rough |= not pace.measured
+        rough |= paused or not pace.measured
     return Estimate(start_in(slots, lefts, durations), rough)
-

@@ -1,22 +1,11 @@
 """The run registry: every run a server holds, who may steer each, the line for a training slot,
-and what is kept of runs that train no more.
+and what is kept of runs that train no more. Plain threading, no Streamlit.
 
-A dashboard serves many browser sessions from one process. `RunRegistry` is the one place that
-knows their runs:
-- a run belongs to the session that started it (it holds the run's secret key; others may watch
-  by id, never steer);
-- at most `max_runs` train at once; every other Start waits in line (line.py), first in, first
-  out, and starts by itself when a slot frees: Start is never refused for a full server, only for
-  a full line (`max_waiting`);
-- one run per owner: a second Start replaces the owner's own run, and a waiting one keeps its
-  place;
-- a waiting run whose owner has shown no sign of life for `waiting_idle_seconds` is dropped before
-  it starts; any run whose owner stopped looking for `idle_seconds` is released;
-- a run that trains no more is kept in its small form (kept.py), within `kept_bytes`.
-The work on the caller's thread that needs a slot (the √d_k race) waits in the same line
-(`request_slot`). A dispatcher thread starts the head of the line when a slot frees; every access
-does the same, so a test that moves the clock by hand sees it at once. Plain threading, no
-Streamlit: the app keeps one registry per process.
+A run belongs to the session that started it (it holds the run's secret key; others may watch by
+id, never steer). At most `max_runs` train at once; every other Start waits in line (line.py),
+first in, first out, one run per owner, and a dispatcher thread starts the head when a slot frees.
+Runs whose owner has gone are let go: a waiting one after `waiting_idle_seconds`, any after
+`idle_seconds`. A run that trains no more is kept in its small form (kept.py) within `kept_bytes`.
 """
 from __future__ import annotations
 
@@ -25,23 +14,27 @@ import itertools
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..messages import LabError
-from .line import Estimate, Pace, RunPlan, SpeedBook, WaitingRun, estimate
-from .run import ACTIVE_STATES, ENDED_STATES, RunSnapshot
+from .line import Estimate, Pace, Progress, RunPlan, SpeedBook, WaitingRun, estimate
+from .run import ACTIVE_STATES, ENDED_STATES, Run, RunSnapshot
 
 if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (Home does, before it loads)
     from ..model import MiniGPT
-    from .run import Run, RunView
+    from .run import RunView
 
-MAX_SUCCESSORS = 256  # replacements remembered, so that watchers can follow an owner to a new run
-DISPATCH_EVERY = 0.25  # seconds between the dispatcher's looks while runs train or wait
+MAX_REMEMBERED = 256  # replaced and forgotten runs remembered, for watchers and for their owners' notices
+DISPATCH_EVERY = 0.25  # seconds between the dispatcher's looks while the registry holds runs
 DEFAULT_MAX_WAITING = 120  # runs in line: a few times the largest class
 DEFAULT_WAITING_IDLE = 5 * 60  # seconds an owner may show no sign of life before their waiting run is dropped
-DEFAULT_KEPT_BYTES = 128 * 2**20  # what finished runs may hold: a kept Small run is well under 1 MB (bench/RESULTS.md)
+DEFAULT_PAUSED_GRACE = 3 * 60  # seconds a paused run may hold a slot while others wait
+DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (app/runs.py sizes it from the box)
+CLAIM_SECONDS = 20.0   # a slot granted to a page's own work (the race) that the page has not claimed by then is freed
+KEEP_TRIES = 3         # reads of a finished run's weights before its process is let go without a small form
 
 
 class RunLimitError(LabError, RuntimeError):
@@ -56,14 +49,16 @@ class NotOwnerError(LabError, PermissionError):
 class RunEntry:
     """A run in the registry: the run, its owner's secret and what the pages show about it."""
 
-    run: RunView                          # waiting (line.WaitingRun), training (run.Run), or kept (kept.KeptRun)
+    run: RunView                          # waiting (WaitingRun), training (Run), kept (KeptRun), or a HeldSlot
     key: str = field(repr=False)          # the owner's secret; watchers only know run_id
     corpus: str
     probe_text: str
     last_seen: float                      # on the registry's clock: when the owner last showed a sign of life
     facts: Any = None                     # what the caller keeps with the run for its pages (a corpus's task, say)
-    plan: RunPlan = None                  # what it trains: its shape's pace feeds the line's estimates
+    plan: RunPlan | None = field(default=None, repr=False)  # what it trains: its shape's pace, its steps
     order: int = 0                        # its place in the line: lower goes first; a replacement keeps it
+    last_steered: float = 0.0             # when it started, or its owner last pressed a button for it
+    stopped_for_line: bool = False        # paused longer than the registry's grace while others waited
     _model: tuple[int, MiniGPT] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -88,20 +83,28 @@ class RunEntry:
 
     def inference_model(self) -> MiniGPT:
         """A weight copy, taken again only when the run has stepped since the last one."""
-        step = self.run.trainer.step
+        run = self.run
+        step = run.trainer.step
         with self._lock:
             if self._model is None or self._model[0] != step:
-                self._model = (step, self.run.inference_model())
+                try:
+                    model = run.inference_model()
+                except Exception:
+                    if self.run is run:
+                        raise
+                    model = self.run.inference_model()  # swapped for its small form meanwhile: the same weights
+                self._model = (step, model)
             return self._model[1]
 
 
 class HeldSlot:
-    """A training slot held for work on its holder's own thread (the √d_k race): "running" until
-    the holder gives it back (RunRegistry.give_back). Read like a run that has not stepped."""
+    """A training slot granted to work on its holder's own thread (the √d_k race): "running" until
+    given back (RunRegistry.give_back). Its holder claims it (RunRegistry.claim) when the work begins;
+    a slot nobody claims within CLAIM_SECONDS of being granted is freed for the next in line."""
 
-    def __init__(self, run_id: str, plan: RunPlan):
-        self.run_id, self.plan = run_id, plan
-        self._held = True
+    def __init__(self, run_id: str, plan: RunPlan, granted: float):
+        self.run_id, self.plan, self.granted = run_id, plan, granted
+        self.claimed, self._held = False, True
 
     @property
     def state(self) -> str:
@@ -111,8 +114,8 @@ class HeldSlot:
         return self._held
 
     def snapshot(self) -> RunSnapshot:
-        return RunSnapshot(run_id=self.run_id, state=self.state, step=0, max_steps=self.plan.max_steps, history=[], evals=[],
-                           tokens_per_sec=0.0, elapsed=0.0)
+        return RunSnapshot(run_id=self.run_id, state=self.state, step=0, max_steps=self.plan.max_steps, history=[],
+                           evals=[], tokens_per_sec=0.0, elapsed=0.0)
 
     def close(self, timeout: float | None = 5.0) -> None:
         self._held = False
@@ -123,29 +126,34 @@ class RunRegistry:
 
     The line's order and the slots are decided under one lock, so simultaneous Starts get a strict
     first-in, first-out order, and never more than max_runs train. Building a run (forking its
-    process) happens outside the lock, its slot reserved meanwhile.
+    process) and reading a finished run's weights happen outside the lock, on the dispatcher's
+    thread: a learner's page never waits for someone else's run. The lock is taken before any
+    run's own lock, never the other way round.
     """
 
     def __init__(self, max_runs: int = 2, idle_seconds: float = 30 * 60, *,
                  max_waiting: int = DEFAULT_MAX_WAITING, waiting_idle_seconds: float = DEFAULT_WAITING_IDLE,
-                 kept_bytes: int = DEFAULT_KEPT_BYTES, clock: Callable[[], float] = time.monotonic,
-                 dispatcher: bool = True) -> None:
+                 paused_grace_seconds: float = DEFAULT_PAUSED_GRACE, kept_bytes: int = DEFAULT_KEPT_BYTES,
+                 clock: Callable[[], float] = time.monotonic, dispatcher: bool = True) -> None:
         self.max_runs, self.idle_seconds = max_runs, idle_seconds
-        self.max_waiting, self.waiting_idle_seconds, self.kept_bytes = max_waiting, waiting_idle_seconds, kept_bytes
+        self.max_waiting, self.waiting_idle_seconds = max_waiting, waiting_idle_seconds
+        self.paused_grace_seconds, self.kept_bytes = paused_grace_seconds, kept_bytes
         self._clock = clock  # seconds; tests pass one they move by hand
         self._lock = threading.Lock()
         self._entries: dict[str, RunEntry] = {}
-        self._reserved = 0
+        self._reserved = 0                     # slots taken by runs being built
         self._orders = itertools.count(1)
-        self._successors: dict[str, str] = {}  # replaced run id -> the id of the run that replaced it
+        self._successors: OrderedDict[str, str] = OrderedDict()  # replaced run id -> its replacement's id
+        self._gone: OrderedDict[str, str] = OrderedDict()        # forgotten run id -> why (a gone_reason)
         self._kept: dict[str, int] = {}        # run id -> bytes, for runs swapped for their small form
+        self._keep_tries: dict[str, int] = {}
         self.speeds = SpeedBook()
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._dispatcher: threading.Thread | None = None
-        self._use_dispatcher = dispatcher  # off in tests that step the line themselves (dispatch())
+        self._use_dispatcher = dispatcher  # off in tests that move the line themselves (dispatch())
 
-    # -- looking runs up -------------------------------------------------------------------
+    # -- looking runs up -------------------------------------------------------------------------
     def get(self, run_id: str | None, key: str | None = None) -> RunEntry | None:
         """The run, or None; its owner's key also counts as a sign of life."""
         self._tidy()
@@ -165,6 +173,13 @@ class RunRegistry:
                 run_id = self._successors[run_id]
             return self._entries.get(run_id) if seen else None
 
+    def gone_reason(self, run_id: str) -> str | None:
+        """Why a run is no longer here: "cancelled" (by its owner), "dropped" (left the line: its owner
+        showed no sign of life), "released" (its owner stopped using it), "trimmed" (the oldest kept
+        run, past the memory for kept runs); None when it is unknown here."""
+        with self._lock:
+            return self._gone.get(run_id)
+
     def active_count(self) -> int:
         self._tidy()
         with self._lock:
@@ -174,87 +189,99 @@ class RunRegistry:
         with self._lock:
             return len(self._waiting_locked())
 
-    def place(self, entry: RunEntry) -> int | None:
-        """Where a waiting run stands in line: 1 at the front; None when it is not waiting."""
+    def standing(self, entry: RunEntry) -> tuple[int, Estimate | None] | None:
+        """A waiting run's place in line (1 at the front) and when it should start (line.estimate: None
+        before this server has a pace to go by), read together; None when it is not waiting."""
         with self._lock:
             waiting = self._waiting_locked()
-            return waiting.index(entry) + 1 if entry in waiting else None
+            if entry not in waiting:
+                return None
+            place = waiting.index(entry)
+            return place + 1, self._estimate_locked(waiting[:place])
+
+    def place(self, entry: RunEntry) -> int | None:
+        standing = self.standing(entry)
+        return standing[0] if standing else None
 
     def estimate(self, entry: RunEntry) -> Estimate | None:
-        """When a waiting run should start (line.estimate); None when it is not waiting, or before
-        this server has a pace to go by."""
-        with self._lock:
-            waiting = self._waiting_locked()
-            return self._estimate_locked(waiting[:waiting.index(entry)]) if entry in waiting else None
+        standing = self.standing(entry)
+        return standing[1] if standing else None
 
-    def wait_at_the_back(self) -> Estimate | None:
-        """When a run that joined the line now would start."""
-        with self._lock:
-            return self._estimate_locked(self._waiting_locked())
-
-    def _pace(self, entry: RunEntry) -> Pace | None:
-        return self.speeds.pace(entry.plan.shape)
-
-    # -- joining the line --------------------------------------------------------------------
+    # -- joining the line ------------------------------------------------------------------------
     def submit(self, build: Callable[[str], Run], plan: RunPlan, *, corpus: str, probe: str,
                replace: tuple[str, str] | None = None, paused: bool = False, facts: Any = None) -> RunEntry:
-        """Put a run in line, or start it at once when a slot is free and nobody waits (paused at step 0
-        if asked); `build(run_id)` makes it when its turn comes. It replaces the caller's own previous
-        run (`replace`: its id and key): a waiting one gives it its place, a training one is released.
-        RunLimitError when the line is full."""
+        """Put a run in line; `build(run_id)` makes it when its turn comes (paused at step 0 if asked).
+        When a slot is free and nobody waits, it starts now, on the caller's thread. It replaces the
+        caller's own previous run (`replace`: its id and key): a waiting one gives it its place, a
+        training one is released. RunLimitError when the line is full."""
         run_id = secrets.token_urlsafe(9)
-        entry = RunEntry(WaitingRun(run_id, plan, build, paused), secrets.token_urlsafe(16), corpus, probe,
-                         self._clock(), facts, plan)
+        now = self._clock()
+        entry = RunEntry(WaitingRun(run_id, plan, build, paused), secrets.token_urlsafe(16), corpus, probe, now,
+                         facts, plan)
         self._release_idle()
         with self._lock:
             old = self._entries.get(replace[0]) if replace else None
             if old is not None and not old.is_owner(replace[1]):
                 old = None
             waiting = self._waiting_locked()
-            if old is None or old not in waiting:
+            if old is not None and old in waiting:
+                entry.order = old.order
+            else:
                 if len(waiting) >= self.max_waiting:
                     _line_full(len(waiting), self._estimate_locked(waiting))
                 entry.order = next(self._orders)
-            else:
-                entry.order = old.order
             if old is not None:
                 self._forget_locked(old, successor=entry)
             self._entries[entry.run_id] = entry
         if old is not None:
             old.release()
-        self._start_dispatcher()
-        self.dispatch()
+        self._start_heads(only=entry)  # the caller's own run, if its turn is now: nobody else's
+        self._nudge()
         return entry
 
     def request_slot(self, plan: RunPlan, replace: tuple[str, str] | None = None) -> RunEntry:
-        """Join the line for a slot to train on the caller's own thread: when the entry's run is a
-        HeldSlot, the slot is the caller's until it gives it back (give_back)."""
-        return self.submit(lambda run_id: HeldSlot(run_id, plan), plan, corpus="", probe="", replace=replace)
+        """Join the line for a slot to train on the caller's own thread: once the entry's run is a
+        HeldSlot, claim it (claim) and the slot is the caller's until it gives it back (give_back)."""
+        return self.submit(lambda run_id: HeldSlot(run_id, plan, self._clock()), plan, corpus="", probe="",
+                           replace=replace)
 
-    def give_back(self, entry: RunEntry) -> None:
-        """The work that held `entry`'s slot is done (or was never started): the slot, or its place, frees."""
+    def claim(self, entry: RunEntry) -> bool:
+        """The work that waited for `entry`'s slot begins: True when the slot is still its to use."""
         with self._lock:
-            self._forget_locked(entry)
+            if self._entries.get(entry.run_id) is not entry or not isinstance(entry.run, HeldSlot):
+                return False
+            entry.run.claimed = True
+            entry.last_seen = self._clock()
+            return entry.is_active()
+
+    def give_back(self, entry: RunEntry, reason: str = "cancelled") -> None:
+        """The work that held `entry`'s slot is done, or the entry leaves the line (waiting or being
+        built): the slot, or its place, is the next one's."""
+        with self._lock:
+            self._forget_locked(entry, reason=reason)
         entry.release()
-        self.dispatch()
+        self._nudge()
 
-    def cancel(self, run_id: str, key: str | None) -> None:
-        """Take the owner's waiting run out of the line."""
-        entry = self._owned(run_id, key, "cancel")
-        if entry.is_waiting():
-            self.give_back(entry)
-
-    # -- steering ------------------------------------------------------------------------------
+    # -- steering ----------------------------------------------------------------------------------
     def control(self, run_id: str, key: str | None, action: str) -> None:
-        """pause, resume, stop or cancel, for the owner only; NotOwnerError for a run that is not there
-        (any more). A waiting run is only cancelled (stop cancels it too)."""
-        entry = self._owned(run_id, key, action)
+        """pause, resume, stop, steps:N, or cancel (a run in line, or being built: stop cancels it too),
+        for the owner only; NotOwnerError for a run that is not there (any more)."""
+        entry = self.get(run_id, key)
+        if entry is None:  # released while its page was open, or the server restarted
+            raise NotOwnerError("Run {run_id} is no longer on this server, so it cannot be paused or stopped.",
+                                run_id=run_id)
+        if not entry.is_owner(key):
+            raise NotOwnerError("Only the browser session that started this run can pause or stop it.")
         run = entry.run
-        if action == "cancel" or (entry.is_waiting() and action == "stop"):
-            self.cancel(run_id, key)
-        elif not hasattr(run, "start"):  # waiting, held or kept: nothing to pause or resume
+        with self._lock:
+            entry.last_steered = self._clock()
+        if isinstance(run, WaitingRun):
+            if action in ("cancel", "stop") and run.state in ("waiting", "starting"):
+                self.give_back(entry)
             return
-        elif action == "pause":
+        if not isinstance(run, Run):  # kept or held: nothing to pause or resume
+            return
+        if action == "pause":
             run.pause()
         elif action == "resume":
             if run.state == "paused":  # a stopped run would otherwise restart outside the cap
@@ -263,18 +290,9 @@ class RunRegistry:
             run.stop()
         elif action.startswith("steps:"):  # "steps:10": train exactly ten more steps, then pause
             run.run_steps(int(action.split(":", 1)[1]))
-        else:
+        elif action != "cancel":
             raise ValueError(f"unknown action {action!r}")
-        self.dispatch()
-
-    def _owned(self, run_id: str, key: str | None, action: str) -> RunEntry:
-        entry = self.get(run_id, key)
-        if entry is None:  # released while its page was open, or the server restarted
-            raise NotOwnerError("Run {run_id} is no longer on this server, so it cannot be paused or stopped.",
-                                run_id=run_id)
-        if not entry.is_owner(key):
-            raise NotOwnerError("Only the browser session that started this run can pause or stop it.")
-        return entry
+        self._nudge()
 
     def stop_all(self) -> None:
         """Forget every run and free it: the registry itself is going (a code reload, the end of a
@@ -287,80 +305,113 @@ class RunRegistry:
             entry.release()
 
     # -- the line moving ---------------------------------------------------------------------------
+    def dispatch(self) -> None:
+        """One look at everything: drop runs whose owner has gone, stop runs paused past their grace
+        while others wait, start the head of the line while a slot is free, keep what has ended in
+        its small form. The dispatcher thread does it every DISPATCH_EVERY seconds, or when woken;
+        without one (tests), every access does."""
+        self._release_idle()
+        self._stop_paused_past_grace()
+        self._start_heads()
+        self._keep_ended()
+
     def _tidy(self) -> None:
-        """What every access does: release the idle, and let the line move (in the dispatcher thread,
-        so that a page never waits for a run's process to fork; without one, here)."""
+        """What every access does: let go of the idle (cheap); the rest is the dispatcher's."""
         if self._use_dispatcher:
             self._release_idle()
+        else:
+            self.dispatch()
+
+    def _nudge(self) -> None:
+        """Something changed: have the line looked at now."""
+        if self._use_dispatcher:
+            self._start_dispatcher()
             self._wake.set()
         else:
             self.dispatch()
 
-    def dispatch(self) -> None:
-        """Drop waiting runs whose owner has gone, release idle runs, start the head of the line while
-        a slot is free, and keep what has ended in its small form. Every access calls it; so does the
-        dispatcher thread, so the line moves with nobody looking."""
-        self._release_idle()
+    def _start_heads(self, only: RunEntry | None = None) -> None:
+        """Start the head of the line while a slot is free (`only`: if it is the head, else nothing)."""
         while True:
             with self._lock:
                 waiting = self._waiting_locked()
                 if not waiting or self._busy_locked() >= self.max_runs or self._closing.is_set():
-                    break
+                    return
                 entry = waiting[0]
+                if only is not None and entry is not only:
+                    return
                 self._reserved += 1
-                entry.run.take()  # no longer in line: another dispatch leaves it alone
+                entry.run.take()  # out of the line: another thread's pass leaves it alone
             self._start(entry)
-        self._keep_ended()
+            if only is not None:
+                return
 
     def _start(self, entry: RunEntry) -> None:
         waiting: WaitingRun = entry.run
+        run = None
         try:
             run = waiting.build(waiting.run_id)
-        except Exception as err:  # settings checked at submit can still fail to build (memory): the owner is told
+            with self._lock:
+                if self._entries.get(entry.run_id) is entry:  # not cancelled or released while it was built
+                    entry.run, entry.last_steered = run, self._clock()
+                    entry.plan = replace(entry.plan, text="")  # the corpus stays with the run, not twice
+                    if isinstance(run, Run):
+                        run.start(paused=waiting.paused)
+                    run = None
+        except Exception as err:  # settings checked at submit can still fail to build or start: the owner is told
+            with self._lock:
+                if self._entries.get(entry.run_id) is entry:
+                    entry.run = waiting
+                waiting.fail(err)
+        finally:
             with self._lock:
                 self._reserved -= 1
-                waiting.fail(err)
-            return
+            if run is not None:  # built for nobody, or built and failed to start
+                run.close(timeout=2.0)
+
+    def _stop_paused_past_grace(self) -> None:
+        now = self._clock()
         with self._lock:
-            self._reserved -= 1
-            if self._entries.get(entry.run_id) is not entry:  # cancelled or released while it was built
-                gone = True
-            else:
-                gone = False
-                entry.run = run
-                if hasattr(run, "start"):  # a HeldSlot is its holder's from now on
-                    run.start(paused=waiting.paused)
-        if gone:
-            run.close(timeout=2.0)
+            if not self._waiting_locked() or self._busy_locked() < self.max_runs:
+                return
+            due = [e for e in self._entries.values() if isinstance(e.run, Run) and e.run.state == "paused"
+                   and now - e.last_steered > self.paused_grace_seconds]
+            for entry in due:
+                entry.stopped_for_line = True
+        for entry in due:
+            entry.run.stop()
 
     def _keep_ended(self) -> None:
         """Swap each run that trains no more for its small form, and record the pace of those that train."""
         with self._lock:
-            live = [e for e in self._entries.values()
-                    if hasattr(e.run, "start") and e.run_id not in self._kept]
+            live = [e for e in self._entries.values() if isinstance(e.run, Run) and e.run_id not in self._kept]
         for entry in live:
             run = entry.run
-            snap = run.snapshot()
-            self.speeds.record(entry.plan.shape, snap)
-            if snap.state not in ENDED_STATES or run.is_alive():
+            trainer = run.trainer
+            self.speeds.record(entry.plan.shape, trainer.step, trainer.elapsed)
+            if run.state not in ENDED_STATES or run.is_alive():
                 continue
-            kept = _small_form(run)
+            kept = _small_form(run, self.kept_bytes)
             with self._lock:
-                if kept is None or self._entries.get(entry.run_id) is not entry or entry.run is not run:
-                    self._kept.setdefault(entry.run_id, 0)  # a dead process has no weights to give: left as it is
+                if self._entries.get(entry.run_id) is not entry or entry.run is not run:
                     continue
-                entry.run = kept
-                self._kept[entry.run_id] = kept.nbytes()
+                if kept is None:
+                    tries = self._keep_tries[entry.run_id] = self._keep_tries.get(entry.run_id, 0) + 1
+                    if tries < KEEP_TRIES:
+                        continue  # a busy process answers next time
+                    self._kept[entry.run_id] = 0  # its weights cannot be had: its process is let go below
+                else:
+                    entry.run, entry._model = kept, None
+                    self._kept[entry.run_id] = kept.nbytes()
+                self._keep_tries.pop(entry.run_id, None)
                 dropped = self._trim_locked()
             run.close(timeout=2.0)
             for stale in dropped:
                 stale.release()
 
     def _start_dispatcher(self) -> None:
-        if not self._use_dispatcher:
-            return
         with self._lock:
-            if self._dispatcher is not None and self._dispatcher.is_alive():
+            if self._dispatcher is not None or self._closing.is_set():
                 return
             self._dispatcher = threading.Thread(target=self._dispatch_loop, name="minigpt-line", daemon=True)
             self._dispatcher.start()
@@ -374,11 +425,11 @@ class RunRegistry:
             except Exception:  # a run that cannot be read this time is read again next time; the line goes on
                 continue
             with self._lock:
-                if not self._entries:
+                if not self._entries:  # under the lock: a submit now finds no dispatcher and starts one
                     self._dispatcher = None
                     return
 
-    # -- under the lock --------------------------------------------------------------------------
+    # -- under the lock ----------------------------------------------------------------------------
     def _waiting_locked(self) -> list[RunEntry]:
         return sorted((e for e in self._entries.values() if e.is_waiting()), key=lambda e: e.order)
 
@@ -386,36 +437,58 @@ class RunRegistry:
         return sum(entry.is_active() for entry in self._entries.values()) + self._reserved
 
     def _estimate_locked(self, ahead: list[RunEntry]) -> Estimate | None:
-        """The runs' snapshots take their own locks, never the registry's: safe to read under it."""
-        busy = [(e.run.snapshot(), self._pace(e)) for e in self._entries.values() if e.is_active()]
-        found = estimate(self.max_runs, busy, [(e.plan.max_steps, self._pace(e)) for e in ahead])
-        if found is None or not any(snap.state == "paused" for snap, _pace in busy):
-            return found
-        return Estimate(found.seconds, rough=True)  # a paused run holds its slot for as long as its owner likes
+        """The runs' facts take their own locks, never the registry's: safe to read under it."""
+        now = self._clock()
+        busy = []
+        for entry in self._entries.values():
+            run = entry.run
+            if isinstance(run, HeldSlot) and run.is_alive():
+                busy.append((Progress(0, run.plan.max_steps, since=now - run.granted), self._pace(entry)))
+            elif isinstance(run, WaitingRun) and run.state == "starting":
+                busy.append((Progress(0, entry.plan.max_steps), self._pace(entry)))
+            elif isinstance(run, Run) and entry.is_active():
+                trainer = run.trainer
+                busy.append((Progress(trainer.step, entry.plan.max_steps, trainer.elapsed,
+                                      paused=run.state == "paused"), self._pace(entry)))
+        return estimate(self.max_runs, busy,
+                        [(e.plan.max_steps, self._pace(e), e.run.paused) for e in ahead])
 
-    def _forget_locked(self, entry: RunEntry, successor: RunEntry | None = None) -> None:
+    def _pace(self, entry: RunEntry) -> Pace | None:
+        return self.speeds.pace(entry.plan.shape)
+
+    def _forget_locked(self, entry: RunEntry, successor: RunEntry | None = None, reason: str | None = None) -> None:
         if self._entries.get(entry.run_id) is entry:
             del self._entries[entry.run_id]
         self._kept.pop(entry.run_id, None)
+        self._keep_tries.pop(entry.run_id, None)
         if successor is not None:
-            self._successors[entry.run_id] = successor.run_id
-            while len(self._successors) > MAX_SUCCESSORS:
-                self._successors.pop(next(iter(self._successors)))
+            _remember(self._successors, entry.run_id, successor.run_id)
+        if reason is not None:
+            _remember(self._gone, entry.run_id, reason)
 
     def _release_idle(self) -> None:
         now = self._clock()
         with self._lock:
-            idle = [e for e in self._entries.values()
-                    if e.last_seen < now - (self.waiting_idle_seconds if _short_lived(e) else self.idle_seconds)]
+            idle = [e for e in self._entries.values() if self._overdue(e, now)]
             for entry in idle:
-                self._forget_locked(entry)
+                self._forget_locked(entry, reason="dropped" if isinstance(entry.run, WaitingRun) else "released")
         for entry in idle:
-            entry.release()
+            try:
+                entry.release()
+            except Exception:  # one that fails to close must not keep the others open
+                continue
         if idle:
             # what the released runs leave (their threads' frames, the pages of sessions that have
             # gone) sits in reference cycles: collect them now, not at some later full collection
             del entry, idle
             gc.collect()
+
+    def _overdue(self, entry: RunEntry, now: float) -> bool:
+        """The owner has shown no sign of life for longer than this run may wait for them."""
+        run = entry.run
+        if isinstance(run, HeldSlot) and not run.claimed:  # granted, and its page has not begun its work
+            return now - run.granted > CLAIM_SECONDS
+        return now - entry.last_seen > (self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)
 
     def _trim_locked(self) -> list[RunEntry]:
         """Kept runs past kept_bytes, the longest unseen first."""
@@ -425,22 +498,24 @@ class RunRegistry:
             if total <= self.kept_bytes:
                 break
             total -= self._kept[entry.run_id]
-            self._forget_locked(entry)
+            self._forget_locked(entry, reason="trimmed")
             dropped.append(entry)
         return dropped
 
 
-def _short_lived(entry: RunEntry) -> bool:
-    """A waiting run, or a slot held for a page's own work: its owner's absence drops it soon."""
-    return entry.is_waiting() or isinstance(entry.run, HeldSlot)
+def _remember(memory: OrderedDict, key: str, value: str) -> None:
+    memory[key] = value
+    while len(memory) > MAX_REMEMBERED:
+        memory.popitem(last=False)
 
 
-def _small_form(run: Run):
-    """A run's KeptRun, or None where its weights cannot be had (its process died)."""
-    from .kept import KeptRun  # torch: only once a run has trained
+def _small_form(run: Run, kept_bytes: int):
+    """A run's KeptRun, at most a share of the memory for kept runs (older time-lapse frames thinned),
+    or None where its weights cannot be had now."""
+    from .kept import KEPT_SHARE, KeptRun  # torch: only once a run has trained
 
     try:
-        return KeptRun(run)
+        return KeptRun(run, max_bytes=kept_bytes // KEPT_SHARE)
     except Exception:
         return None
 

@@ -44,6 +44,9 @@ from .run import EvalRecord, RunSnapshot
 
 THREAD_NAME = "minigpt-trainer"
 PR_SET_NAME = 15  # <linux/prctl.h>
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
+HEAP_BLOCK_LIMIT = 32 * 2**20  # glibc's largest M_MMAP_THRESHOLD on 64 bits: larger blocks are mapped one by one
+HEAP_KEPT_BYTES = 2**30  # free memory a training process keeps between steps: more than any step of a run here frees
 SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation
 _ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
@@ -212,6 +215,7 @@ class TrainingRun:
             with self._lock:
                 if self._release_on_exit:
                     self.trainer.release()
+            return_freed_memory()  # what keep_freed_memory() kept for the next step: there is none
             self._notify(ending=True)
 
     def _notify(self, ending: bool = False) -> None:
@@ -319,6 +323,34 @@ def name_os_thread(name: str) -> None:
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+def keep_freed_memory() -> bool:
+    """Make this process's allocator (glibc) keep the memory a training step frees for the next step.
+    By default glibc hands the top of its heap back to the kernel whenever a few MB lie free there, so
+    every step faults its activations in again, page by page; a process that trains and does little else
+    (a run's worker, not the server) keeps them instead, until return_freed_memory(). Elsewhere than
+    glibc, nothing changes: False."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(M_TRIM_THRESHOLD, HEAP_KEPT_BYTES))
+
+
+def return_freed_memory() -> bool:
+    """Hand the free memory the allocator holds back to the kernel (glibc's malloc_trim): a run that has
+    ended keeps only what it still uses. Elsewhere than glibc, nothing changes: False."""
+    malloc_trim = getattr(_libc(), "malloc_trim", None)
+    return malloc_trim is not None and bool(malloc_trim(0))
+
+
+def _libc() -> ctypes.CDLL | None:
+    if sys.platform != "linux":
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
 
 
 def lower_priority(nice: int) -> bool:

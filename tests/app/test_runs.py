@@ -98,7 +98,7 @@ def test_a_start_on_a_full_server_waits_in_line_sees_its_place_and_starts_by_its
     shown = [i.value for i in third.info if "in line" in i.value]
     assert len(shown) == 1 and shown[0].startswith("**1st in line**: it starts in about "), shown
     assert "All 2 training slots are in use" in shown[0]
-    assert any("2 training slots on this server, 2 in use, 1 run waiting" in c.value for c in third.caption)
+    assert any("2 training slots on this server · 2 in use · 1 run waiting" in c.value for c in third.caption)
     runs.registry().control(*own_run(running[0]), "stop")
     wait_until(lambda: mine.is_active(), "the waiting run to take the freed slot")
     third.run()

@@ -57,7 +57,7 @@ def test_the_second_learner_sees_their_place_then_trains_without_pressing_again(
     main_button(second, "Start").click()
     main(second).get_by_text("1st in line", exact=False).wait_for(timeout=TRAINING_MS)
     side(second).get_by_text("Your training run: 1st in line", exact=False).wait_for()  # on every page
-    main(second).get_by_text("1 training slot on this server, 1 in use, 1 run waiting", exact=True).wait_for()
+    main(second).get_by_text("1 training slot on this server · 1 in use · 1 run waiting", exact=True).wait_for()
     assert "run=" in second.url and "key=" in second.url  # a refresh keeps the place
     assert main_button(second, "Cancel my place").is_enabled()
     second.screenshot(path=shots / "line_waiting.png", full_page=True)

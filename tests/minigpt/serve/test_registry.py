@@ -42,7 +42,7 @@ class Scripted:
     def __init__(self, run_id: str, max_steps: int = 300):
         self.run_id, self.max_steps = run_id, max_steps
         self.step, self.elapsed, self._state = 0, 0.0, "idle"
-        self.trainer = None
+        self.trainer = self  # what the registry reads of it: step and elapsed
 
     @property
     def state(self) -> str:
@@ -103,6 +103,8 @@ class Line:
     def build(self, run_id: str) -> Scripted:
         with self._lock:
             assert run_id not in self.runs, "a run built twice"
+            training = sum(r.is_alive() for r in self.runs.values())
+            assert training < self.registry.max_runs, f"a run built while {training} train on {self.registry.max_runs}"
             self.built.append(run_id)
             self.runs[run_id] = run = Scripted(run_id)
             return run
@@ -277,13 +279,113 @@ def test_a_paused_run_holds_its_slot(line):
     assert waiting.run.state == "running"
 
 
+def test_the_dispatcher_starts_the_next_run_with_nobody_looking(clock):
+    registry = RunRegistry(max_runs=1, clock=clock)  # with its dispatcher thread, as the app runs it
+    built = []
+    try:
+        first = registry.submit(lambda run_id: built.append(Scripted(run_id)) or built[-1], _plan(), corpus="c",
+                                probe="p")
+        second = registry.submit(lambda run_id: built.append(Scripted(run_id)) or built[-1], _plan(), corpus="c",
+                                 probe="p")
+        assert first.run.state == "running" and second.is_waiting()
+        built[0]._state = "finished"  # its run ends; no page asks the registry anything
+        wait_until(lambda: second.run.state == "running", "the dispatcher to start the next run")
+    finally:
+        registry.stop_all()
+
+
+def test_a_run_cancelled_while_it_is_built_is_closed_and_frees_its_slot(clock):
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
+    building, go, made = threading.Event(), threading.Event(), []
+
+    def slow(run_id):
+        building.set()
+        go.wait(timeout=60)
+        made.append(Scripted(run_id))
+        return made[-1]
+
+    try:
+        entry = registry.submit(lambda run_id: Scripted(run_id), _plan(), corpus="c", probe="p")
+        waiting = registry.submit(slow, _plan(), corpus="c", probe="p")
+        mover = threading.Thread(target=lambda: (entry.run.stop(), registry.dispatch()))
+        mover.start()
+        building.wait(timeout=60)
+        assert waiting.run.state == "starting" and registry.active_count() == 1  # the build holds the slot
+        registry.control(waiting.run_id, waiting.key, "cancel")
+        go.set()
+        mover.join()
+        assert made[0].state == "closed" and registry.get(waiting.run_id) is None
+        assert registry.gone_reason(waiting.run_id) == "cancelled" and registry.active_count() == 0
+    finally:
+        go.set()
+        registry.stop_all()
+
+
+def test_a_run_that_fails_to_start_is_closed_and_says_why(clock):
+    class Refuses(Scripted):
+        def start(self, paused=False):
+            raise RuntimeError("the child refused to start")
+
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
+    made = []
+    try:
+        entry = registry.submit(lambda run_id: made.append(Refuses(run_id)) or made[-1], _plan(), corpus="c",
+                                probe="p")
+        assert entry.run.state == "error" and "refused to start" in str(entry.run.snapshot().error)
+        assert made[0].state == "closed" and registry.active_count() == 0
+    finally:
+        registry.stop_all()
+
+
+def test_a_run_paused_past_its_grace_while_others_wait_is_stopped_for_the_line(clock):
+    line = Line(clock, paused_grace_seconds=120)
+    paused = line.join(paused=True)
+    clock.now += 200
+    line.registry.dispatch()
+    assert paused.run.state == "paused"  # nobody waits: it may stay paused
+    line.registry.control(paused.run_id, paused.key, "steps:5")  # its owner steps through: it is in use
+    waiting = line.join()
+    clock.now += 50
+    line.registry.get(waiting.run_id, waiting.key)  # the learner who waits is there
+    clock.now += 50
+    line.registry.get(waiting.run_id, waiting.key)
+    assert paused.run.state == "paused" and not paused.stopped_for_line
+    clock.now += 21
+    line.registry.get(waiting.run_id, waiting.key)
+    assert paused.stopped_for_line and line.runs[paused.run_id].state == "stopped"
+    line.registry.dispatch()
+    assert waiting.run.state == "running"
+    line.registry.stop_all()
+
+
+def test_a_finished_run_whose_weights_cannot_be_read_is_let_go_after_a_few_tries(line):
+    entry = line.join()
+    line.runs[entry.run_id]._state = "finished"
+    for _ in range(2):
+        line.registry.dispatch()
+        assert line.runs[entry.run_id].state == "finished"  # its process may just be busy: tried again
+    line.registry.dispatch()
+    assert line.runs[entry.run_id].state == "closed"  # its process is let go; the entry stays, as it was
+    assert line.registry.get(entry.run_id) is entry
+
+
+def test_why_a_run_is_gone_is_remembered_for_its_owner(line, clock):
+    line.join()
+    cancelled, dropped = line.join(), line.join()
+    line.registry.control(cancelled.run_id, cancelled.key, "cancel")
+    clock.now += AWAY + 1
+    line.registry.dispatch()
+    assert line.registry.gone_reason(cancelled.run_id) == "cancelled"
+    assert line.registry.gone_reason(dropped.run_id) == "dropped"
+
+
 # -- the estimates --------------------------------------------------------------------------------
 def test_start_in_gives_each_run_ahead_the_first_slot_that_frees():
     # slots free at 25 s and 40 s; runs ahead of 30 s and 20 s: 25→55, 40→60: the next starts at 55 s
     assert start_in(2, [40.0, 25.0], [30.0, 20.0]) == 55.0
     assert start_in(2, [40.0, 25.0], []) == 25.0
     assert start_in(3, [10.0], [5.0]) == 0.0  # two slots are free now
-    assert start_in(1, [30.0, 10.0], []) == 30.0  # three runs on two... more than the slots: the first end frees none
+    assert start_in(1, [30.0, 10.0], []) == 30.0  # more runs than slots (the setting was lowered): 10 s frees none
 
 
 def test_each_waiting_learner_is_shown_a_start_computed_from_the_runs_ahead(clock):
@@ -297,7 +399,7 @@ def test_each_waiting_learner_is_shown_a_start_computed_from_the_runs_ahead(cloc
     waiting = [line.join(plan=plan) for _ in range(3)]
     line.runs[slow.run_id].at(100, 20.0)
     line.runs[fast.run_id].at(50, 5.0)
-    line.registry.speeds.record(plan.shape, RunSnapshot("x", "finished", 300, 300, [], [], 0.0, 30.0))
+    line.registry.speeds.record(plan.shape, 300, 30.0)  # a run of their shape trained 300 steps in 30 s
     assert [line.registry.estimate(e) for e in waiting] == [Estimate(25.0, False), Estimate(40.0, False),
                                                             Estimate(55.0, False)]
 
@@ -330,9 +432,29 @@ def test_a_slot_for_the_callers_own_work_waits_in_the_same_line(line):
     assert line.registry.place(race) == 1 and line.registry.place(after) == 2
     line.end(running)
     assert isinstance(race.run, HeldSlot) and race.is_active() and after.run.state == "waiting"
+    assert line.registry.claim(race)
     line.registry.give_back(race)
-    line.registry.dispatch()
     assert after.run.state == "running"
+
+
+def test_a_granted_slot_its_page_never_claims_goes_to_the_next_in_line(line, clock):
+    running = line.join()
+    race, after = line.registry.request_slot(_plan()), line.join()
+    line.end(running)
+    assert isinstance(race.run, HeldSlot)  # granted while its page was away
+    clock.now += 21  # more than CLAIM_SECONDS
+    line.registry.dispatch()
+    assert not race.is_active() and after.run.state == "running" and not line.registry.claim(race)
+
+
+def test_a_claimed_slot_is_held_while_its_work_runs_longer_than_the_line_waits_for_anyone(line, clock):
+    race = line.registry.request_slot(_plan())
+    assert line.registry.claim(race)
+    after = line.join()
+    for _ in range(3):  # a long race: its page looks at nothing meanwhile; the learner behind it is there
+        clock.now += AWAY - 1
+        line.registry.get(after.run_id, after.key)
+    assert race.is_active() and after.is_waiting()
 
 
 # -- owners and watchers -------------------------------------------------------------------------
@@ -439,5 +561,5 @@ def test_kept_runs_past_their_memory_are_released_the_longest_unseen_first(clock
         registry.stop_all()
 
 
-def test_a_scripted_run_satisfies_the_run_protocol():
-    assert isinstance(Scripted("x"), Run)
+def test_a_scripted_run_is_a_run_to_the_registry():
+    assert isinstance(Scripted("x"), Run)  # else the registry would never start, steer or keep it

@@ -190,3 +190,16 @@ def test_a_kept_run_keeps_the_finished_runs_curve_samples_and_attention():
     assert snap.history == before.history and [r.sample for r in snap.evals] == [r.sample for r in before.evals]
     assert all((a.attention == b.attention).all() for a, b in zip(snap.evals, before.evals))
     assert torch.equal(_logits(kept.inference_model()), logits) and kept.state == "finished"
+
+
+def test_a_kept_run_past_its_share_of_memory_thins_its_time_lapse_but_keeps_the_first_and_last_frames():
+    run = thread_run("t", max_steps=4 * EVAL)  # evaluations at 0, 6, 12, 18, 24
+    run.start()
+    wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+    whole = KeptRun(run)
+    frame = whole.snapshot().evals[0].attention.nbytes
+    thinned = KeptRun(run, max_bytes=whole.nbytes() - frame)  # one frame too many
+    run.close()
+    kept = [r.step for r in thinned.snapshot().evals if r.attention is not None]
+    assert kept[0] == 0 and kept[-1] == 4 * EVAL and len(kept) < 5 and thinned.nbytes() <= whole.nbytes() - frame
+    assert [r.sample for r in thinned.snapshot().evals] == [r.sample for r in whole.snapshot().evals]  # the rest stays

@@ -393,11 +393,12 @@ MUTANTS = {
         "(self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)", "self.idle_seconds")]),
     "line: a waiting run takes the slot that frees last": ("minigpt/serve/line.py", [(
         "    return free[0]\n", "    return max(free)\n")]),
-    "line: a run's own pace ignored for its shape's": ("minigpt/serve/line.py", [(
-        "    if busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0:\n        return remaining",
-        "    if False:\n        return remaining")]),
+    "line: a whole run's pace is the latest, not the median of the last few": ("minigpt/serve/line.py", [(
+        "return Pace(statistics.median(self._whole[shape]), True)", "return Pace(self._whole[shape][-1], True)")]),
+    "line: a running run's time left forgets how long it has trained": ("minigpt/serve/line.py", [(
+        "left = busy.max_steps / pace.steps_per_sec - busy.since", "left = busy.max_steps / pace.steps_per_sec")]),
     "line: a pace scaled the wrong way by the work": ("minigpt/serve/line.py", [(
-        "self._paces[near] * work_per_step(near) / want", "self._paces[near] * want / work_per_step(near)")]),
+        "paces[near] * work_per_step(near) / want", "paces[near] * want / work_per_step(near)")]),
     "line: a run that ended keeps its slot": ("minigpt/serve/registry.py", [(
         "        return self.run.state in ACTIVE_STATES and self.run.is_alive()",
         "        return self.run.state in ACTIVE_STATES or self.run.state in ENDED_STATES")]),

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import heapq
 import math
+import statistics
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
     from ..tokenizer import CharTokenizer
     from .run import Run
 
-MIN_STEPS_MEASURED = 10  # a run's pace counts once it has trained this many steps (its first evaluation is behind it)
+MIN_STEPS_MEASURED = 10  # a training run's own pace counts once it has trained this many steps
+WHOLE_RUNS = 5           # whole runs of a shape whose median pace the estimates use
 
 
 @dataclass(frozen=True)
@@ -142,29 +145,40 @@ class Pace:
 
 
 class SpeedBook:
-    """The pace this server has measured, per shape of run: the latest run of each shape to train
-    at least MIN_STEPS_MEASURED steps. Thread-safe."""
+    """The pace this server has measured, per shape of run. A whole run's pace (its steps over the
+    seconds from its slot to its end: building it, every evaluation, sample and time-lapse frame
+    counted) is what an estimate needs: the median of the last WHOLE_RUNS of a shape. Before any
+    run has finished, the pace of runs training now stands in, as a rough figure. Thread-safe."""
 
     def __init__(self) -> None:
-        self._paces: dict[tuple, float] = {}
+        self._whole: dict[tuple, deque[float]] = {}
+        self._training: dict[tuple, float] = {}
         self._lock = threading.Lock()
 
-    def record(self, shape: tuple, step: int, elapsed: float) -> None:
-        """A run of `shape` has trained `step` steps in `elapsed` seconds."""
+    def finished(self, shape: tuple, steps: int, seconds: float) -> None:
+        """A run of `shape` trained all its `steps` in `seconds` from its slot to its end."""
+        if steps > 0 and seconds > 0:
+            with self._lock:
+                self._whole.setdefault(shape, deque(maxlen=WHOLE_RUNS)).append(steps / seconds)
+
+    def training(self, shape: tuple, step: int, elapsed: float) -> None:
+        """A run of `shape` training now has trained `step` steps in `elapsed` seconds of training."""
         if step >= MIN_STEPS_MEASURED and elapsed > 0:
             with self._lock:
-                self._paces[shape] = step / elapsed
+                self._training[shape] = step / elapsed
 
     def pace(self, shape: tuple) -> Pace | None:
-        """This shape's pace; else the pace of the measured shape nearest in work, scaled; None before any run."""
+        """This shape's whole-run pace (measured); else the nearest measured shape's scaled by the work per
+        step, or a training run's (rough); None before any run has trained."""
         with self._lock:
-            if shape in self._paces:
-                return Pace(self._paces[shape], True)
-            if not self._paces:
-                return None
-            want = work_per_step(shape)
-            near = min(self._paces, key=lambda s: abs(math.log(work_per_step(s) / want)))
-            return Pace(self._paces[near] * work_per_step(near) / want, False)
+            if shape in self._whole:
+                return Pace(statistics.median(self._whole[shape]), True)
+            paces = {s: statistics.median(p) for s, p in self._whole.items()} or dict(self._training)
+        if not paces:
+            return None
+        want = work_per_step(shape)
+        near = min(paces, key=lambda s: abs(math.log(work_per_step(s) / want)))
+        return Pace(paces[near] * work_per_step(near) / want, False)
 
 
 @dataclass(frozen=True)
@@ -178,8 +192,8 @@ class Estimate:
 @dataclass(frozen=True)
 class Progress:
     """A busy slot as an estimate reads it: its run's steps done of max_steps in `elapsed` seconds of
-    training; `since`, seconds it has held the slot without a step to show (a build, a race on a page's
-    thread); `paused`, its owner may hold it for as long as they like."""
+    training; `since`, seconds since the slot was granted; `paused`, its owner may hold it for as long
+    as they like."""
 
     step: int
     max_steps: int
@@ -201,14 +215,21 @@ def start_in(slots: int, busy: list[float], ahead: list[float]) -> float:
 
 
 def time_left(busy: Progress, pace: Pace | None) -> tuple[float, bool] | None:
-    """A busy slot's time left and whether it is rough: at its run's own pace once it has one, else its
-    shape's, less what it has held the slot already; None without a pace."""
+    """A busy slot's time left and whether it is rough. With its shape's whole-run pace: a whole run's
+    time less what it has held the slot (a run past that: its own pace's remaining steps). Else its
+    own pace once it has one, rough: its evaluations to come are not in it yet. None without either."""
+    own = busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0
     remaining = max(busy.max_steps - busy.step, 0)
-    if busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0:
-        return remaining * busy.elapsed / busy.step, busy.paused
+    if pace is not None and pace.measured:
+        left = busy.max_steps / pace.steps_per_sec - busy.since
+        if left <= 0 and own:
+            left = remaining * busy.elapsed / busy.step
+        return max(left, 0.0), busy.paused
+    if own:
+        return remaining * busy.elapsed / busy.step, True
     if pace is None:
         return None
-    return max(remaining / pace.steps_per_sec - busy.since, 0.0), busy.paused or not pace.measured
+    return max(remaining / pace.steps_per_sec - busy.since, 0.0), True
 
 
 def estimate(slots: int, busy: list[tuple[Progress, Pace | None]], ahead: list[tuple[int, Pace | None, bool]]

@@ -57,6 +57,7 @@ class RunEntry:
     facts: Any = None                     # what the caller keeps with the run for its pages (a corpus's task, say)
     plan: RunPlan | None = field(default=None, repr=False)  # what it trains: its shape's pace, its steps
     order: int = 0                        # its place in the line: lower goes first; a replacement keeps it
+    started: float = 0.0                  # when its slot was granted
     last_steered: float = 0.0             # when it started, or its owner last pressed a button for it
     stopped_for_line: bool = False        # paused longer than the registry's grace while others waited
     _model: tuple[int, MiniGPT] | None = field(default=None, repr=False)
@@ -353,7 +354,8 @@ class RunRegistry:
             run = waiting.build(waiting.run_id)
             with self._lock:
                 if self._entries.get(entry.run_id) is entry:  # not cancelled or released while it was built
-                    entry.run, entry.last_steered = run, self._clock()
+                    entry.run, entry.started = run, self._clock()
+                    entry.last_steered = entry.started
                     entry.plan = replace(entry.plan, text="")  # the corpus stays with the run, not twice
                     if isinstance(run, Run):
                         run.start(paused=waiting.paused)
@@ -388,9 +390,11 @@ class RunRegistry:
         for entry in live:
             run = entry.run
             trainer = run.trainer
-            self.speeds.record(entry.plan.shape, trainer.step, trainer.elapsed)
+            self.speeds.training(entry.plan.shape, trainer.step, trainer.elapsed)
             if run.state not in ENDED_STATES or run.is_alive():
                 continue
+            if run.state == "finished" and entry.run_id not in self._keep_tries:
+                self.speeds.finished(entry.plan.shape, trainer.step, self._clock() - entry.started)
             kept = _small_form(run, self.kept_bytes)
             with self._lock:
                 if self._entries.get(entry.run_id) is not entry or entry.run is not run:
@@ -448,7 +452,7 @@ class RunRegistry:
                 busy.append((Progress(0, entry.plan.max_steps), self._pace(entry)))
             elif isinstance(run, Run) and entry.is_active():
                 trainer = run.trainer
-                busy.append((Progress(trainer.step, entry.plan.max_steps, trainer.elapsed,
+                busy.append((Progress(trainer.step, entry.plan.max_steps, trainer.elapsed, since=now - entry.started,
                                       paused=run.state == "paused"), self._pace(entry)))
         return estimate(self.max_runs, busy,
                         [(e.plan.max_steps, self._pace(e), e.run.paused) for e in ahead])

@@ -389,33 +389,45 @@ def test_start_in_gives_each_run_ahead_the_first_slot_that_frees():
 
 
 def test_each_waiting_learner_is_shown_a_start_computed_from_the_runs_ahead(clock):
-    """Two slots: one run 100 of 300 steps in after 20 s (5 steps/s, 40 s to go), one 50 of 300 after
-    5 s (10 steps/s, 25 s to go). Three wait, of a shape this server trains at 10 steps/s: 30 s each.
-    By hand: the first starts at 25 s, the second at 40 s, the third at 25 + 30 = 55 s."""
+    """Two slots, both taken 20 s ago: a run of a shape this server trains whole in 60 s (40 s to go)
+    and one of a shape it trains in 45 s (25 s to go). Three wait, of a shape trained whole in 30 s.
+    By hand: the first starts in 25 s, the second in 40 s, the third in 25 + 30 = 55 s."""
     line = Line(clock, slots=2)
-    ahead = _plan(d_model=32)
-    slow, fast = line.join(plan=ahead), line.join(plan=ahead)
-    plan = _plan()
+    slow_plan, fast_plan, plan = _plan(d_model=32), _plan(d_model=24), _plan()
+    line.join(plan=slow_plan), line.join(plan=fast_plan)
     waiting = [line.join(plan=plan) for _ in range(3)]
-    line.runs[slow.run_id].at(100, 20.0)
-    line.runs[fast.run_id].at(50, 5.0)
-    line.registry.speeds.record(plan.shape, 300, 30.0)  # a run of their shape trained 300 steps in 30 s
+    for shape_plan, seconds in ((slow_plan, 60.0), (fast_plan, 45.0), (plan, 30.0)):
+        line.registry.speeds.finished(shape_plan.shape, 300, seconds)
+    clock.now += 20
+    for entry in waiting:
+        line.registry.get(entry.run_id, entry.key)
     assert [line.registry.estimate(e) for e in waiting] == [Estimate(25.0, False), Estimate(40.0, False),
                                                             Estimate(55.0, False)]
 
 
-def test_the_estimate_is_rough_and_scaled_by_the_work_until_a_run_of_that_size_has_trained(clock):
+def test_a_whole_runs_pace_is_the_median_of_the_last_few_and_counts_from_the_slot_to_the_end(line, clock):
+    plan = _plan()
+    for seconds in (30.0, 31.0, 90.0):  # one run slowed by a busy moment moves nothing
+        running = line.join(plan=plan)
+        clock.now += seconds
+        line.runs[running.run_id].at(300, seconds - 5)  # its trainer's own clock leaves out its build and more
+        line.runs[running.run_id]._state = "finished"
+        line.registry.dispatch()
+    assert line.registry.speeds.pace(plan.shape).steps_per_sec == pytest.approx(300 / 31.0)
+
+
+def test_before_any_run_finished_a_training_runs_own_pace_gives_a_rough_estimate(clock):
     line = Line(clock, slots=1)
     small = _plan()
     running = line.join(plan=small)
     wide = _plan(d_model=32)
     waiting = [line.join(plan=wide), line.join(plan=wide)]
-    line.runs[running.run_id].at(150, 15.0)  # 10 steps/s: 15 s to go
-    line.registry.dispatch()  # the server measures the small shape's pace from the run that trains
+    line.runs[running.run_id].at(150, 15.0)  # 10 steps/s of training: 15 s to go, before its evaluations
+    line.registry.dispatch()
     work = wide.model.num_params() / small.model.num_params()  # same batch and block: work scales with parameters
-    second = line.registry.estimate(waiting[1])
+    first, second = (line.registry.estimate(e) for e in waiting)
+    assert first == Estimate(15.0, True)
     assert second.rough and second.seconds == pytest.approx(15.0 + 300 / (10.0 / work))
-    assert line.registry.estimate(waiting[0]) == Estimate(15.0, False)  # only the measured run is ahead of it
 
 
 def test_no_estimate_before_the_server_has_any_pace(line):

@@ -39,6 +39,9 @@ MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"
 RUN_BYTES = 60 * 2**20      # a run's process writes 25-45 MB of its own after the fork server's warm-up (bench/RESULTS.md)
 SERVER_BYTES = 256 * 2**20  # what the server itself still grows by with a class of 30 (bench/RESULTS.md)
 KEPT_RUN_BYTES = 3 * 2**19  # a finished challenge run kept small holds 1.16 MB (bench/kept_runs.py), rounded up
+# a run's process trains with one torch thread: two runs on two cores trained 0.83x as fast with two threads
+# each (python -m bench.run_threads), and one run alone on two busy cores was slower with two (bench/RESULTS.md)
+MAX_RUN_THREADS = 1
 MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smallest box, and a bound on any box
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
 WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that drops their waiting run (registry's default)
@@ -120,8 +123,9 @@ def server_sizes(capacity: Capacity) -> tuple[int, int]:
 
 
 def run_threads() -> int:
-    """Intra-op threads for each run's process: the server's CPUs shared among its slots, never more."""
-    return threads_per_run(read_capacity(), registry().max_runs)
+    """Intra-op threads for each run's process: its share of the server's CPUs, never more, and at most
+    MAX_RUN_THREADS, what a run here is fastest with."""
+    return min(threads_per_run(read_capacity(), registry().max_runs), MAX_RUN_THREADS)
 
 
 def session_run() -> tuple[RunEntry | None, bool]:

@@ -47,7 +47,7 @@ from ..messages import Message
 from ..model import MiniGPT
 from ..tokenizer import CharTokenizer
 from ..train import Trainer, build_model, validation_windows
-from .runner import EvalRecord, RunSnapshot, TrainingRun, _register, name_os_thread, steady_speed
+from .runner import EvalRecord, RunSnapshot, TrainingRun, _register, keep_freed_memory, name_os_thread, steady_speed
 
 CHILD_NICE = 19          # the training thread's niceness; the thread that answers the server keeps the server's
 CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
@@ -370,6 +370,7 @@ def _child_main(spec: RunSpec, conn) -> None:
         with open("/proc/self/oom_score_adj", "w") as adj:
             adj.write(str(OOM_SCORE_ADJ))
     torch.set_num_threads(spec.threads)  # its share of the CPUs: runs in every slot never oversubscribe the cores
+    keep_freed_memory()  # it trains and does little else: each step reuses what the last one freed
     try:
         run = _build(spec)
     except Exception as err:

@@ -1,12 +1,15 @@
 """minigpt/serve/runner.py: a TrainingRun started, paused, resumed and stopped from other threads; snapshots;
-runs side by side; the tokens per second it shows.
+runs side by side; the tokens per second it shows; the allocator setting a run's own process trains with.
 
 Nothing here waits on time: a test waits for the step it needs (`wait_until`), or for the
 training thread to be parked at its gate (`parked`), where no further step can land.
 
     pytest tests/minigpt/serve/test_runner.py
 """
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -15,6 +18,7 @@ import weakref
 import pytest
 import torch
 
+from helpers import ROOT
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import niceness, parked, wait_until
 from minigpt import TrainConfig, Trainer, build_model, stream
@@ -299,3 +303,40 @@ def test_the_training_thread_has_its_name_in_the_kernel_and_the_callers_keeps_it
         assert kernel_name(threading.current_thread()) == own != THREAD_NAME
     finally:
         run.stop()
+
+
+STEPS_OF_ALLOCATIONS = """
+import resource, sys, torch
+from minigpt.serve.runner import keep_freed_memory
+kept = keep_freed_memory() if sys.argv[1] == "keep" else False
+faults = []
+for _ in range(6):  # a step's activations, made and freed again, step after step
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    activations = [torch.ones(4 * 2**20) for _ in range(3)]  # 16 MB each
+    del activations
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(kept, max(faults[-3:]))
+"""
+
+
+def _page_faults_of_a_late_step(mode: str) -> tuple[bool, int]:
+    """In a fresh process (the allocator's settings are the whole process's): whether it keeps freed
+    memory, and the most pages one of the last steps faulted in."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", STEPS_OF_ALLOCATIONS, mode], capture_output=True, text=True,
+                          env=env, cwd=ROOT, check=True, timeout=120)  # a guard against a hang, not a speed limit
+    kept, faults = done.stdout.split()
+    return kept == "True", int(faults)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's")
+def test_a_process_that_keeps_freed_memory_faults_no_pages_in_again_step_after_step():
+    """What a run's worker process asks of glibc, which by default gives the top of its heap back to the
+    kernel after each step and faults it in again at the next (bench/bare_loop.py)."""
+    kept, faults = _page_faults_of_a_late_step("keep")
+    if not kept:
+        pytest.skip("this C library has no glibc mallopt")
+    block_pages = 16 * 2**20 // resource.getpagesize()
+    assert faults < block_pages // 4
+    _, default_faults = _page_faults_of_a_late_step("default")
+    assert default_faults >= block_pages  # without it, every step faults a block or more in again

@@ -15,6 +15,7 @@ import secrets
 import streamlit as st
 
 from minigpt import BUILTIN_CORPORA, N_
+from minigpt.lab.run_records import csv_text
 from minigpt.serve.board import MAX_NAME, BoardError, BoardView, Challenge, Classes
 
 from . import runs, url
@@ -213,7 +214,7 @@ def draw(view: BoardView, teacher: bool) -> None:
     html_col, csv_col = st.columns(2)
     with html_col:
         html_button([figure(view, titled=True)], _("Class {code}", code=view.code), f"class-{view.code}")
-    csv_col.download_button(_("Download the table (.csv)"), data=lambda: table.to_csv(index=False),
+    csv_col.download_button(_("Download the table (.csv)"), data=lambda: csv_text(table),
                             file_name=f"minigpt-class-{view.code}.csv", mime="text/csv", on_click="ignore",
                             key="board_csv", type="tertiary", icon=":material/download:")
 

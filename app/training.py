@@ -6,7 +6,7 @@ import streamlit as st
 
 from minigpt import PRESETS, DEFAULT_PRESET, ConfigError, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.diagnosis import overfitting, uniform_loss
-from minigpt.lab.run_records import history_table
+from minigpt.lab.run_records import csv_text, history_table
 from minigpt.serve.registry import NotOwnerError, RunEntry
 from minigpt.serve.runner import SAMPLE_TEMPERATURE
 from minigpt.viz import loss_figure, task_figure
@@ -180,7 +180,7 @@ def downloads_and_sharing(entry: RunEntry, owner: bool) -> None:
                        file_name=f"minigpt-{entry.run_id}.zip", mime="application/zip", on_click="ignore",
                        key="download", help=_("The current weights; upload the zip on Home to use them again."))
     st.download_button(_("Download the history (.csv)"),
-                       data=lambda: history_table(entry.run.snapshot().history).to_csv(index=False),
+                       data=lambda: csv_text(history_table(entry.run.snapshot().history)),
                        file_name=f"minigpt-{entry.run_id}-history.csv", mime="text/csv", on_click="ignore",
                        key="download_history", help=_("Every logged step: train loss, validation loss, learning "
                                                       "rate, characters/s and time, one row each."))

@@ -8,6 +8,7 @@ the runs it kept or was sent a link to.
 """
 from __future__ import annotations
 
+import csv
 import io
 import secrets
 import threading
@@ -126,6 +127,21 @@ def history_table(history) -> pd.DataFrame:
                           "task_solved": getattr(e.score, "lines", None)} for e in history],
                         columns=["step", "train_loss", "val_loss", "lr", "tokens_per_sec", "elapsed_s", "task_accuracy",
                                  "task_solved"])
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may take for a formula at a cell's start
+
+
+def csv_text(table: pd.DataFrame) -> str:
+    """A table as CSV that a spreadsheet opens as data: a text cell (a learner's run name, say) that
+    starts like a formula gets a leading apostrophe, OWASP's advice against CSV injection. Numbers stay
+    numbers, negative ones too; every text cell is quoted."""
+    def safe(value):
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    safe_table = table.map(safe)
+    safe_table.columns = [safe(str(name)) for name in table.columns]
+    return safe_table.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)  # every text quoted: a lone CR too
 
 
 def attention_npz(attention: np.ndarray, text: str, scaled: bool) -> bytes:

@@ -101,3 +101,21 @@ def test_charts_save_as_one_html_page_that_needs_no_network():
     assert '<meta charset="utf-8">' in page_html and "<title>MiniGPT Lab · 对比 &lt;runs&gt;</title>" in page_html
     assert '"name":"\\u6162 \\u00b7 val loss"' in page_html  # the run's name, as JSON writes it
     assert len(page_html) > 3_000_000  # plotly.js is about 4.8 MB
+
+
+def test_a_csv_cell_that_starts_like_a_formula_is_read_back_as_text_and_numbers_stay_numbers():
+    """A learner names a run `=HYPERLINK(...)`: the CSV the teacher opens must not run it. The
+    expected text is written out by hand, as Python's csv module reads the file back."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    from minigpt.lab.run_records import csv_text
+
+    names = ["=1+1", "+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx", "plain", "a=b"]
+    table = pd.DataFrame({"run": names, "best_val": [-1.5] * len(names), "=head": range(len(names))})
+    rows = list(csv.reader(io.StringIO(csv_text(table), newline="")))
+    assert rows[0] == ["run", "best_val", "'=head"]
+    assert [r[0] for r in rows[1:]] == ["'=1+1", "'+cmd", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "plain", "a=b"]
+    assert {r[1] for r in rows[1:]} == {"-1.5"}  # a negative number is a number, not a formula

@@ -4,13 +4,19 @@ run, the settings that differ, each run's latest sample, the challenge's ranking
 CSV to take away).
 
 The class code travels in the address (?class=K7Q2), so a refresh or a page change keeps the
-class. The teacher's key does not: a projected address bar would show it to the whole room. The
-teacher's browser session holds it, and a teacher's link (shown to the teacher alone, folded)
-gives it back after a refresh; the key leaves the address bar as soon as it is read.
+class. The teacher's key does not, and the page never draws it: a projector shows the address
+bar and the page to the whole room. The teacher's browser keeps it, in a cookie of this site
+that a refresh sends back (the server keeps only a salted digest of it), and a copy button puts
+the teacher's link on the clipboard, for another browser, without showing it; where the
+clipboard is blocked (plain http), the link shows only while the button is held down. A
+teacher's link opened elsewhere hands the key over, and it leaves the address bar at once.
 """
 from __future__ import annotations
 
+import json
 import secrets
+from collections.abc import Callable
+from functools import reduce
 
 import streamlit as st
 
@@ -18,7 +24,7 @@ from minigpt import BUILTIN_CORPORA, N_
 from minigpt.lab.run_records import csv_text
 from minigpt.serve.board import MAX_NAME, BoardError, BoardView, Challenge, Classes
 
-from . import runs, url
+from . import runs, site, url
 from .charts import config as chart_config
 from .charts import html_button, swipe_hint
 from .i18n import _, error_text, language, n_
@@ -31,6 +37,10 @@ POSTS_KEY = "board_posts"       # session_state: {post id: its key} for the runs
 LEARNER_KEY = "board_learner"   # session_state: who posts, for the limit per learner (no account, no name)
 URL_READ_KEY = "board_url_read"
 NOTICE_KEY = "board_notice"
+COOKIE_SENT_KEY = "board_cookie_sent"  # session_state: the class whose key this session has written to the browser
+COOKIE_PREFIX = "minigpt_teacher_"    # + the class code: the browser's cookie holding its teacher's key
+COOKIE_SECONDS = 3 * 3600             # as long as an idle class lasts (Classes.idle_seconds)
+FORGET_KEY = "board_forget"           # session_state: a closed class whose cookie the next page run clears
 MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
 REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 COLUMNS = {  # the table's own columns (the settings that differ are named as on Experiments)
@@ -60,13 +70,10 @@ def read_and_sync_url() -> None:
         code = st.query_params.get(url.CLASS, "").strip().upper()[:16]
         if code:
             ss[CLASS_KEY] = code
-            key = st.query_params.get(url.TEACHER)
-            try:
-                board = classes().find(code, key)
-            except BoardError:
-                board = None
-            if board is not None and board.is_teacher(key):
-                ss[TEACHER_KEY] = (board.code, key)
+            become_teacher(code, st.query_params.get(url.TEACHER))
+    code = ss.get(CLASS_KEY)
+    if code and teacher_key(code) is None:  # a refresh: this browser's cookie hands the key back
+        become_teacher(code, cookies().get(COOKIE_PREFIX + code))
     if url.TEACHER in st.query_params:
         del st.query_params[url.TEACHER]
     code = ss.get(CLASS_KEY)
@@ -74,6 +81,26 @@ def read_and_sync_url() -> None:
         st.query_params[url.CLASS] = code
     elif not code and url.CLASS in st.query_params:
         del st.query_params[url.CLASS]
+
+
+def cookies() -> dict[str, str]:
+    """The cookies this browser sent when the session began (none in a test without a browser)."""
+    try:
+        return dict(st.context.cookies or {})
+    except Exception:  # noqa: BLE001 - no request behind the session
+        return {}
+
+
+def become_teacher(code: str, key: str | None) -> None:
+    """Hold the class's teacher key in this session, if `key` is it."""
+    if not key:
+        return
+    try:
+        board = classes().find(code, key)
+    except BoardError:
+        return
+    if board.is_teacher(key):
+        st.session_state[TEACHER_KEY] = (board.code, key)
 
 
 def teacher_key(code: str) -> str | None:
@@ -87,12 +114,12 @@ def learner() -> str:
 
 def start_class() -> None:
     try:
-        board = classes().open()
+        opened = classes().open()
     except BoardError as err:
         st.session_state[NOTICE_KEY] = error_text(err)
         return
-    st.session_state[CLASS_KEY] = board.code
-    st.session_state[TEACHER_KEY] = (board.code, board.teacher_key)
+    st.session_state[CLASS_KEY] = opened.code
+    st.session_state[TEACHER_KEY] = (opened.code, opened.teacher_key)
 
 
 def join_class() -> None:
@@ -103,6 +130,8 @@ def join_class() -> None:
 
 def leave_class() -> None:
     st.session_state.pop(CLASS_KEY, None)
+    if url.CLASS in st.query_params:  # a code that is not there leaves the address too
+        del st.query_params[url.CLASS]
 
 
 def start_or_join(heading: str | None = None) -> None:
@@ -117,11 +146,18 @@ def start_or_join(heading: str | None = None) -> None:
     join_col.button(_("Join"), key="board_join", on_click=join_class)
 
 
-def board_page() -> None:
+def board_page(lead: Callable[[str, str], None], follow: Callable[[str], None]) -> None:
+    """The board page: start or join a class, or the class's board. For its teacher, in three tabs
+    (the board, leading the lesson with `lead`, the class's controls), so that on a projector the
+    chart starts near the top; for a learner, the board with where the class is in the lesson
+    (`follow`) and a way to train a run for it."""
     ss = st.session_state
     notice = ss.pop(NOTICE_KEY, None)
     if notice:
         st.warning(md(notice))
+    closed = ss.pop(FORGET_KEY, None)
+    if closed:
+        forget_key(closed)
     code = ss.get(CLASS_KEY)
     if not code:
         st.info(_("A class board sets every learner's run on one chart. A teacher starts a class and shares its "
@@ -135,16 +171,31 @@ def board_page() -> None:
         leave_class()
         start_or_join(md(error_text(err)))
         return
-    link = url.link(**{url.CLASS: board.code, url.LANG: language()})
-    st.header(_("Class {code}", code=board.code), anchor=False)
-    st.markdown(_("**The class's link** (open it to join; copy it with the icon on the right):"))
-    st.code(link, language=None)
-    if key is not None:
-        teacher_panel(board.code, key)
-    live_board(board.code, key)
-    my_posts(board.code)
+    link = url.link(**{url.CLASS: board.code})  # no language: each learner's browser (or choice) decides
+    head_col, link_col = st.columns([1, 3], vertical_alignment="center")
+    head_col.header(_("Class {code}", code=board.code), anchor=False)
+    with link_col:
+        st.caption(_("The class's link (open it to join; copy it with the icon on the right):"))
+        st.code(link, language=None)
     if key is None:
+        follow(board.code)
+        st.page_link(site.TRAIN.script, label=_("Train a run for this class"), icon="🏋️",
+                     query_params={url.CLASS: board.code, url.LANG: language()})
+        live_board(board.code, None)
+        my_posts(board.code)
         st.button(_("Leave this class"), key="board_leave", on_click=leave_class, type="tertiary")
+        st.caption(_("This is the learners' view. The teacher's controls come back in the browser that started the "
+                     "class, or in another one through the teacher's link copied there."))
+        return
+    remember_key(board.code, key)
+    board_tab, lesson_tab, controls_tab = st.tabs([_("Board"), _("Lead the lesson"), _("Teacher's controls")])
+    with board_tab:
+        live_board(board.code, key)
+        my_posts(board.code)
+    with lesson_tab:
+        lead(board.code, key)
+    with controls_tab:
+        teacher_panel(board.code, key)
 
 
 def board_view(code: str) -> BoardView:
@@ -191,12 +242,17 @@ def draw(view: BoardView, teacher: bool) -> None:
     rows = view.visible()
     if not rows:
         st.info(_("No run is on the board yet. A learner who has joined posts one from the Train page (or "
-                  "Experiments) with “Post to the class board”."))
+                  "Experiments) with “Post to the class board”: “Train a run for this class” opens it."))
         return
     from minigpt.viz import board_title
     st.markdown(f"**{board_title(_)}**")
     st.caption(progress_line(rows))
     st.plotly_chart(figure(view), key="board_chart", config=chart_config())
+    for group in view.coinciding():
+        st.caption(n_("{runs} trained exactly alike (the same settings and seed): their curves lie on one another, "
+                      "so the chart draws one line for {n} run.",
+                      "{runs} trained exactly alike (the same settings and seed): their curves lie on one another, "
+                      "so the chart draws one line for {n} runs.", len(group), runs=word_list([md(g) for g in group])))
     if view.challenge is not None:
         ranking(view)
     st.markdown(_("**The runs** (the settings that differ between them, and what each reached):"))
@@ -284,48 +340,141 @@ def challenge_text(challenge: Challenge) -> str:
         parts.append(_("within {steps:,} steps", steps=challenge.max_steps))
     if challenge.max_params is not None:
         parts.append(_("with at most {params:,} parameters", params=challenge.max_params))
-    return ", ".join(parts) if parts else _("any run")
+    return word_list(parts) if parts else _("any run")
+
+
+def word_list(parts: list[str]) -> str:
+    """Parts joined as the language lists them ("a, b, c"; 甲，乙，丙)."""
+    return reduce(lambda earlier, later: _("{earlier}, {later}", earlier=earlier, later=later), parts)
+
+
+def remember_key(code: str, key: str) -> None:
+    """Write the teacher's key into this browser's cookie for the class, once a session, so that
+    a refresh keeps the controls. The script runs once and is gone from the page at the next redraw."""
+    if st.session_state.get(COOKIE_SENT_KEY) == code or cookies().get(COOKIE_PREFIX + code) == key:
+        return
+    st.session_state[COOKIE_SENT_KEY] = code
+    cookie = f"{COOKIE_PREFIX}{code}={key}; path=/; max-age={COOKIE_SECONDS}; SameSite=Strict"
+    st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
+
+
+def forget_key(code: str) -> None:
+    st.html(f"<script>document.cookie = {json.dumps(f'{COOKIE_PREFIX}{code}=; path=/; max-age=0; SameSite=Strict')};"
+            "</script>", unsafe_allow_javascript=True)
+
+
+COPY_BUTTON = """
+<div class="teacher-link">
+<button id="{id}" type="button" style="font: inherit; color: inherit; background: transparent; cursor: pointer;
+  border: 1px solid rgba(128, 128, 128, 0.4); border-radius: 0.5rem; padding: 0.25rem 0.75rem;">{label}</button>
+<span id="{id}-said" style="margin-left: 0.75rem; opacity: 0.75;"></span>
+</div>
+<script>
+(() => {{
+  const button = document.getElementById({id_js}), said = document.getElementById({id_js} + "-said");
+  const words = {words};
+  const link = () => {{
+    const key = document.cookie.split("; ").find(c => c.startsWith({cookie_js} + "="));
+    return key ? location.origin + location.pathname + "?class=" + {code_js} + "&teacher=" +
+      encodeURIComponent(key.slice({cookie_js}.length + 1)) : null;
+  }};
+  const byHand = (text) => {{  // plain http: no clipboard API, the old copy command instead
+    const area = document.createElement("textarea");
+    area.value = text; area.setAttribute("readonly", "");
+    area.style.position = "fixed"; area.style.opacity = "0"; area.style.left = "-9999px";
+    document.body.appendChild(area); area.select();
+    let done = false;
+    try {{ done = document.execCommand("copy"); }} catch (e) {{ done = false; }}
+    area.remove();
+    return done;
+  }};
+  let holding = false;
+  button.addEventListener("click", async () => {{
+    const text = link();
+    if (!text) {{ said.textContent = words.missing; return; }}
+    let done = false;
+    if (navigator.clipboard && window.isSecureContext) {{
+      try {{ await navigator.clipboard.writeText(text); done = true; }} catch (e) {{ done = false; }}
+    }}
+    if (!done) done = byHand(text);
+    if (done) {{ said.textContent = words.copied; return; }}
+    holding = true; button.textContent = words.hold; said.textContent = words.blocked;
+  }});
+  const show = () => {{ if (holding) said.textContent = link() || words.missing; }};
+  const hide = () => {{ if (holding) said.textContent = words.blocked; }};
+  button.addEventListener("pointerdown", show);
+  for (const gone of ["pointerup", "pointerleave", "pointercancel", "blur"]) button.addEventListener(gone, hide);
+}})();
+</script>
+"""
+
+
+def copy_teacher_link(code: str) -> None:
+    """A button that copies the teacher's link (read from this browser's cookie) to the clipboard:
+    the key is never drawn. Where copying is blocked, the link shows only while the button is held."""
+    words = {"copied": _("Copied: paste it where only you will see it."),
+             "blocked": _("This browser does not allow copying here. Press and hold the button to see the link."),
+             "hold": _("Hold to show the teacher's link"),
+             "missing": _("This browser does not keep the key (cookies are off): the controls last until you close "
+                          "this tab.")}
+    st.html(COPY_BUTTON.format(id=f"copy-teacher-{code}", id_js=json.dumps(f"copy-teacher-{code}"),
+                               label=_("Copy the teacher's link"), words=json.dumps(words, ensure_ascii=False),
+                               cookie_js=json.dumps(COOKIE_PREFIX + code), code_js=json.dumps(code)),
+            unsafe_allow_javascript=True)
 
 
 def teacher_panel(code: str, key: str) -> None:
-    """What only the teacher's browser sees: the challenge, hiding and pinning, closing."""
-    with st.expander(_("Teacher: challenge, hide and pin, close the class")):
-        st.caption(_("Only this browser sees this. Your teacher's link gives the controls back after a refresh; "
-                     "keep it to yourself:"))
-        st.code(url.link(**{url.CLASS: code, url.TEACHER: key, url.LANG: language()}), language=None)
-        with st.form("board_challenge", border=False):
-            corpus_col, steps_col, params_col = st.columns(3)
-            corpora = [None, *BUILTIN_CORPORA]
-            corpus = corpus_col.selectbox(_("Corpus"), corpora, key="challenge_corpus",
-                                          format_func=lambda c: _("any") if c is None else c)
-            steps = steps_col.number_input(_("At most this many steps (0: any)"), 0, 100_000, 300, step=50,
-                                           key="challenge_steps")
-            params = params_col.number_input(_("At most this many parameters (0: any)"), 0, 10_000_000, 150_000,
-                                             step=10_000, key="challenge_params")
-            set_col, clear_col = st.columns(2)
-            if set_col.form_submit_button(_("Set the challenge")):
-                classes().set_challenge(code, key, Challenge(corpus, int(steps) or None, int(params) or None))
-            if clear_col.form_submit_button(_("No challenge")):
-                classes().set_challenge(code, key, None)
-        view = board_view(code)
-        if view.rows:
-            by_id = {row.post_id: row for row in view.rows}
-            pick_col, hide_col, pin_col = st.columns([2, 1, 1], vertical_alignment="bottom")
-            hidden = " " + _("(hidden)")
-            chosen = pick_col.selectbox(_("Run"), list(by_id), key="board_pick",
-                                        format_func=lambda i: by_id[i].label + (hidden if by_id[i].hidden else ""))
-            row = by_id[chosen]
-            if hide_col.button(_("Show again") if row.hidden else _("Hide"), key="board_hide"):
-                classes().hide(code, key, chosen, not row.hidden)
-                st.rerun()
-            if pin_col.button(_("Unpin") if row.pinned else _("Pin to the top"), key="board_pin"):
-                classes().pin(code, key, None if row.pinned else chosen)
-                st.rerun()
-        if st.button(_("Close the class"), key="board_close",
-                     help=_("The board and its code end for everyone; the runs themselves go on.")):
-            classes().close(code, key)
-            leave_class()
-            st.rerun()
+    """What only the teacher's browser sees: the teacher's link, the challenge, hiding and pinning, closing."""
+    st.caption(_("Only the browser that started the class sees these controls; a refresh keeps them. The teacher's "
+                 "link gives them to another browser (your laptop, say): copy it and keep it to yourself. It is "
+                 "never shown on the screen."))
+    copy_teacher_link(code)
+    with st.form("board_challenge", border=False):  # callbacks: the board (the first tab) draws the change at once
+        corpus_col, steps_col, params_col = st.columns(3)
+        corpus_col.selectbox(_("Corpus"), [None, *BUILTIN_CORPORA], key="challenge_corpus",
+                             format_func=lambda c: _("any") if c is None else c)
+        steps_col.number_input(_("At most this many steps (0: any)"), 0, 100_000, 300, step=50, key="challenge_steps")
+        params_col.number_input(_("At most this many parameters (0: any)"), 0, 10_000_000, 150_000, step=10_000,
+                                key="challenge_params")
+        set_col, clear_col = st.columns(2)
+        set_col.form_submit_button(_("Set the challenge"), on_click=set_challenge, args=(code, key, True))
+        clear_col.form_submit_button(_("No challenge"), on_click=set_challenge, args=(code, key, False))
+    view = board_view(code)
+    if view.rows:
+        by_id = {row.post_id: row for row in view.rows}
+        pick_col, hide_col, pin_col = st.columns([2, 1, 1], vertical_alignment="bottom")
+        hidden = " " + _("(hidden)")
+        chosen = pick_col.selectbox(_("Run"), list(by_id), key="board_pick",
+                                    format_func=lambda i: by_id[i].label + (hidden if by_id[i].hidden else ""))
+        row = by_id[chosen]
+        hide_col.button(_("Show again") if row.hidden else _("Hide"), key="board_hide", on_click=as_teacher,
+                        args=("hide", code, key, chosen, not row.hidden))
+        pin_col.button(_("Unpin") if row.pinned else _("Pin to the top"), key="board_pin", on_click=as_teacher,
+                       args=("pin", code, key, None if row.pinned else chosen))
+    st.button(_("Close the class"), key="board_close", on_click=close_class, args=(code, key),
+              help=_("The board and its code end for everyone; the runs themselves go on."))
+
+
+def set_challenge(code: str, key: str, on: bool) -> None:
+    ss = st.session_state
+    challenge = Challenge(ss.get("challenge_corpus"), int(ss.get("challenge_steps") or 0) or None,
+                          int(ss.get("challenge_params") or 0) or None) if on else None
+    as_teacher("set_challenge", code, key, challenge)
+
+
+def as_teacher(action: str, code: str, key: str, *args) -> None:
+    """A teacher's change, from a button's callback: one of Classes' teacher methods."""
+    try:
+        getattr(classes(), action)(code, key, *args)
+    except BoardError as err:  # the class has ended meanwhile
+        st.session_state[NOTICE_KEY] = error_text(err)
+
+
+def close_class(code: str, key: str) -> None:
+    as_teacher("close", code, key)
+    leave_class()
+    st.session_state.pop(COOKIE_SENT_KEY, None)
+    st.session_state[FORGET_KEY] = code
 
 
 def my_posts(code: str) -> None:

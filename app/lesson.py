@@ -4,62 +4,37 @@ is in the address (?lesson=5), so that a teacher can send a class to one (app.le
 address, Back and Next, and the tool pages' links to their steps)."""
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 
-from minigpt import DEFAULT_PRESET, PRESETS, REFILL_KEPT, SamplingError, TrainConfig, generate, lr_schedule
+from minigpt import PRESETS, REFILL_KEPT, SamplingError, generate, lr_schedule
 from minigpt.lab.diagnosis import overfitting, uniform_loss
 from minigpt.lab.explain import character_table, position_similarity, surprisal
 from minigpt.lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
 from minigpt.viz import (attention_panels, loss_figure, lr_figure, position_labels, positions_figure, scaling_figure,
                          similarity_figure)
 
-from . import (beliefs, compare, fields, heatmaps, line, loaded_model, one_weight, prompts, runs, shared_results,
+from . import (beliefs, class_lesson, compare, fields, heatmaps, line, loaded_model, one_weight, prompts, runs, shared_results,
                train_form, url)
 from .charts import config as chart_config
 from .corpora import builtin_corpus, current_corpus
 from .i18n import _, error_text, language, n_, number, textbook
 from .lens import logit_lens_view
-from .lesson_text import STEPS, LessonStep
+from .lesson_numbers import KV_CHARS, OVERFIT_CORPUS, PRESET, quoted
+from .lesson_text import STEPS
 from .loaded_model import LoadedModel
 from .site import HOME, LESSON, PAGES
 from .text import md
 
 KV_SHOWN_KEY = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
-KV_CHARS = 200
-PRESET = "tiny"                # what the lesson trains: a model that learns in seconds
-OVERFIT_CORPUS = "demo-zh"     # the reference demo's paragraph: a model can only memorise it
-
-
-def numbers(loaded: LoadedModel) -> dict[str, int]:
-    """The loaded model's numbers that the words quote."""
-    config = loaded.model.config
-    return dict(vocab=loaded.tokenizer.vocab_size, block=loaded.block_size, d_model=config.d_model, d_k=config.d_k,
-                heads=config.num_heads, layers=config.num_layers)
-
-
-def quoted_numbers() -> dict[str, float]:
-    """The numbers the words quote that the code owns, besides the loaded model's: the preset the
-    lesson trains, the reference demo's corpus, the validation share, the feed-forward width of
-    every preset, the KV cache's refill and how much the KV step writes."""
-    tiny = PRESETS[PRESET].train
-    demo = builtin_corpus(OVERFIT_CORPUS).text
-    model = PRESETS[DEFAULT_PRESET].model
-    return dict(tiny_batch=tiny.batch_size, tiny_block=tiny.block_size, tiny_steps=tiny.max_steps,
-                tiny_warmup=tiny.warmup_steps, tiny_lr=tiny.lr, tiny_min_lr=tiny.min_lr, beta1=tiny.betas[0],
-                beta2=tiny.betas[1], weight_decay=tiny.weight_decay, grad_clip=tiny.grad_clip,
-                demo_chars=len(demo), demo_vocab=len(set(demo)), demo_uniform=math.log(len(set(demo))),
-                val_share=TrainConfig.val_fraction, ffn_ratio=model.d_ff / model.d_model, refill=REFILL_KEPT,
-                kv_chars=KV_CHARS)
 
 
 def show(n: int, loaded: LoadedModel) -> None:
     step = STEPS[n - 1]
-    params = numbers(loaded) | quoted_numbers()
+    params = quoted(loaded)
     st.header(f"{n}. {_(step.title)}")
     for paragraph in step.body:
         st.markdown(_(paragraph, **params))
@@ -67,23 +42,10 @@ def show(n: int, loaded: LoadedModel) -> None:
         st.latex(step.formula)
     st.info(_("**Try this:** {action}", action=_(step.try_this, **params)), icon="👉")
     VIEWS[step.view](loaded)
-    question(n, step, params)
+    class_lesson.question(n, step, params)
     if step.page is not None:
         st.page_link(step.page.script, label=_("Go further on the {page} page", page=_(step.page.label)), icon="➡️",
                      query_params={url.LANG: language()})
-
-
-def question(n: int, step: LessonStep, params: dict) -> None:
-    st.subheader(_("Check yourself"))
-    options = [_(option, **params) for option in step.options]  # the words as options: see steps_bar
-    answer = st.radio(_(step.question, **params), options, index=None, key=f"lesson_answer:{n}")
-    if answer is None:
-        return
-    explanation = _(step.explanation, **params)
-    if options.index(answer) == step.answer:
-        st.success(_("Right. {why}", why=explanation))
-    else:
-        st.error(_("Not quite: try again. {why}", why=explanation))
 
 
 # ----------------------------------------------------------------- the live views, one per step

@@ -3,6 +3,8 @@ tool pages' links to their steps. Light on purpose: Home and every tool page imp
 lesson's views (app.lesson) bring in numpy, pandas and Plotly, which those pages need not wait for."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from . import site, url
@@ -27,8 +29,10 @@ def step_number() -> int:
     return n
 
 
-def go(n: int) -> None:
+def go(n: int, then: Callable[[], None] | None = None) -> None:
     st.query_params[url.LESSON] = str(n)
+    if then is not None:
+        then()
 
 
 def link(*numbers: int) -> None:
@@ -38,18 +42,19 @@ def link(*numbers: int) -> None:
                      query_params={url.LESSON: str(n), url.LANG: language()})
 
 
-def steps_bar(n: int, where: str) -> None:
-    """Back, the step list and Next; drawn at the top and the bottom of the step."""
+def steps_bar(n: int, where: str, on_move: Callable[[], None] | None = None) -> None:
+    """Back, the step list and Next; drawn at the top and the bottom of the step. `on_move` is
+    called when the learner moves by hand (the class's follow mode ends there)."""
     back_col, list_col, next_col = st.columns([1, 4, 1], vertical_alignment="bottom")
-    back_col.button(_("← Back"), key=f"lesson_back:{where}", disabled=n == 1, on_click=go, args=(n - 1,),
+    back_col.button(_("← Back"), key=f"lesson_back:{where}", disabled=n == 1, on_click=go, args=(n - 1, on_move),
                     width="stretch")
-    next_col.button(_("Next →"), key=f"lesson_next:{where}", disabled=n == len(STEPS), on_click=go, args=(n + 1,),
+    next_col.button(_("Next →"), key=f"lesson_next:{where}", disabled=n == len(STEPS), on_click=go, args=(n + 1, on_move),
                     type="primary", width="stretch")
     if where == "top":  # the options are the words themselves: a format_func's words would stay in the old language
         labels = [_("{n} of {total}: {title}", n=i + 1, total=len(STEPS), title=_(step.title))
                   for i, step in enumerate(STEPS)]
         st.session_state[STEP_LIST_KEY] = labels[n - 1]
         list_col.selectbox(_("Step"), labels, key=STEP_LIST_KEY, label_visibility="collapsed",
-                           on_change=lambda: go(labels.index(st.session_state[STEP_LIST_KEY]) + 1))
+                           on_change=lambda: go(labels.index(st.session_state[STEP_LIST_KEY]) + 1, on_move))
     else:
         list_col.progress(n / len(STEPS), text=_("Step {n} of {total}", n=n, total=len(STEPS)))

@@ -3,7 +3,7 @@ names its live view (app.lesson draws it), the tool page it belongs to, and a ch
 
 Fields in braces are numbers the code owns, filled in when a step is shown (app.lesson): the
 loaded model's ({vocab}, {block}, {d_model}, {d_k}, {heads}, {layers}) and the rest
-(`app.lesson.quoted_numbers`: the Tiny preset the lesson trains, the demo's corpus, the validation
+(`app.lesson_numbers`: the Tiny preset the lesson trains, the demo's corpus, the validation
 share, the feed-forward width, the KV cache's refill). A number is never typed into the words. Formulas are LaTeX, the same in every language, and are not translated.
 """
 from __future__ import annotations
@@ -48,11 +48,11 @@ STEPS = (
         formula=r"P\left(x_{t+1}\mid x_1, x_2, \dots, x_t\right)",
         try_this=N_("Edit the prompt, for example stop a familiar phrase halfway, and watch the bars move to the "
                     "characters the model expects next."),
-        question=N_("What does the model output at each position?"),
+        question=N_("Your model knows {vocab} characters. What does it output at each position?"),
         options=(
             N_("The next word from a dictionary"),
-            N_("A probability for every character in its vocabulary"),
-            N_("One fixed character"),
+            N_("{vocab} probabilities, one for each character it knows, adding up to 1"),
+            N_("One whole number from 0 to {last}: the id of the next character"),
         ),
         answer=1,
         explanation=N_("It scores every character it knows and turns the scores into probabilities that add up to "

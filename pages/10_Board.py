@@ -1,5 +1,5 @@
 """Class board: every posted run of a class on one live chart, for the projector."""
-from app import board, navigation, site
+from app import board, class_lesson, navigation, site
 from minigpt import N_
 
 navigation.open_page(site.BOARD, N_(
@@ -7,4 +7,4 @@ navigation.open_page(site.BOARD, N_(
     "starts a class and shares its link; a learner who opens it posts runs from Train or Experiments, under a "
     "name of their choosing. Only that name, the run's settings, its curves and its samples are shown."))
 
-board.board_page()
+board.board_page(lead=class_lesson.lead_panel, follow=class_lesson.class_line)

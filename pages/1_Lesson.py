@@ -1,17 +1,17 @@
 """Lesson: a guided path through the loaded model, one step at a time (?lesson=N)."""
 import streamlit as st
 
-from app import lesson, lesson_links, loaded_model, navigation, site
+from app import class_lesson, lesson, lesson_links, loaded_model, navigation, site
 from minigpt import N_
 
 navigation.open_page(site.LESSON, N_(
     "From what a language model predicts to training and sampling one of your own, on the loaded model and your own "
     "text. Each step has a few sentences, a live view to try, and a question to check yourself."))
 
-n = lesson_links.step_number()
-lesson_links.steps_bar(n, "top")
+n = class_lesson.follow(lesson_links.step_number())  # in a class the teacher leads: the teacher's step
+lesson_links.steps_bar(n, "top", on_move=class_lesson.leave_follow)
 loaded = loaded_model.require_model()
 st.caption(loaded.summary())
 lesson.show(n, loaded)
 st.divider()
-lesson_links.steps_bar(n, "bottom")
+lesson_links.steps_bar(n, "bottom", on_move=class_lesson.leave_follow)

@@ -2,8 +2,10 @@
 that everyone watching shares.
 
 A teacher opens a class and gets a short code (what the class types or clicks: ?class=K7Q2) and
-a secret key that only their browser holds: with it, and only with it, entries are hidden or
-pinned, a challenge is set and the class is closed. A learner posts a run of their own (the run's
+a secret key that only their browser holds (the server keeps a salted digest of it, enough to
+check it): with it, and only with it, entries are hidden or pinned, a challenge is set, the
+class is led through the lesson (its step, each step's check question revealed) and the class
+is closed. Learners answer the step's question anonymously; the teacher sees the counts. A learner posts a run of their own (the run's
 owner key proves it is theirs) under a name, and gets the post's own key back: only that key
 withdraws it. A post shows the run's name, settings, curves and latest sample, nothing else.
 
@@ -16,6 +18,7 @@ per learner, and a class ends `idle_seconds` after its last activity. No Streaml
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read off a projector, typed on a phone
 CODE_LENGTH = 4
 MAX_NAME = 40  # characters of a post's name
+MAX_OPTIONS = 8     # a check question's options, at most
+MAX_ANSWERS = 200   # learners' answers kept for one step of the lesson
+EMOJI_JOINERS = {"\u200d", "\ufe0f"} | {chr(c) for c in range(0xE0020, 0xE0080)}  # ZWJ, emoji style, flag tags
 
 
 class BoardError(LabError, LookupError):
@@ -129,6 +135,19 @@ class BoardView:
         fit = [row for row in self.visible() if not row.refusals and row.best_val is not None]
         return sorted(fit, key=lambda row: row.best_val)
 
+    def coinciding(self) -> list[tuple[str, ...]]:
+        """The visible runs whose curves lie on top of each other, each group by its labels: the
+        same train loss at every step both have logged (at least two), as two runs with the same
+        settings and seed have. The chart draws one line for them, so the board says so."""
+        groups: list[list[BoardRow]] = []
+        for row in self.visible():
+            group = next((g for g in groups if _same_curve(g[0].record, row.record)), None)
+            if group is not None:
+                group.append(row)
+            elif len(row.record.steps) >= 2:
+                groups.append([row])
+        return [tuple(row.label for row in group) for group in groups if len(group) > 1]
+
     def table(self) -> pd.DataFrame:
         """One row per visible run: its name, the settings that differ between the runs, best
         validation loss, steps, characters seen, parameters and time (for the page and the CSV)."""
@@ -148,28 +167,63 @@ class BoardView:
         return table
 
 
+@dataclass(frozen=True)
+class OpenedClass:
+    """What opening a class gives its teacher, once: the code to share and the key to keep."""
+
+    code: str
+    teacher_key: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class LessonNow:
+    """Where the teacher is leading the class: a lesson step from 1 (None: not leading), the steps
+    whose question has been revealed, and a number that changes with either, so that a follower
+    redraws only when it changed."""
+
+    step: int | None
+    revealed: frozenset[int]
+    version: int
+
+
 @dataclass(eq=False)
 class ClassBoard:
     code: str
-    teacher_key: str = field(repr=False)
+    teacher_digest: bytes = field(repr=False)  # salted: the key itself is never kept
+    salt: bytes = field(repr=False)
     last_active: float
     posts: OrderedDict[str, Post] = field(default_factory=OrderedDict)
     pinned: str | None = None
     challenge: Challenge | None = None
     version: int = 0              # bumped by every change the registry's runs do not make
+    lesson_step: int | None = None  # the lesson step the teacher leads the class through
+    lesson_version: int = 0
+    answers: dict[int, dict[str, int]] = field(default_factory=dict)  # step -> {learner: option}
+    revealed: set[int] = field(default_factory=set)  # steps whose right answer the teacher has shown
     _view: BoardView | None = field(default=None, repr=False)
     _checked: float = field(default=float("-inf"), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def is_teacher(self, key: str | None) -> bool:
-        return isinstance(key, str) and secrets.compare_digest(key.encode(), self.teacher_key.encode())
+        return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)
 
 
 def plain_name(name: str) -> str:
-    """A post's name as plain text: control and format characters out, spaces collapsed, at most
-    MAX_NAME characters. Markup stays as typed characters: every place that shows it escapes it."""
-    kept = "".join(c if unicodedata.category(c)[0] != "C" else " " for c in name)
-    return " ".join(kept.split())[:MAX_NAME].strip()
+    """A post's name as plain text: control and format characters out (bidi overrides and
+    isolates among them), spaces collapsed, at most MAX_NAME characters. The joiners inside an
+    emoji sequence stay (the zero-width joiner of 👩‍👩‍👧‍👦, the emoji-style selector of ❤️, a
+    flag's tags): each only after a symbol or another joiner. Markup stays as typed characters:
+    every place that shows it escapes it."""
+    kept: list[str] = []
+    for c in name:
+        if unicodedata.category(c)[0] != "C":
+            kept.append(c)
+        elif c in EMOJI_JOINERS and kept and (unicodedata.category(kept[-1]) in ("So", "Sk") or kept[-1] in EMOJI_JOINERS
+                                               or kept[-1] in "#*0123456789"):
+            kept.append(c)
+        else:
+            kept.append(" ")
+    return " ".join("".join(kept).split())[:MAX_NAME].strip()
 
 
 class Classes:
@@ -193,8 +247,9 @@ class Classes:
         self.builds = 0  # views built: what the board's cost is counted in
 
     # -- the teacher --------------------------------------------------------------------------
-    def open(self) -> ClassBoard:
-        """A new class with a fresh code; BoardError when the server holds max_classes already."""
+    def open(self) -> OpenedClass:
+        """A new class with a fresh code and its teacher's key (given out this once: the server
+        keeps a salted digest); BoardError when the server holds max_classes already."""
         self._end_idle()
         with self._lock:
             if len(self._classes) >= self.max_classes:
@@ -204,9 +259,9 @@ class Classes:
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
                 if code not in self._classes and code not in self._closed:
                     break
-            board = ClassBoard(code, secrets.token_urlsafe(16), self._clock())
-            self._classes[code] = board
-            return board
+            key, salt = secrets.token_urlsafe(16), secrets.token_bytes(16)
+            self._classes[code] = ClassBoard(code, _salted(salt, key), salt, self._clock())
+            return OpenedClass(code, key)
 
     def close(self, code: str, teacher_key: str | None) -> None:
         board = self._as_teacher(code, teacher_key)
@@ -234,7 +289,61 @@ class Classes:
             board.challenge = challenge
             board.version += 1
 
+    def lead(self, code: str, teacher_key: str | None, step: int | None) -> None:
+        """Lead the class to lesson `step` (from 1), or stop leading (None)."""
+        board = self._as_teacher(code, teacher_key)
+        if step is not None and (not isinstance(step, int) or step < 1):
+            raise BoardError("There is no lesson step {step}.", step=step)
+        with board._lock:
+            if board.lesson_step != step:
+                board.lesson_step = step
+                board.lesson_version += 1
+
+    def reveal(self, code: str, teacher_key: str | None, step: int, revealed: bool = True) -> None:
+        """Show (or hide again) the right answer of `step`'s question to the class."""
+        board = self._as_teacher(code, teacher_key)
+        with board._lock:
+            if (step in board.revealed) != revealed:
+                board.revealed.symmetric_difference_update({step})
+                board.lesson_version += 1
+
+    def counts(self, code: str, teacher_key: str | None, step: int, options: int) -> list[int]:
+        """How many learners chose each of the `options` options of `step`'s question: counts
+        alone, for the teacher; no one is named."""
+        board = self._as_teacher(code, teacher_key)
+        with board._lock:
+            chosen = list(board.answers.get(step, {}).values())
+        return [chosen.count(option) for option in range(options)]
+
     # -- learners -----------------------------------------------------------------------------
+    def lesson(self, code: str) -> LessonNow:
+        """Where the teacher leads the class now: cheap, what each follower polls."""
+        board = self.find(code)
+        with board._lock:
+            return LessonNow(board.lesson_step, frozenset(board.revealed), board.lesson_version)
+
+    def answer(self, code: str, learner: str, step: int, option: int | None) -> None:
+        """A learner's answer to `step`'s question (None takes it back); a later answer replaces
+        an earlier one. It counts with no name; `learner` only keeps one answer per learner."""
+        board = self.find(code)
+        if option is not None and not (isinstance(option, int) and 0 <= option < MAX_OPTIONS):
+            raise BoardError("That is not one of the question's options.")
+        with board._lock:
+            given = board.answers.setdefault(step, {})
+            if option is None:
+                given.pop(learner, None)
+            elif learner in given or len(given) < MAX_ANSWERS:
+                given[learner] = option
+            else:
+                raise BoardError("This question already has {limit} answers, the most one class keeps.",
+                                 limit=MAX_ANSWERS)
+
+    def answered(self, code: str, learner: str, step: int) -> int | None:
+        """The option this learner chose for `step`'s question, if any."""
+        board = self.find(code)
+        with board._lock:
+            return board.answers.get(step, {}).get(learner)
+
     def post(self, code: str, entry: RunEntry, run_key: str | None, name: str, *, learner: str,
              corpus: str) -> tuple[str, str]:
         """Post the run `entry` (its owner's key proves it is the poster's) under `name`; returns
@@ -355,6 +464,16 @@ class Classes:
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
+
+
+def _same_curve(a: RunRecord, b: RunRecord) -> bool:
+    ours, theirs = dict(zip(a.steps, a.train_loss)), dict(zip(b.steps, b.train_loss))
+    both = ours.keys() & theirs.keys()
+    return len(both) >= 2 and all(ours[step] == theirs[step] for step in both)
+
+
+def _salted(salt: bytes, key: str) -> bytes:
+    return hashlib.sha256(salt + key.encode()).digest()
 
 
 def _read(entry: RunEntry, name: str, snap=None) -> tuple[RunRecord, str, str, int]:

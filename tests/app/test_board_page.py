@@ -7,6 +7,8 @@ code, in English and in Chinese.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from helpers.apptest import home, page, plotly_spec, tiny_settings, unescaped, wait_finished
@@ -129,12 +131,106 @@ def test_the_board_in_chinese():
     assert_chinese(teacher, "the class board", besides=[code, "小明"])
 
 
-def test_the_teachers_link_gives_the_controls_back_after_a_refresh_and_leaves_the_address_bar():
+@pytest.fixture
+def browser_cookies(monkeypatch):
+    """Cookies a browser would send on its next visit: what the board's script wrote into them."""
+    jar: dict[str, str] = {}
+    monkeypatch.setattr(board, "cookies", lambda: dict(jar))
+    return jar
+
+
+def written_cookies(at) -> dict[str, str]:
+    """The cookies the page's scripts write, read from the html elements that carry them."""
+    jar = {}
+    for element in at.get("html"):
+        for name, value in re.findall(r'document\.cookie = "([^=";]+)=([^";]*);', element.proto.body):
+            jar[name] = value
+    return jar
+
+
+def every_text(at) -> list[str]:
+    """Every string any element of the page holds (labels, values, help, captions, code), besides
+    the html elements' bodies."""
+    from google.protobuf.json_format import MessageToDict
+    texts = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+        proto = getattr(node, "proto", None)
+        if proto is not None and getattr(node, "type", "") != "html":
+            texts.append(str(MessageToDict(proto)))
+    walk(at._tree)
+    return texts
+
+
+def test_the_teachers_page_draws_no_key_and_a_refresh_in_the_same_browser_keeps_the_controls(browser_cookies):
     teacher, code = teacher_class()
-    expander_link = next(c.value for c in teacher.code if "teacher=" in c.value)  # shown to the teacher alone
-    key = expander_link.split("teacher=")[1].split("&")[0]
+    key = teacher.session_state[board.TEACHER_KEY][1]
+    assert not [t for t in every_text(teacher) if key in t]  # drawn nowhere: no link, no code block, no caption
+    written = written_cookies(teacher)
+    assert written == {board.COOKIE_PREFIX + code: key}
+    scripts = [e.proto.body for e in teacher.get("html") if key in e.proto.body]
+    assert len(scripts) == 1 and scripts[0].startswith("<script>document.cookie")  # only into the browser's cookie
+    assert "SameSite=Strict" in scripts[0] and f"max-age={board.COOKIE_SECONDS}" in scripts[0]
+    teacher.run()
+    assert not [e for e in teacher.get("html") if key in e.proto.body]  # written once: gone at the next redraw
+    assert any(e.proto.body.lstrip().startswith('<div class="teacher-link">') for e in teacher.get("html"))
+
+    browser_cookies.update(written)
+    refreshed = on_board(home(**{"class": code}))  # F5 at the projector: a new session, the same browser
+    assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
+    assert refreshed.button(key="board_close")
+    browser_cookies.clear()  # another browser, no cookie: the learners' view, said so
+    elsewhere = on_board(home(**{"class": code}))
+    assert board.TEACHER_KEY not in elsewhere.session_state and "board_close" not in {b.key for b in elsewhere.button}
+    assert any("This is the learners' view" in c.value for c in elsewhere.caption)
+    browser_cookies[board.COOKIE_PREFIX + code] = "guess"  # a forged cookie gives nothing
+    assert board.TEACHER_KEY not in on_board(home(**{"class": code})).session_state
+
+
+def test_a_teachers_link_hands_the_controls_over_and_leaves_the_address_bar():
+    teacher, code = teacher_class()
+    key = teacher.session_state[board.TEACHER_KEY][1]  # what the copy button puts on the clipboard
     refreshed = on_board(home(**{"class": code, "teacher": key}))
     assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
-    assert refreshed.button(key="board_close")  # the controls are back
+    assert refreshed.button(key="board_close")  # the controls are there
     assert "teacher" not in refreshed.query_params  # and the key is gone from the address a projector shows
     assert refreshed.query_params["class"] in (code, [code])
+
+
+def test_the_learners_link_carries_no_language_and_a_learner_can_go_and_train():
+    teacher, code = teacher_class("en")
+    link = teacher.code[0].value
+    assert link.endswith(f"?class={code}") and "lang" not in link
+    learner = on_board(home("zh", **{"class": code}))
+    assert learner.code[0].value.endswith(f"?class={code}")
+    train = [l.proto for l in learner.get("page_link") if l.proto.page.endswith(TRAIN.script.split("/")[-1])
+             or "Train" in l.proto.page]
+    assert train and f"class={code}" in train[0].query_string and train[0].label == "为这个班级训练一个运行"
+
+
+@pytest.mark.parametrize("bad", ["<script>", "ab", "K7Q2'--"])
+def test_a_malformed_class_code_says_so_and_leaves_the_address(bad):
+    at = on_board(home(**{"class": bad}))
+    assert any("class code" in w.value or "no class" in w.value for w in at.warning)
+    assert "class" not in at.query_params and board.CLASS_KEY not in at.session_state
+
+
+def test_the_chinese_challenge_lists_its_parts_with_chinese_commas():
+    teacher, code = teacher_class("zh")
+    teacher.selectbox(key="challenge_corpus").set_value("course-zh")
+    teacher.button(key="FormSubmitter:board_challenge-设置挑战").click().run()
+    learner_posts(code, "小明", lang="zh")  # the challenge line shows above the ranking, once a run is there
+    teacher = on_board(teacher)
+    lines = [m.value for m in teacher.markdown if "course-zh" in m.value]
+    assert lines and "，" in lines[0] and ", " not in lines[0], lines
+
+
+def test_two_runs_that_coincide_are_said_to_coincide():
+    teacher, code = teacher_class()
+    learner_posts(code, "ann", max_steps=20)
+    learner_posts(code, "bo", max_steps=20)  # the same settings and seed: the same curve
+    teacher = on_board(teacher)
+    said = [c.value for c in teacher.caption if "trained exactly alike" in c.value]
+    assert said and "ann" in said[0] and "bo" in said[0] and "one line for 2 runs" in said[0]

@@ -72,6 +72,7 @@ def english_words(text: str, glossed: set[str]) -> list[str]:
     """Latin words of `text` that are neither agreed symbols nor an English term in brackets
     after its Chinese name (`glossed`: the glossary's English terms, lower case)."""
     text = re.sub(r"<style>.*?</style>", " ", text, flags=re.S)         # css
+    text = re.sub(r"<script>.*?</script>", " ", text, flags=re.S)       # a script runs, it is not read
     text = re.sub(r"%\{[^}]*\}|<[^>]+>", " ", text)                  # plotly fields, html tags
     text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)    # formulas
     text = re.sub(r"`[^`]*`", " ", text)                              # code spans (run ids)

@@ -12,7 +12,7 @@ import pytest
 from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.board import CODE_ALPHABET, MAX_NAME, BoardError, Challenge, Classes, plain_name
+from minigpt.serve.board import CODE_ALPHABET, MAX_ANSWERS, MAX_NAME, BoardError, Challenge, Classes, plain_name
 from minigpt.serve.registry import RunRegistry
 from minigpt.serve.runner import TrainingRun
 from minigpt.viz import board_figure
@@ -68,7 +68,7 @@ def finished(registry, **settings):
 def test_a_code_is_short_and_readable_and_an_unknown_or_closed_one_says_which(classes):
     board = classes.open()
     assert len(board.code) == 4 and set(board.code) <= set(CODE_ALPHABET) and not set(board.code) & set("01OI")
-    assert classes.find(board.code.lower()) is board  # typed in lower case on a phone
+    assert classes.find(board.code.lower()).code == board.code  # typed in lower case on a phone
     unknown = next(c for c in ("AAAA", "BBBB") if c != board.code)
     with pytest.raises(BoardError, match=f"no class {unknown}"):
         classes.find(unknown)
@@ -138,7 +138,7 @@ def test_limits_on_classes_posts_per_board_and_posts_per_learner(classes, regist
     classes.find(boards[1].code, boards[1].teacher_key)
     classes.view(boards[2].code, registry.get)
     clock.now += 3000
-    assert classes.find(boards[1].code) is boards[1]
+    assert classes.find(boards[1].code).code == boards[1].code
     for ended in (boards[0], boards[2]):
         with pytest.raises(BoardError, match="has closed"):
             classes.find(ended.code)
@@ -158,6 +158,98 @@ def test_a_name_is_plain_text_capped_and_a_repeated_one_numbered(classes, regist
     legend = [t["name"] for t in board_figure(view.visible()).to_dict()["data"] if t.get("showlegend") is not False]
     assert legend == ["&lt;b onmouseover=alert(1)&gt;me&lt;/b&gt;", "twin", "twin (2)"]  # Plotly reads no markup
     assert list(view.table()["run"]) == ["<b onmouseover=alert(1)>me</b>", "twin", "twin (2)"]
+
+
+@pytest.mark.parametrize("name", ["👩\u200d👩\u200d👧\u200d👦", "❤\ufe0f team", "🏳\ufe0f\u200d🌈",
+                                  "\U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F",
+                                  "1\ufe0f\u20e3 first", "👋🏽 hi"])
+def test_an_emoji_sequence_keeps_its_joiners(name):
+    assert plain_name(name) == name
+
+
+@pytest.mark.parametrize("override", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                      "\u2066", "\u2067", "\u2068", "\u2069"])
+def test_bidi_overrides_and_isolates_go_even_beside_an_emoji(override):
+    assert plain_name(f"ab{override}cd") == "ab cd"
+    assert plain_name(f"👩{override}\u200d👩") == "👩 👩"  # a joiner after what was dropped joins nothing
+    assert plain_name(f"\u200d{override}x") == "x"  # a joiner with nothing before it goes
+
+
+def test_the_server_keeps_only_a_salted_digest_of_the_teachers_key(classes):
+    opened, other = classes.open(), classes.open()
+    kept = classes.find(opened.code)
+    stored = [value for value in vars(kept).values() if isinstance(value, (str, bytes))]
+    assert all(opened.teacher_key not in (v if isinstance(v, str) else v.decode("latin-1")) for v in stored)
+    import hashlib
+    assert hashlib.sha256(opened.teacher_key.encode()).digest() not in stored  # salted, not a bare hash
+    assert kept.is_teacher(opened.teacher_key) and not kept.is_teacher(other.teacher_key)
+    assert not kept.is_teacher(opened.teacher_key[:-1]) and not kept.is_teacher(None)
+    classes.set_challenge(opened.code, opened.teacher_key, Challenge(max_steps=5))
+    with pytest.raises(BoardError, match="Only the browser that started"):
+        classes.set_challenge(opened.code, other.teacher_key, None)
+
+
+def test_the_teacher_leads_the_lesson_and_followers_see_a_new_version_only_when_it_changed(classes):
+    board = classes.open()
+    assert classes.lesson(board.code).step is None
+    classes.lead(board.code, board.teacher_key, 3)
+    now = classes.lesson(board.code)
+    assert (now.step, now.revealed) == (3, frozenset())
+    classes.lead(board.code, board.teacher_key, 3)  # the same step again: nothing for followers to redraw
+    assert classes.lesson(board.code) == now
+    classes.lead(board.code, board.teacher_key, 4)
+    moved = classes.lesson(board.code)
+    assert moved.step == 4 and moved.version != now.version
+    for wrong in (None, "guess"):
+        with pytest.raises(BoardError, match="Only the browser that started"):
+            classes.lead(board.code, wrong, 5)
+    with pytest.raises(BoardError):
+        classes.lead(board.code, board.teacher_key, 0)
+    classes.lead(board.code, board.teacher_key, None)
+    assert classes.lesson(board.code).step is None
+
+
+def test_answers_count_one_per_learner_with_no_name_and_the_reveal_is_the_teachers(classes):
+    board = classes.open()
+    classes.lead(board.code, board.teacher_key, 5)
+    for learner, option in (("a", 2), ("b", 0), ("c", 2), ("a", 1)):  # a changes their mind
+        classes.answer(board.code, learner, 5, option)
+    classes.answer(board.code, "d", 6, 0)  # another step's answer counts there, not here
+    assert classes.counts(board.code, board.teacher_key, 5, 3) == [1, 1, 1]
+    assert classes.counts(board.code, board.teacher_key, 6, 3) == [1, 0, 0]
+    assert classes.answered(board.code, "a", 5) == 1 and classes.answered(board.code, "z", 5) is None
+    classes.answer(board.code, "c", 5, None)  # taken back
+    assert classes.counts(board.code, board.teacher_key, 5, 3) == [1, 1, 0]
+    with pytest.raises(BoardError, match="Only the browser that started"):
+        classes.counts(board.code, "guess", 5, 3)
+    with pytest.raises(BoardError, match="Only the browser that started"):
+        classes.reveal(board.code, None, 5)
+    for wrong in (-1, 99, "1"):
+        with pytest.raises(BoardError, match="not one of the question's options"):
+            classes.answer(board.code, "a", 5, wrong)
+    version = classes.lesson(board.code).version
+    classes.reveal(board.code, board.teacher_key, 5)
+    now = classes.lesson(board.code)
+    assert now.revealed == {5} and now.version != version
+    classes.lead(board.code, board.teacher_key, 6)
+    assert classes.lesson(board.code).revealed == {5}  # step 6's question is not revealed yet
+    for learner in range(MAX_ANSWERS - 1):
+        classes.answer(board.code, f"x{learner}", 6, 0)
+    with pytest.raises(BoardError, match=f"{MAX_ANSWERS} answers"):
+        classes.answer(board.code, "one too many", 6, 0)
+    classes.answer(board.code, "d", 6, 1)  # one who answered already may still change it
+
+
+def test_runs_whose_curves_coincide_are_named_together(classes, registry):
+    board = classes.open()
+    twins = [finished(registry, max_steps=10, seed=3) for _ in range(2)]
+    other = finished(registry, max_steps=10, seed=4)
+    for name, entry in (("ann", twins[0]), ("bo", other), ("cy", twins[1])):
+        classes.post(board.code, entry, entry.key, name, learner=name, corpus="course-zh")
+    view = classes.view(board.code, registry.get)
+    assert view.rows[0].record.train_loss == view.rows[2].record.train_loss  # the same seed: the same curve
+    assert view.rows[0].record.train_loss != view.rows[1].record.train_loss
+    assert view.coinciding() == [("ann", "cy")]
 
 
 def test_the_challenge_ranks_by_best_validation_loss_and_refuses_from_each_runs_own_config(classes, registry):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from minigpt import N_, ConfigError, CorpusError, GPTConfig, TrainConfig
-from minigpt.lab.run_records import RunRecord, RunShelf, differing_settings, results_table
+from minigpt.lab.run_records import RunRecord, RunShelf, csv_text, differing_settings, results_table
 from minigpt.serve.registry import RunEntry, RunLimitError
 
 from . import runs, train_form, url
@@ -198,7 +198,8 @@ def compare_section() -> None:
         html_button([figure], _("Compare runs"), "compare")
         settings_table(picked)
         swipe_hint("compare_results")
-        st.dataframe(results_table(picked), hide_index=True, key="compare_results", column_config={
+        table = results_table(picked)
+        st.dataframe(table, hide_index=True, key="compare_results", column_config={
             "run": st.column_config.TextColumn(_("run"), pinned=True), "steps": st.column_config.NumberColumn(_("steps")),
             "train_loss": st.column_config.NumberColumn(_("last train loss"), format="%.3f"),
             "val_loss": st.column_config.NumberColumn(_("last val loss"), format="%.3f"),
@@ -206,6 +207,9 @@ def compare_section() -> None:
             "seconds": st.column_config.NumberColumn(_("time (s)"), format="%.1f"),
             "tokens_per_sec": st.column_config.NumberColumn(_("characters/s"), format="%.0f"),
         })
+        st.download_button(_("Download the table (.csv)"), data=lambda: csv_text(table),  # names safe in a spreadsheet
+                           file_name="minigpt-comparison.csv", mime="text/csv", on_click="ignore", key="compare_csv",
+                           type="tertiary", icon=":material/download:")
         if training and (now is None or now.name != live.name):
             st.rerun()  # the run finished or was replaced: a full rerun stops the polling
 

@@ -9,16 +9,18 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from app import shared_results
 from app.generation import GENERATION_KEY, STREAM_DELAY_KEY
 from app.choices import MODEL_SOURCE, TRAINED
+from app.loaded_model import LoadedModel
 from app.site import ATTENTION, EXPERIMENTS, GENERATE
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_step
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from helpers.waiting import wait_until
-from minigpt import DEFAULT_CORPUS, MiniGPT, generate, load_corpus, load_pretrained
+from minigpt import DEFAULT_CORPUS, MiniGPT, generate, load_corpus, load_pretrained, prepare_prompt
 from minigpt.corpus import DEMO_SENTENCE
 
 
@@ -128,6 +130,38 @@ def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_i
     assert len(draws) == 1  # the second learner read the steps the first one's model drew
     assert written(sessions[1], 1) == by_the_library(1) != by_the_library(0)
     assert len(draws) == 2
+
+
+PICKY = {"temperature": 0.0, "top_k": 1, "top_p": 1e-6}  # each alone makes the draw greedy
+
+
+@pytest.mark.parametrize("setting", list(PICKY))
+def test_a_learner_who_changes_only_one_sampling_setting_gets_their_own_text_not_the_shared_one(setting):
+    """Two requests to the shipped model, same prompt, length and seed, that differ in `setting`
+    alone: the second must not read the text the first one drew. Temperature 0, top-k 1 and top-p
+    1e-6 each leave only the most likely character, so the second text is the greedy one, written
+    here by a plain argmax over the model's logits; the first is drawn at temperature 1."""
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    model, tokenizer = checkpoint.model, checkpoint.tokenizer
+    loaded = LoadedModel(model, tokenizer, source="test", corpus=DEFAULT_CORPUS, status="", steps="", detail="",
+                         sample_text="注意力", block_size=checkpoint.block_size, identity=f"shipped-for-{setting}")
+    prompt = prepare_prompt(tokenizer, "注意力", checkpoint.block_size)
+    ids = list(prompt.ids)
+    with torch.no_grad():
+        for _ in range(12):  # 3 + 12 characters: within the block, so nothing is cropped
+            ids.append(int(model(torch.tensor([ids]))[0][0, -1].argmax()))
+    greedy = "".join(tokenizer.chars[i] for i in ids[3:])
+
+    def text(**changed) -> str:
+        settings = {"temperature": 1.0, "top_k": None, "top_p": 1.0, **changed}
+        steps = shared_results.written(loaded, prompt, 12, settings["temperature"], settings["top_k"],
+                                       settings["top_p"], seed=0)
+        return "".join(step.text for step in steps)
+
+    first = text()
+    assert first != greedy  # else the test could not tell a shared text from a fresh one
+    assert text(**{setting: PICKY[setting]}) == greedy
+    assert text() == first  # the first request's text is still there for whoever asks it again
 
 
 class Held:

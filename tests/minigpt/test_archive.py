@@ -152,6 +152,19 @@ def test_the_files_of_a_zip_together_may_not_unpack_past_the_total_limit(monkeyp
         load_zip(two)  # past the size checks, refused for what it holds: random bytes, no pickle
 
 
+def test_a_zip_at_the_real_limits_whose_files_fit_one_by_one_but_not_together_is_refused():
+    """The limits as shipped, written out by hand: 64 MB a file, 128 MB in all. Three stored files
+    of 43 MB each fit the first and pass the second (129 MB), so only the total refuses the zip; a
+    total cap set 1000 times too large would let it through to be unpacked. Stored zeros compress
+    1:1, so no ratio check can stand in for the size check."""
+    per_file, total = 64 * 2**20, 128 * 2**20
+    size = 43 * 2**20
+    assert size < per_file and 3 * size > total and 2 * size < total
+    data = _stored_zip(dict.fromkeys(("a.bin", "b.bin", "c.bin"), bytes(size)))
+    with pytest.raises(CheckpointError, match=f"unpacks to {3 * size} bytes, more than the {total} allowed"):
+        load_zip(data)
+
+
 def test_a_zip_of_other_files_is_not_a_minigpt_checkpoint_and_a_pickle_inside_is_named_as_one(tmp_path):
     """Issue: a random .zip was refused as "holds only pickle files" when it held none (its files
     ended in .bin). A pickle is known by its bytes, not its name."""

@@ -5,7 +5,7 @@
 """
 import pytest
 
-from minigpt import CorpusError, decode_corpus_as, load_corpus
+from minigpt import CharTokenizer, CorpusError, decode_corpus_as, load_corpus
 from minigpt.corpus import MAX_CORPUS_BYTES, decode_corpus
 
 
@@ -50,3 +50,17 @@ def test_gbk_text_from_chinese_windows_is_read_as_gbk():
 def test_utf16_with_bom_and_emoji_are_accepted():
     assert decode_corpus("héllo 😀 wörld".encode("utf-16")) == "héllo 😀 wörld"
     assert decode_corpus("mixed 中文 and emoji 🎉".encode("utf-8")) == "mixed 中文 and emoji 🎉"
+
+
+def test_a_utf8_file_saved_with_a_byte_order_mark_keeps_no_bom_in_its_text_or_vocabulary(tmp_path):
+    """Notepad saves UTF-8 with the bytes EF BB BF in front. They mark the encoding; they are not
+    a character the model should learn, so U+FEFF is neither the text's first character nor in
+    its vocabulary. The bytes and the vocabulary are written out by hand."""
+    raw = b"\xef\xbb\xbf" + "注意力 ab\n".encode("utf-8") * 3
+    expected = "注意力 ab\n" * 3
+    assert decode_corpus_as(raw) == (expected, "UTF-8")
+    path = tmp_path / "notepad.txt"
+    path.write_bytes(raw)
+    text = load_corpus(path)
+    assert text == expected and text[0] == "注"
+    assert CharTokenizer.from_text(text).chars == ["\n", " ", "a", "b", "力", "意", "注"]

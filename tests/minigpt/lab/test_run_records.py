@@ -42,6 +42,17 @@ def test_the_best_val_loss_is_the_lowest_one_not_the_last_when_a_run_overfits():
     assert table.loc[0, "val_loss"] == pytest.approx(1.5) and table.loc[0, "best_val"] == pytest.approx(1.2)
 
 
+def test_the_results_tables_train_loss_is_the_last_logged_not_the_first():
+    """The comparison's "last train loss" column: a run logged 4.2, then 2.9, then 1.7. The
+    numbers are written by hand; the table must say 1.7."""
+    events = [TrainEvent(step=s, max_steps=30, train_loss=t, lr=1e-3, tokens_per_sec=500.0, elapsed=s / 10,
+                         val_loss=None) for s, t in ((10, 4.2), (20, 2.9), (30, 1.7))]
+    snapshot = type("Snapshot", (), {"history": events, "elapsed": 3.0, "tokens_per_sec": 500.0})
+    table = results_table([RunRecord.of_run("learns", "course-zh", GPTConfig(vocab_size=30), TrainConfig(), snapshot),
+                           record("a")])  # its train losses: 2.5, 2.0, 1.5, 1.0
+    assert list(table["train_loss"]) == pytest.approx([1.7, 1.0])
+
+
 def test_only_the_settings_that_differ_are_listed():
     a, b, c = record("a"), record("b", lr=1e-2), record("c", lr=1e-2, batch_size=32)
     assert differing_settings([a, a]).empty

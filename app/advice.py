@@ -44,8 +44,12 @@ def state_label(state: str) -> str:
 
 
 def perplexity_note(val: float) -> str:
-    return _("Perplexity exp({loss:.2f}) = {ppl:,.1f}: on held-out text the model is as unsure as if it chose "
-             "among {ppl:,.0f} characters at random.", loss=val, ppl=math.exp(val))
+    ppl = math.exp(val)
+    return n_("Perplexity exp({loss:.2f}) = {ppl:,.1f}: on held-out text the model is as unsure as if it chose "
+              "among {n:,} character at random.",
+              "Perplexity exp({loss:.2f}) = {ppl:,.1f}: on held-out text the model is as unsure as if it chose "
+              "among {n:,} characters at random.",
+              round(ppl), loss=val, ppl=ppl)  # n: the count the sentence names, ppl rounded as '.0f' would
 
 
 def overfitting_warning(over: Overfitting, corpus_length: int, early_stopping: bool) -> str:

@@ -16,7 +16,7 @@ import streamlit as st
 
 from minigpt import BUILTIN_CORPORA
 
-from . import lesson_links, line, loaded_model, url, warmup
+from . import chrome_text, lesson_links, line, loaded_model, url, warmup
 from .charts import SWIPE
 from .choices import SHIPPED, device_label, model_source, model_source_label
 from .corpora import current_corpus
@@ -117,6 +117,7 @@ def setup_page(script: str) -> None:
         if entry is not None:
             st.caption(_("**Run** `{run}` (yours)", run=entry.run_id) if owner
                        else _("**Run** `{run}` (watching)", run=entry.run_id))
+        chrome_text.translate_streamlit_words()
     line.sidebar_note()
 
 

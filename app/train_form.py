@@ -3,18 +3,22 @@ configs the form describes. Values live in session_state under the widgets' keys
 the widgets are drawn, so that a preset, the defaults or a reattached run can fill them."""
 from __future__ import annotations
 
+import secrets
 from dataclasses import asdict, dataclass, replace
 
 import streamlit as st
 
-from minigpt import DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, ConfigError, GPTConfig, TrainConfig
+from minigpt import DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, ConfigError, CorpusError, GPTConfig, TrainConfig
+from minigpt.serve.line import RunPlan
 
-from . import url
-from . import fields
+from . import fields, runs, url
+from .corpora import current_corpus
 from .fields import REMEMBERED
 from .i18n import _, error_text, language, n_
+from .text import format_duration
 
 FORM_FILLED_KEY = "train_form_filled"   # session_state: the form has its first values in this session
+OWN_SEED_KEY = "train_own_seed"         # session_state: this learner's seed for a class's links that name none
 # the whole-number boxes' ranges: a model a small shared server trains in minutes (fields.whole_number)
 RANGES = {"max_steps": (10, 20_000), "warmup_steps": (0, 5_000), "eval_interval": (1, 5_000),
           "train_seed": (0, 2**31 - 1)}
@@ -95,23 +99,48 @@ def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
     if st.session_state.get(FORM_FILLED_KEY):
         return
     if run_configs is None and url.TRAIN in st.query_params:
+        value = st.query_params[url.TRAIN]
         try:
-            run_configs = from_param(st.query_params[url.TRAIN])
+            model, train = from_param(value)
         except ConfigError as err:
             st.warning(_("The settings in this link cannot train ({error}): the form shows the default preset.",
                          error=error_text(err)))
         else:
-            st.info(_("The form holds the settings of the link you opened: press **Start** to train them."))
+            if in_class() and not names_seed(value):  # a class's learners would train bit-identical runs
+                train = replace(train, seed=own_seed())
+                st.info(_("The form holds the settings of the link you opened, with a seed of your own, so that your "
+                          "run is not a copy of your classmates': press **Start** to train them."))
+            else:
+                st.info(_("The form holds the settings of the link you opened: press **Start** to train them."))
+            run_configs = model, train
     fill(*(run_configs or (PRESETS[DEFAULT_PRESET].model, PRESETS[DEFAULT_PRESET].train)))
 
 
+def in_class() -> bool:
+    from .board import CLASS_KEY  # here: app.board draws the board, which the form does not need at import
+
+    return bool(st.session_state.get(CLASS_KEY))
+
+
+def names_seed(value: str) -> bool:
+    """Whether a ?train= value sets the seed itself."""
+    return any(item.partition(":")[0] == "train_seed" for item in value.split(","))
+
+
+def own_seed() -> int:
+    """This learner's seed, drawn once per session."""
+    return st.session_state.setdefault(OWN_SEED_KEY, secrets.randbelow(RANGES["train_seed"][1] + 1))
 
 
 def to_param(model: GPTConfig, train: TrainConfig) -> str:
-    """The form's settings as one query parameter."""
+    """The form's settings as one query parameter. The seed is left out where it is the default
+    preset's: such a link, opened in a class, gives each learner a seed of their own (a shared
+    seed would give the class identical runs); opened alone, it means the same default seed."""
     def text(value) -> str:
         return f"{value:g}" if isinstance(value, float) else str(int(value))
-    values = [f"{f.key}:{text(getattr(model if f.config is GPTConfig else train, f.name))}" for f in FIELDS]
+    default_seed = PRESETS[DEFAULT_PRESET].train.seed
+    values = [f"{f.key}:{text(getattr(model if f.config is GPTConfig else train, f.name))}" for f in FIELDS
+              if not (f.key == "train_seed" and train.seed == default_seed)]
     return ",".join(values + [f"{EARLY_STOP}:{int(train.early_stop_patience > 0)}"])
 
 
@@ -231,7 +260,35 @@ def form(expanded: bool) -> bool:
                                             (_("Evaluate every … steps"), "eval_interval"), (_("Seed"), "train_seed"))]
             st.checkbox(_("Stop early when the validation loss stops improving"), key=EARLY_STOP,
                         help=h(EARLY_STOP), **r)
+    hint = time_hint(*configs()) if None not in in_range else ""
+    if hint:
+        st.caption(hint)
     return None not in in_range
+
+
+def time_hint(model: GPTConfig, train: TrainConfig) -> str:
+    """How long these settings train on this server, before Start: their steps at the pace the server
+    measured for runs of this shape (or scaled from another shape's, rough), or that it cannot tell yet."""
+    steps, corpus = train.max_steps, current_corpus()
+    try:
+        tokenizer, sized, checked = runs.run_configs(corpus, model, train)
+    except (ConfigError, CorpusError):
+        return ""  # the line under the form says why they cannot train
+    pace = runs.registry().speeds.pace(RunPlan(sized, checked, tokenizer, corpus.text).shape)
+    if pace is None:
+        return n_("How long {n:,} step takes here is not known yet: no run has trained on this server so far. Once "
+                  "yours starts, its time left shows beside it.",
+                  "How long {n:,} steps take here is not known yet: no run has trained on this server so far. Once "
+                  "yours starts, its time left shows beside it.", steps)
+    time = format_duration(steps / pace.steps_per_sec)
+    if not pace.measured:
+        return n_("{n:,} step takes about {time} on this server: a rough estimate, since no run of this size has "
+                  "finished here yet.",
+                  "{n:,} steps take about {time} on this server: a rough estimate, since no run of this size has "
+                  "finished here yet.", steps, time=time)
+    return n_("{n:,} step takes about {time} on this server, at the pace runs of this size trained here.",
+              "{n:,} steps take about {time} on this server, at the pace runs of this size trained here.",
+              steps, time=time)
 
 
 def share_link(model: GPTConfig, train: TrainConfig) -> None:

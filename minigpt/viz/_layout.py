@@ -40,8 +40,50 @@ Spec = tuple[list[dict], dict]  # a figure's traces and layout as plain dicts
 
 
 def figure(data: list[dict], layout: dict) -> go.Figure:
-    """A figure from plain trace and layout dicts, unvalidated (see the module's docstring)."""
-    return go.Figure({"data": data, "layout": layout}, _validate=False)  # numpy arrays go out as typed arrays
+    """A figure from plain trace and layout dicts, unvalidated (see the module's docstring), its
+    Chinese (or other CJK) y-axis titles set level."""
+    return go.Figure({"data": data, "layout": level_y_titles(layout)}, _validate=False)  # numpy arrays as typed arrays
+
+
+def level_y_titles(layout: dict) -> dict:
+    """The layout with each y-axis title written in CJK moved above its axis, level, as an annotation:
+    Plotly turns a y title 90°, and Chinese on its side is read with the head tilted. Its axis's end
+    of the plot (left, or right for a right-hand axis), the top margin grown to hold it, and a
+    figure's title pinned to the top edge above it. Other titles stay where Plotly puts them."""
+    moved = [key for key, axis in layout.items() if key.startswith("yaxis") and is_cjk(axis_text(axis))]
+    if not moved:
+        return layout
+    layout, notes, room = dict(layout), list(layout.get("annotations", [])), 0
+    for key in moved:
+        axis = layout[key]
+        font, anchor = {"size": 14, **axis["title"].get("font", {})}, axis.get("anchor", "x")  # 14: plotly's title size
+        right = axis.get("side") == "right"
+        notes.append({"text": axis["title"]["text"], "font": font, "showarrow": False,
+                      "xref": f"{anchor} domain" if anchor.startswith("x") else "paper",
+                      "x": 1 if right else 0, "xanchor": "right" if right else "left",
+                      "yref": f"y{key[5:]} domain", "y": 1, "yanchor": "bottom", "yshift": LEVEL_GAP_PX})
+        layout[key] = {**axis, "title": {**axis["title"], "text": ""}}
+        if axis.get("domain", [0, 1])[1] >= 1:  # at the top of the figure: above it is the margin
+            room = max(room, round(1.4 * font["size"]) + LEVEL_GAP_PX)
+    layout["annotations"] = notes
+    if "margin" in layout:  # else plotly's own top margin, 100 px, holds it
+        layout["margin"] = {**layout["margin"], "t": layout["margin"].get("t", 100) + room}
+    if layout.get("title", {}).get("text") and "y" not in layout["title"]:
+        layout["title"] = {"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 10}, **layout["title"]}
+    return layout
+
+
+LEVEL_GAP_PX = 6  # between the plot's top edge and a level y title
+
+
+def axis_text(axis: dict) -> str:
+    title = axis.get("title", {})
+    return title.get("text", "") if isinstance(title, dict) else ""
+
+
+def is_cjk(text: str) -> bool:
+    """Whether `text` has a Chinese, Japanese or Korean character, which reads only upright."""
+    return any(unicodedata.name(c, "").startswith(("CJK ", "HIRAGANA", "KATAKANA", "HANGUL")) for c in text)
 
 
 def hline(y: float, text: str, *, position: str = "top right", color: str = REFERENCE, dash: str = "dash",

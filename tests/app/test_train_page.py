@@ -157,7 +157,7 @@ def test_the_train_page_shows_a_task_runs_accuracy_beside_its_loss(lang):
     assert not at.exception
     axis = "weight on the right keys" if lang == "en" else "正确的键上的权重"
     lapse = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                 if axis in json.dumps(json.loads(c.proto.spec)["layout"].get("yaxis", {}), ensure_ascii=False))
+                 if axis in json.dumps(json.loads(c.proto.spec)["layout"], ensure_ascii=False))  # zh: level, above it
     if lang == "zh":  # the probe line's letters are the task's, not words
         assert_chinese(at, "Attention, a task run's time-lapse", besides=[runs.registry().get(*own_run(at)).probe_text])
     outlined = [c for c in at.get("plotly_chart") if any(t.get("type") == "scatter" and len(t.get("x", [])) == 6
@@ -406,3 +406,67 @@ def test_a_run_in_a_child_process_or_a_thread_steps_as_asked_and_generate_writes
     page(at, TRAIN.script)
     at.button(key="stop").click().run()
     assert at.metric[0].value == "stopped" and not entry.run.is_alive()
+
+
+def _time_hint(at) -> str:
+    """The line under the form that says how long its steps take here."""
+    return next(c.value for c in at.caption if "step" in c.value and "this server" in c.value)
+
+
+def test_a_link_for_many_steps_says_before_start_how_long_they_take_on_this_server():
+    """Issue 49: a ?train= link with 20,000 steps gave no hint, before Start, of how long they take."""
+    from minigpt.serve.line import RunPlan
+    from app.corpora import builtin_corpus
+
+    at = page(home(train="max_steps:20000"), TRAIN.script)
+    hint = _time_hint(at)
+    assert "20,000 steps" in hint and "not known yet" in hint and not re.search(r"\d+ (h|min|s)\b", hint)
+    model, train = train_form.from_param("max_steps:20000")  # the session's form, on the default corpus
+    tokenizer, sized, checked = runs.run_configs(builtin_corpus(minigpt.DEFAULT_CORPUS), model, train)
+    shape = RunPlan(sized, checked, tokenizer, "").shape
+    speeds = runs.registry().speeds
+    speeds.training((shape[0] * 2, *shape[1:]), 100, 40.0)  # a run twice the size trains at 2.5 steps/s
+    assert "about 1 h 06 min" in _time_hint(at.run()) and "rough" in _time_hint(at)  # scaled: 5 steps/s
+    speeds.finished(shape, 1_000, 100.0)  # a whole run of this very shape: 10 steps/s
+    hint = _time_hint(at.run())
+    assert "20,000 steps take about 33 min 20 s on this server" in hint and "rough" not in hint
+    fewer = page(home(train="max_steps:2000"), TRAIN.script)
+    assert "2,000 steps take about 3 min 20 s" in _time_hint(fewer)  # the same pace, a tenth of the steps
+
+
+def _class_link(code: str, train: str):
+    return page(home(**{"class": code, "train": train}), TRAIN.script)
+
+
+def test_learners_in_a_class_who_open_one_link_without_a_seed_each_train_with_their_own_seed():
+    """Issue 49: two learners trained from ?train=max_steps:200 and got bit-identical runs."""
+    from app import board
+
+    code = board.classes().open().code
+    first, second = _class_link(code, "max_steps:200"), _class_link(code, "max_steps:200")
+    seeds = [at.number_input(key="train_seed").value for at in (first, second)]
+    assert seeds[0] != seeds[1]
+    for at, seed in zip((first, second), seeds):
+        assert at.number_input(key="max_steps").value == 200 and any("seed of your own" in i.value for i in at.info)
+        assert at.run().number_input(key="train_seed").value == seed  # drawn once, kept
+
+
+def test_a_class_link_that_names_a_seed_keeps_it_and_outside_a_class_the_seed_is_the_links():
+    from app import board
+
+    code = board.classes().open().code
+    assert [_class_link(code, "max_steps:200,train_seed:7").number_input(key="train_seed").value
+            for _learner in range(2)] == [7, 7]
+    alone = page(home(train="max_steps:200"), TRAIN.script)
+    assert alone.number_input(key="train_seed").value == PRESETS[minigpt.DEFAULT_PRESET].train.seed
+    assert not any("seed of your own" in i.value for i in alone.info)
+
+
+def test_the_forms_own_link_leaves_the_default_seed_out_so_a_class_gets_a_seed_each():
+    """The teacher shares the form's "link to these settings": with the preset's seed it names
+    none, so each learner in the class trains their own; a seed set by hand travels in it."""
+    at = page(home(), TRAIN.script)
+    link = next(c.value for c in at.code if "?train=" in c.value)
+    assert "train_seed" not in link and "max_steps:" in link
+    at.number_input(key="train_seed").set_value(7).run()
+    assert "train_seed:7" in next(c.value for c in at.code if "?train=" in c.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from helpers.browser import new_context
@@ -113,3 +114,39 @@ def test_every_figure_over_steps_draws_a_young_run_on_whole_steps_from_0(plot, n
 def test_every_figure_over_steps_ticks_a_grown_run_in_round_steps_from_0(plot, name):
     ticks = drawn_ticks(plot, over_steps(range(0, 61, 5))[name])
     assert ticks["x"][0] == 0 and round_step(ticks["x"]) and len(ticks["x"]) <= 10, ticks["x"]
+
+
+def drawn_y_titles(plot, figure) -> dict:
+    """The figure's y titles as drawn: those Plotly draws along an axis ("turned"), and the level ones
+    (annotations) with where they sit, in px from the figure's top, beside the plot area's top."""
+    return plot.evaluate(
+        "async (figure) => { const div = document.getElementById('figure'); Plotly.purge(div);"
+        " await Plotly.newPlot(div, figure.data, figure.layout);"
+        " const top = div.querySelector('.nsewdrag').getBoundingClientRect().top;"
+        " const svg = div.querySelector('.main-svg').getBoundingClientRect();"
+        " const level = [...div.querySelectorAll('.annotation')].map(a => { const box = a.getBoundingClientRect();"
+        "   return {text: a.textContent, top: box.top - svg.top, bottom: box.bottom - svg.top,"
+        "           transform: a.querySelector('text').getAttribute('transform') || ''} });"
+        " return {turned: [...div.querySelectorAll('.ytitle, .y2title')].map(t => t.textContent).filter(t => t),"
+        "         level, plot_top: top - svg.top} }",
+        json.loads(figure.to_json()))
+
+
+def test_a_chinese_y_title_is_drawn_level_above_the_plot_and_inside_the_figure(plot):
+    """The Model page drew 位置 turned 90° beside the position heatmap."""
+    from minigpt.viz import loss_figure, positions_figure
+
+    chinese = {"position": "位置", "cross-entropy loss (nats)": "交叉熵损失（奈特）", "learning rate": "学习率"}
+    tr = lambda message, **params: chinese.get(message, message).format(**params)  # noqa: E731
+    figures = [positions_figure(np.random.default_rng(0).normal(size=(8, 16)), tr=tr),
+               loss_figure(events(range(0, 61, 5), TrainConfig(warmup_steps=10)), tr=tr)]
+    for figure, titles in zip(figures, [{"位置"}, {"交叉熵损失（奈特）", "学习率"}]):
+        drawn = drawn_y_titles(plot, figure)
+        assert drawn["turned"] == [], drawn
+        level = [note for note in drawn["level"] if note["text"] in titles]
+        assert {note["text"] for note in level} == titles, drawn
+        for note in level:
+            assert "rotate" not in note["transform"], note
+            assert 0 <= note["top"] and note["bottom"] <= drawn["plot_top"] + 1, (note, drawn["plot_top"])
+    english = drawn_y_titles(plot, positions_figure(np.random.default_rng(0).normal(size=(8, 16))))
+    assert english["turned"] == ["position"]

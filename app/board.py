@@ -41,6 +41,7 @@ COOKIE_SENT_KEY = "board_cookie_sent"  # session_state: the class whose key this
 COOKIE_PREFIX = "minigpt_teacher_"    # + the class code: the browser's cookie holding its teacher's key
 COOKIE_SECONDS = 3 * 3600             # as long as an idle class lasts (Classes.idle_seconds)
 FORGET_KEY = "board_forget"           # session_state: a closed class whose cookie the next page run clears
+TAB_KEY = "board_tab"                 # session_state: the teacher's open tab (its label)
 MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
 REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 COLUMNS = {  # the table's own columns (the settings that differ are named as on Experiments)
@@ -188,14 +189,18 @@ def board_page(lead: Callable[[str, str], None], follow: Callable[[str], None]) 
                      "class, or in another one through the teacher's link copied there."))
         return
     remember_key(board.code, key)
-    board_tab, lesson_tab, controls_tab = st.tabs([_("Board"), _("Lead the lesson"), _("Teacher's controls")])
-    with board_tab:
-        live_board(board.code, key)
-        my_posts(board.code)
-    with lesson_tab:
-        lead(board.code, key)
-    with controls_tab:
-        teacher_panel(board.code, key)
+    board_tab, lesson_tab, controls_tab = st.tabs([_("Board"), _("Lead the lesson"), _("Teacher's controls")],
+                                                  key=TAB_KEY, on_change="rerun")  # only the open tab runs
+    if board_tab.open:
+        with board_tab:
+            live_board(board.code, key)
+            my_posts(board.code)
+    if lesson_tab.open:
+        with lesson_tab:
+            lead(board.code, key)
+    if controls_tab.open:
+        with controls_tab:
+            teacher_panel(board.code, key)
 
 
 def board_view(code: str) -> BoardView:

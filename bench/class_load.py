@@ -182,6 +182,11 @@ class Session:
                     key = widget_id.split("-", 2)[2]
                     self.widgets[key] = widget_id
                     self.disabled[key] = bool(getattr(body, "disabled", False))
+            elif kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
+                block = msg.delta.add_block  # a stateful block (tabs) is a widget too
+                widget_id = block.tab_container.id if block.WhichOneof("type") == "tab_container" else ""
+                if widget_id.startswith("$$ID-"):
+                    self.widgets[widget_id.split("-", 2)[2]] = widget_id
             elif kind == "new_session" and not msg.metadata.run.fragment_ids:
                 self.auto.clear()  # a full run: the frontend drops every timer, the run sets its own again
             elif kind == "auto_rerun":

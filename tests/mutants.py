@@ -31,6 +31,7 @@ SELECTION = ["-m", "not browser and not torchrun",
              "test_the_stress_and_mutant_scripts_name_files_that_exist_and_every_mutant_applies"]
 # app modules whose tests live with the page that shows them
 APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_links": "lesson_page",
+               "lesson_numbers": "lesson_page", "class_lesson": "class_lesson",
                "one_weight": "inside_page", "train_form": "train_page", "training": "train_page",
                "beliefs": "generate_page", "generation": "generate_page", "prompts": "generate_page",
                "heatmaps": "attention_page", "timelapse": "attention_page", "knockouts": "experiments_page",
@@ -184,6 +185,8 @@ MUTANTS = {
     "B12 GBK refused": ("minigpt/corpus.py", [(
         'text, encoding = _gbk_or_refuse(raw, source, err.start), "GBK"',
         'raise CorpusError(f"{source} is not valid UTF-8 (byte {err.start}).") from None')]),
+    "a UTF-8 byte-order mark kept as the corpus's first character (issue 49)": ("minigpt/corpus.py", [(
+        'text, encoding = raw.decode("utf-8-sig"), "UTF-8"', 'text, encoding = raw.decode("utf-8"), "UTF-8"')]),
     "B12 lr axis may go negative": ("minigpt/viz/training.py", [(
         '"range": [0, 1.05 * max_lr if max_lr > 0 else 1]', '"range": None')]),
     "step axes padded below step 0": ("minigpt/viz/_layout.py", [(
@@ -296,10 +299,31 @@ MUTANTS = {
     "the learning-rate chart one step late (lesson)": ("minigpt/train.py", [(
         "return [lr_at(step, cfg) for step in range(cfg.max_steps)]",
         "return [lr_at(max(step - 1, 0), cfg) for step in range(cfg.max_steps)]")]),
-    "any answer is right (lesson)": ("app/lesson.py", [(
+    "any answer is right (lesson)": ("app/class_lesson.py", [(
         "if options.index(answer) == step.answer:", "if answer in options:")]),
     "Next skips a step (lesson)": ("app/lesson_links.py", [(
-        "on_click=go, args=(n + 1,),", "on_click=go, args=(n + 2,),")]),
+        "on_click=go, args=(n + 1, on_move),", "on_click=go, args=(n + 2, on_move),")]),
+    # the class follows the teacher (issue 49)
+    "a follower stays on their own step (class lesson)": ("app/class_lesson.py", [(
+        "        if now.step != n and 1 <= now.step <= len(STEPS):", "        if False:")]),
+    "the answer shows before the reveal (class lesson)": ("app/class_lesson.py", [(
+        "    waiting = counted and now.step == n and not revealed", "    waiting = False")]),
+    "the counts name no option right (class lesson)": ("minigpt/serve/board.py", [(
+        "        return [chosen.count(option) for option in range(options)]",
+        "        return [len(chosen)] * options")]),
+    "the teacher's key kept in clear (board)": ("minigpt/serve/board.py", [(
+        "            self._classes[code] = ClassBoard(code, _salted(salt, key), salt, self._clock())",
+        "            self._classes[code] = ClassBoard(code, key.encode(), salt, self._clock())"), (
+        "        return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)",
+        "        return isinstance(key, str) and hmac.compare_digest(key.encode(), self.teacher_digest)")]),
+    "a refresh forgets the teacher (board)": ("app/board.py", [(
+        "        become_teacher(code, cookies().get(COOKIE_PREFIX + code))", "        pass")]),
+    "the learner's link carries the teacher's language (board)": ("app/board.py", [(
+        "    link = url.link(**{url.CLASS: board.code})", "    link = url.link(**{url.CLASS: board.code, url.LANG: language()})")]),
+    "identical runs not said to coincide (board)": ("minigpt/serve/board.py", [(
+        "    return len(both) >= 2 and all(ours[step] == theirs[step] for step in both)", "    return False")]),
+    "emoji joiners dropped (board)": ("minigpt/serve/board.py", [(
+        "        elif c in EMOJI_JOINERS and kept", "        elif c in () and kept")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("app/generation.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),
@@ -366,6 +390,8 @@ MUTANTS = {
         "self._records.popitem(last=False)", "self._records.popitem(last=True)")]),
     "comparison: best val loss is the last one": ("minigpt/lab/run_records.py", [(
         '"best_val": [min(r.val_loss) if r.val_loss', '"best_val": [r.val_loss[-1] if r.val_loss')]),
+    "comparison: the last train loss is the first one logged (issue 49)": ("minigpt/lab/run_records.py", [(
+        '"train_loss": [r.train_loss[-1] if r.train_loss', '"train_loss": [r.train_loss[0] if r.train_loss')]),
     # runs kept for comparison, on the pages
     "compare page: the newest kept run let go to make room": ("app/compare.py", [(
         "        del kept[0]\n", "        del kept[-1]\n")]),
@@ -435,8 +461,10 @@ MUTANTS = {
     # then checks the CRC ("Bad CRC-32"); the cap is a second wall, and no test can tell it is missing.
     "archive: one entry per file name not enforced": ("minigpt/archive.py", [(
         "    if duplicates:\n        raise", "    if False:\n        raise")]),
+    "archive: the total unpacked size capped 1000 times too high (issue 49)": ("minigpt/archive.py", [(
+        "MAX_TOTAL_UNCOMPRESSED = 128 * 2**20", "MAX_TOTAL_UNCOMPRESSED = 128 * 2**20 * 1000")]),
     # the lesson
-    "the lesson quotes the Tiny preset's warmup as its steps (lesson)": ("app/lesson.py", [(
+    "the lesson quotes the Tiny preset's warmup as its steps (lesson)": ("app/lesson_numbers.py", [(
         "tiny_steps=tiny.max_steps,", "tiny_steps=tiny.warmup_steps,")]),
     "the mask step counts the diagonal as above it (lesson)": ("app/lesson.py", [(
         "above = float(np.triu(attention[0, 0], k=1).sum())", "above = float(np.triu(attention[0, 0], k=0).sum())")]),
@@ -460,6 +488,15 @@ MUTANTS = {
     "a generation kept without its seed (shared)": ("app/shared_results.py", [(
         "max_new_tokens, temperature, top_k, top_p, seed)\n    steps = _generations().get(key)",
         "max_new_tokens, temperature, top_k, top_p)\n    steps = _generations().get(key)")]),
+    "a generation kept without its top-k (shared, issue 49)": ("app/shared_results.py", [(
+        "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
+        "tuple(prompt.ids), max_new_tokens, temperature, top_p, seed)")]),
+    "a generation kept without its top-p (shared, issue 49)": ("app/shared_results.py", [(
+        "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
+        "tuple(prompt.ids), max_new_tokens, temperature, top_k, seed)")]),
+    "a generation kept without its temperature (shared, issue 49)": ("app/shared_results.py", [(
+        "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
+        "tuple(prompt.ids), max_new_tokens, top_k, top_p, seed)")]),
     # the localisation
     "a nested error's own words left untranslated (L10n)": ("app/i18n.py", [(
         "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),

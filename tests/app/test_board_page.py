@@ -48,6 +48,14 @@ def on_board(at):
     return at
 
 
+def tab(at, label: str):
+    """The teacher opens one of the board's tabs (only the open one runs)."""
+    at.session_state[board.TAB_KEY] = label
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def legend(at) -> list[str]:
     spec = plotly_spec(at, 0)
     return [t["name"] for t in spec["data"] if t.get("showlegend") is not False]
@@ -86,21 +94,22 @@ def test_a_teacher_and_three_learners_post_withdraw_hide_rank_and_close():
     assert not {"board_hide", "board_close"} & {b.key for b in on_board(ada).button}
 
     # the teacher sets a challenge: at most 30 steps; cy's run was set to 40, so it is refused
+    tab(teacher, "Teacher's controls")
     teacher.number_input(key="challenge_steps").set_value(30)
     teacher.number_input(key="challenge_params").set_value(0)
     teacher.button(key="FormSubmitter:board_challenge-Set the challenge").click().run()
-    shown = "\n".join(m.value for m in teacher.markdown)
+    shown = "\n".join(m.value for m in tab(teacher, "Board").markdown)
     assert "**1.** ada:" in shown and "cy: set to train 40 steps, more than 30" in shown
 
     # hide cy's run: gone from every viewer's chart, still listed (as hidden) for the teacher
     cy_post = next(iter(cy.session_state[board.POSTS_KEY]))
-    teacher.selectbox(key="board_pick").set_value(cy_post).run()
+    tab(teacher, "Teacher's controls").selectbox(key="board_pick").set_value(cy_post).run()
     teacher.button(key="board_hide").click().run()
-    assert legend(on_board(ada)) == ["ada"] and legend(teacher) == ["ada"]
     assert teacher.button(key="board_hide").label == "Show again"
+    assert legend(on_board(ada)) == ["ada"] and legend(tab(teacher, "Board")) == ["ada"]
 
     # a page change keeps the class in the address; the teacher's controls survive it
-    teacher = on_board(page(teacher, EXPERIMENTS.script))
+    teacher = tab(on_board(page(teacher, EXPERIMENTS.script)), "Teacher's controls")
     assert teacher.query_params["class"] in (code, [code]) and teacher.button(key="board_close")
 
     teacher.button(key="board_close").click().run()
@@ -175,12 +184,15 @@ def test_the_teachers_page_draws_no_key_and_a_refresh_in_the_same_browser_keeps_
     assert "SameSite=Strict" in scripts[0] and f"max-age={board.COOKIE_SECONDS}" in scripts[0]
     teacher.run()
     assert not [e for e in teacher.get("html") if key in e.proto.body]  # written once: gone at the next redraw
+    for label in ("Board", "Lead the lesson", "Teacher's controls"):
+        assert not [t for t in every_text(tab(teacher, label)) if key in t], label
+        assert not [e for e in teacher.get("html") if key in e.proto.body], label
     assert any(e.proto.body.lstrip().startswith('<div class="teacher-link">') for e in teacher.get("html"))
 
     browser_cookies.update(written)
     refreshed = on_board(home(**{"class": code}))  # F5 at the projector: a new session, the same browser
     assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
-    assert refreshed.button(key="board_close")
+    assert tab(refreshed, "Teacher's controls").button(key="board_close")
     browser_cookies.clear()  # another browser, no cookie: the learners' view, said so
     elsewhere = on_board(home(**{"class": code}))
     assert board.TEACHER_KEY not in elsewhere.session_state and "board_close" not in {b.key for b in elsewhere.button}
@@ -194,7 +206,7 @@ def test_a_teachers_link_hands_the_controls_over_and_leaves_the_address_bar():
     key = teacher.session_state[board.TEACHER_KEY][1]  # what the copy button puts on the clipboard
     refreshed = on_board(home(**{"class": code, "teacher": key}))
     assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
-    assert refreshed.button(key="board_close")  # the controls are there
+    assert tab(refreshed, "Teacher's controls").button(key="board_close")  # the controls are there
     assert "teacher" not in refreshed.query_params  # and the key is gone from the address a projector shows
     assert refreshed.query_params["class"] in (code, [code])
 
@@ -219,10 +231,10 @@ def test_a_malformed_class_code_says_so_and_leaves_the_address(bad):
 
 def test_the_chinese_challenge_lists_its_parts_with_chinese_commas():
     teacher, code = teacher_class("zh")
-    teacher.selectbox(key="challenge_corpus").set_value("course-zh")
+    tab(teacher, "教师控制").selectbox(key="challenge_corpus").set_value("course-zh")
     teacher.button(key="FormSubmitter:board_challenge-设置挑战").click().run()
     learner_posts(code, "小明", lang="zh")  # the challenge line shows above the ranking, once a run is there
-    teacher = on_board(teacher)
+    teacher = tab(on_board(teacher), "看板")
     lines = [m.value for m in teacher.markdown if "course-zh" in m.value]
     assert lines and "，" in lines[0] and ", " not in lines[0], lines
 

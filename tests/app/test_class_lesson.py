@@ -23,6 +23,8 @@ pytestmark = pytest.mark.slow
 def teacher_leading():
     teacher = page(home("en"), BOARD.script)
     teacher.button(key="board_start").click().run()
+    teacher.session_state[board.TAB_KEY] = "Lead the lesson"
+    teacher.run()
     teacher.button(key="lead_start").click().run()
     assert not teacher.exception
     return teacher, teacher.session_state[board.CLASS_KEY]

@@ -18,7 +18,7 @@ import pytest
 
 from app import glossary, i18n
 from app.lesson_text import STEPS
-from helpers.browser import (CHART, LiveServer, drawn, form_settings, fresh, main_button, new_context,
+from helpers.browser import (CHART, VISIBLE_TEXT, LiveServer, drawn, form_settings, fresh, main_button, new_context,
                              screenshot_whole, settled, wait_for_settings, wait_rendered)
 from helpers.language import english_words
 from app.train_form import to_param
@@ -221,19 +221,6 @@ GLOSSED = {english.lower() for english, _meaning in glossary.TERMS}
 # DOM only at times, so reading it made this check depend on timing; the grids' headers are checked in
 # tests/cross/test_i18n.py), nor words drawn at font-size 0 (the uploader's English, painted over in the page's
 # language)
-VISIBLE_TEXT = """() => {
-  const walker = document.createTreeWalker(document.querySelector('[data-testid=stMain]'), NodeFilter.SHOW_TEXT);
-  const shown = [];
-  while (walker.nextNode()) {
-    const el = walker.currentNode.parentElement;
-    if (!el || el.closest('[data-testid=stIconMaterial], .katex, [data-testid=stCode], [data-testid=stDataFrame]')) continue;
-    const style = getComputedStyle(el);
-    if (style.fontSize === '0px' || style.display === 'none' || style.visibility === 'hidden') continue;
-    shown.push(walker.currentNode.textContent);
-  }
-  return shown.join('\\n');
-}"""
-
 ZH_PAGES = [("", "MiniGPT Lab"), ("/Train", "训练"), ("/Generate", "生成"), ("/Attention", "注意力"),
             ("/Scaling", "√d_k 缩放"), ("/Inside", "注意力内部"),
             ("/Model", "模型内部"), ("/Experiments", "实验"), ("/Glossary", "术语表"), ("/Lesson", "课程"),

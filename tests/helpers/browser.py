@@ -124,3 +124,18 @@ def screenshot_whole(page, path, viewport: dict) -> None:
     next_frame(page)
     page.screenshot(path=path, full_page=True)
     page.set_viewport_size(viewport)
+
+
+# The words the page shows to a reader, for the language checks (see tests/cross/test_browser.py)
+VISIBLE_TEXT = """() => {
+  const walker = document.createTreeWalker(document.querySelector('[data-testid=stMain]'), NodeFilter.SHOW_TEXT);
+  const shown = [];
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || el.closest('[data-testid=stIconMaterial], .katex, [data-testid=stCode], [data-testid=stDataFrame]')) continue;
+    const style = getComputedStyle(el);
+    if (style.fontSize === '0px' || style.display === 'none' || style.visibility === 'hidden') continue;
+    shown.push(walker.currentNode.textContent);
+  }
+  return shown.join('\\n');
+}"""

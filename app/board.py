@@ -193,6 +193,7 @@ def board_page(lead: Callable[[str, str], None], follow: Callable[[str], None]) 
                                                   key=TAB_KEY, on_change="rerun")  # only the open tab runs
     if board_tab.open:
         with board_tab:
+            follow(board.code)  # where the class is in the lesson, when the teacher leads it
             live_board(board.code, key)
             my_posts(board.code)
     if lesson_tab.open:

@@ -164,7 +164,11 @@ def test_the_class_follows_the_teacher_through_three_steps_answers_and_sees_the_
     phone = phone_context.new_page()
     phone.goto(f"{server.url}/Board?class={code}", wait_until="domcontentloaded")  # the class's link
     wait_rendered(phone, "班级看板")
-    phone.get_by_role("link", name=re.compile("全班正在课程的第 1 步")).click()
+    link = phone.get_by_role("link", name=re.compile("全班正在课程的第 1 步"))
+    link.wait_for()
+    words = english_words(phone.evaluate(VISIBLE_TEXT).replace(code, ""), GLOSSED)
+    assert not words, f"the Chinese learner's board shows English: {words}"
+    link.click()
     wait_rendered(phone, "课程")
     header_step(phone, 1)
     laptop.goto(f"{server.url}/Lesson?class={code}&lesson=9", wait_until="domcontentloaded")

@@ -252,7 +252,10 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     page.goto(f"{server.url}/?lang=zh", wait_until="domcontentloaded")
     wait_rendered(page, "MiniGPT Lab")
     button = page.get_by_test_id("stFileUploaderDropzone").first.locator("button p")
-    assert button.evaluate("p => getComputedStyle(p, '::after').content") == '"上传"' 
+    # the upload button reads 上传: Streamlit's own word rewritten in the page (app.chrome_text), to a screen
+    # reader too; until that script has run, the CSS paints it over (never English, not even at first)
+    page.wait_for_function("(p) => p.textContent === '上传' && getComputedStyle(p, '::after').content === 'none'",
+                           arg=button.element_handle())
     page.goto(f"{server.url}/Train?lang=zh", wait_until="domcontentloaded")
     wait_rendered(page, "训练")
     main_button(page, "开始").wait_for()  # a known Chinese label, drawn

@@ -177,6 +177,31 @@ def _logit_lens(identity: str, text: str, _loaded: LoadedModel) -> np.ndarray:
     return explain.logit_lens(_loaded.model, _loaded.tokenizer.encode(text))
 
 
+def positions(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray]:
+    """The position encodings the model was trained on, (block_size, d_model), and how alike each
+    pair is, (block_size, block_size)."""
+    return _positions(loaded.identity, loaded.block_size, loaded)
+
+
+@_shared
+def _positions(identity: str, block_size: int, _loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray]:
+    pe = _loaded.model.pos_encoding[:block_size].cpu().numpy()
+    return pe, explain.position_similarity(pe)
+
+
+def embedding_map(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The embedding table (V, d_model), its rows on their two principal axes (V, 2) and each
+    axis's share of the variance (2,)."""
+    return _embedding_map(loaded.identity, loaded)
+
+
+@_shared
+def _embedding_map(identity: str, _loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    table = _loaded.model.token_embed.weight.detach().cpu().numpy()
+    coords, share = explain.embedding_pca(table)  # an SVD: computed once per model, not per visit
+    return table, coords, share
+
+
 def measured(loaded: LoadedModel, knockout: Knockout, prompt: str, windows: Windows | None) -> Measured:
     """The model's (or its knocked-out copy's) loss on `windows` and its sample from `prompt`.
     The windows are the model's own validation windows: its identity fixes them."""

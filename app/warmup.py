@@ -28,9 +28,15 @@ _start = threading.Lock()
 _thread: threading.Thread | None = None
 
 
-def start() -> None:
-    """Begin loading the library on a background thread, once per process."""
+def start(after: float = 0.0) -> None:
+    """Begin loading the library on a background thread, once per process; `after` seconds from
+    now (a page whose browser is still drawing keeps the CPU meanwhile), or at once."""
     global _thread
+    if after > 0 and not ready():
+        later = threading.Timer(after, start)
+        later.daemon = True  # a server that stops meanwhile does not wait for it
+        later.start()
+        return
     with _start:
         if _thread is None:
             _thread = threading.Thread(target=_load, name="minigpt-warmup", daemon=True)

@@ -1,10 +1,11 @@
-"""The dashboard where the learner waits: widget changes, page navigation and the first load,
-in a real browser, timed inside the page until the last redraw (bench.inside_latency's clock:
-from the key press or click to the last DOM write of React and Plotly, once the script is idle
-and nothing has changed for 250 ms). Beside them, a bare two-line script's rerun served the
-same way, the floor of a round trip on this machine. Budgets: a widget < 0.5 s and within 3x the
-floor, a navigation < 1 s, the first Home load < 3 s after the server answers its health check
-(beside it, a bare script's first load: the part of it that is Streamlit's and the browser's).
+"""The dashboard where the learner waits: widget changes, the lesson's Next through every step,
+page navigation and the first load, in a real browser, timed inside the page until the last
+redraw (bench.inside_latency's clock: from the key press or click to the last DOM write of React
+and Plotly, once the script is idle and nothing has changed for 250 ms). Beside them, a bare
+two-line script's rerun served the same way, the floor of a round trip on this machine. Budgets:
+a widget (and the lesson's Next) < 0.5 s and within 3x the floor, a navigation < 1 s, the first
+Home load < 3 s after the server answers its health check (beside it, a bare script's first load:
+the part of it that is Streamlit's and the browser's).
 It prints medians and ratios and asserts nothing.
 
 `--training` starts a run of the default preset, made long enough (20,000 steps, no early stop)
@@ -35,18 +36,23 @@ from bench.common import print_header, print_table  # noqa: E402
 from bench.inside_latency import (ARM, BARE_SCRIPT, BUDGET_S, DONE, TIMEOUT_MS, Action, bare_rerun, floor_row,  # noqa: E402
                                   latency_row, measure_page, pick, radio_flip, settle, slider_step, timed)
 from bench.live_server import APP_DIR, CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer  # noqa: E402
+from app.lesson_text import STEPS  # noqa: E402
 
 NAVIGATION_S, FIRST_LOAD_S, FLOOR_RATIO = 1.0, 3.0, 3.0
 
 
-def first_home_load(browser, box: Box, lang: str, script: str = "streamlit_app.py", app_dir: Path = APP_DIR) -> float:
+def first_home_load(browser, box: Box, lang: str, script: str = "streamlit_app.py",
+                    app_dir: Path = APP_DIR) -> tuple[float, float]:
     """A fresh server (of the checkout `app_dir`): from its health check answering until Home (or
-    `script`) has drawn everything."""
+    `script`) has drawn everything; and the part of it after the page's websocket connected (the
+    script's run and the drawing; before it, the browser loads Streamlit's frontend, as for any
+    script, and its spread on a busy machine hides the app's own part)."""
     with LiveServer(box=box, script=script, app_dir=app_dir) as server:
         healthy = time.monotonic()
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{server.url}/?lang={lang}", wait_until="domcontentloaded")
         page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+        connected = time.monotonic()
         settle(page)
         page.evaluate(ARM)
         page.evaluate("() => { window.__lat.start = 0; window.__lat.last = performance.now(); }")
@@ -54,7 +60,8 @@ def first_home_load(browser, box: Box, lang: str, script: str = "streamlit_app.p
         quiet = page.evaluate("() => (performance.now() - window.__lat.last) / 1000")  # since the last redraw
         finished = time.monotonic() - quiet
         page.close()
-        return finished - healthy
+        server.wait_idle()  # torch's load and the fork server: a server stopped amid them slowed the next one's start
+        return finished - healthy, finished - connected
 
 
 def navigate(page, label: str) -> Action:
@@ -78,6 +85,25 @@ def type_text(page, label: str, texts: tuple[str, str]) -> Action:
 def checkbox_flip(page, label: str) -> Action:
     box = page.get_by_test_id("stMainBlockContainer").locator('[data-testid="stCheckbox"]', has_text=label)
     return Action(lambda: box.locator("label").first.click())
+
+
+LESSON_NEXT = "Lesson: Next step"
+
+
+def lesson_walk(page, url: str, repeats: int, steps: int = len(STEPS)) -> dict[str, list[float]]:
+    """The lesson from its first step to its last by the top bar's Next, `repeats` times (the
+    address brings it back to step 1, not timed): every press is one "Next step", and is kept
+    under its step too ("  Next to step N"), since each step draws a view of its own."""
+    times = {LESSON_NEXT: []} | {f"  Next to step {n}": [] for n in range(2, steps + 1)}
+    button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Next →").first
+    for _ in range(repeats):
+        page.goto(url + "&lesson=1", wait_until="domcontentloaded")
+        page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+        for n in range(2, steps + 1):
+            seconds = timed(page, Action(button.click))
+            times[LESSON_NEXT].append(seconds)
+            times[f"  Next to step {n}"].append(seconds)
+    return times
 
 
 def start_training(browser, url: str, steps: int = 20_000):
@@ -124,7 +150,7 @@ def main() -> int:
         bare = bare_rerun(browser, args.repeats, box)
         bare_script = Path(tempfile.mkdtemp(prefix="minigpt-bare-")) / "bare.py"
         bare_script.write_text(BARE_SCRIPT)
-        loads, bare_loads, before_loads = [], [], []
+        loads, bare_loads, before_loads = [], [], []  # (after the health check, after connecting) each
         for _ in range(args.loads):  # in turn: the app's first load, the bare script's (Streamlit's own part), before
             loads.append(first_home_load(browser, box, lang))
             bare_loads.append(first_home_load(browser, box, lang, script=str(bare_script)))
@@ -141,7 +167,7 @@ def main() -> int:
                     for name, values in new.items():
                         table.setdefault(name, []).extend(values)
         browser.close()
-    if args.before is not None and not args.first_load_only:
+    if args.before is not None:
         print_side_by_side(args.before, widgets | {f"navigation {k}": v for k, v in navigation.items()},
                            before_widgets | {f"navigation {k}": v for k, v in before_navigation.items()},
                            loads, before_loads)
@@ -151,11 +177,17 @@ def main() -> int:
              for name, values in widgets.items()]
     rows += [latency_row(f"navigation {name}", values, floor, lambda m: m < NAVIGATION_S)
              for name, values in navigation.items()]
-    rows.append(latency_row("first Home load after the health check", loads, floor, lambda m: m < FIRST_LOAD_S))
-    rows.append(latency_row("  the bare script's first load, the same way", bare_loads, floor, bool)[:-1] + ["–"])
+    rows.append(latency_row("first Home load after the health check", [t for t, _ in loads], floor,
+                            lambda m: m < FIRST_LOAD_S))
+    rows.append(latency_row("  of which after connecting", [c for _, c in loads], floor, bool)[:-1] + ["–"])
+    rows.append(latency_row("  the bare script's first load, the same way", [t for t, _ in bare_loads], floor,
+                            bool)[:-1] + ["–"])
+    rows.append(latency_row("    of which after connecting", [c for _, c in bare_loads], floor, bool)[:-1] + ["–"])
     if before_loads:
-        rows.append(latency_row(f"  the first Home load of {args.before}", before_loads, floor,
+        rows.append(latency_row(f"  the first Home load of {args.before}", [t for t, _ in before_loads], floor,
                                 lambda m: m < FIRST_LOAD_S))
+        rows.append(latency_row("    of which after connecting", [c for _, c in before_loads], floor,
+                                bool)[:-1] + ["–"])
     print(f"server cores: {args.cpus or 'all'}; a run training beside the learner: "
           f"{'yes (' + state + ' at the end)' if args.training else 'no'}; budgets: widget < {BUDGET_S} s and "
           f"<= {FLOOR_RATIO:g}x bare, navigation < {NAVIGATION_S:g} s, first load < {FIRST_LOAD_S:g} s")
@@ -164,14 +196,18 @@ def main() -> int:
 
 
 def print_side_by_side(before: Path, after: dict, earlier: dict, loads: list, before_loads: list) -> None:
-    """This checkout's median wait beside the other checkout's, measured in turn in this run."""
+    """This checkout's waits beside the other checkout's, measured in turn in this run."""
+    after = after | {"first Home load after the health check": [t for t, _ in loads],
+                     "  of which after connecting": [c for _, c in loads]}
+    earlier = earlier | {"first Home load after the health check": [t for t, _ in before_loads],
+                         "  of which after connecting": [c for _, c in before_loads]}
     rows = []
-    for name in after:
-        now, then = statistics.median(after[name]), statistics.median(earlier.get(name, [float("nan")]))
-        rows.append([name, f"{now:.3f}", f"{then:.3f}", f"{now / then:.2f}"])
-    now, then = statistics.median(loads), statistics.median(before_loads)
-    rows.append(["first Home load after the health check", f"{now:.3f}", f"{then:.3f}", f"{now / then:.2f}"])
-    print(f"side by side, medians in seconds: this checkout against {before}")
+    for name, values in after.items():
+        then = earlier.get(name) or [float("nan")]
+        rows.append([name, f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})",
+                     f"{statistics.median(then):.3f} ({min(then):.3f}-{max(then):.3f})",
+                     f"{statistics.median(values) / statistics.median(then):.2f}"])
+    print(f"side by side, median (min-max) seconds: this checkout against {before}")
     print_table(["interaction", "this checkout", "before", "this / before"], rows)
 
 
@@ -203,9 +239,11 @@ def interactions(browser, box: Box, lang: str, repeats: int, training: bool, app
             "Experiments: remove the positions (knock-out)": checkbox_flip(page, "Remove the positional encoding"),
             "Experiments: attention window one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),  # at its end
         }, repeats | 1)
+        widgets |= lesson_walk(page, url("Lesson"), repeats)
         page.goto(url(""), wait_until="domcontentloaded")
         page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
-        hops = ["Train", "Generate", "Attention", "√d_k scaling", "Inside attention", "Experiments", "Home"]
+        hops = ["Train", "Generate", "Attention", "√d_k scaling", "Inside attention", "Inside the model", "Experiments",
+                "Home"]
         navigation: dict[str, list[float]] = {f"to {hop}": [] for hop in hops}
         for _ in range(repeats):
             for hop in hops:

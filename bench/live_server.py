@@ -218,6 +218,28 @@ class LiveServer:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def tree_cpu_seconds(self) -> float:
+        """User + system CPU time of the server and of its descendants alive now."""
+        total = 0
+        for pid in (self.proc.pid, *self.descendants()):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile
+                continue
+            total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def wait_idle(self, quiet: float = 1.0, limit: float = 30.0) -> float:
+        """Until the server and its children have used less than 5% of a core for `quiet` seconds
+        (at most `limit`); returns the seconds waited."""
+        started = time.monotonic()
+        while time.monotonic() - started < limit:
+            before = self.tree_cpu_seconds()
+            time.sleep(quiet)
+            if self.tree_cpu_seconds() - before < 0.05 * quiet:
+                break
+        return time.monotonic() - started
+
     def thread_cpu_seconds(self, name: str) -> float:
         """User + system CPU time of the server's threads named `name` in the kernel (training threads
         are, minigpt.serve.runner.name_os_thread), those alive now."""

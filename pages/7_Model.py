@@ -2,11 +2,11 @@
 the prediction read out after every layer (the logit lens)."""
 import streamlit as st
 
-from app import charts, lens, navigation, prompts, site
+from app import charts, lens, navigation, prompts, shared_results, site
 from app.i18n import _
 from app.text import md, shown_char
 from minigpt import N_
-from minigpt.lab.explain import embedding_pca, nearest_rows, position_similarity
+from minigpt.lab.explain import nearest_rows
 from minigpt.viz import embeddings_figure, positions_figure, similarity_figure
 
 NEIGHBOURS = 5  # the nearest characters labelled beside the chosen one
@@ -19,12 +19,12 @@ loaded = navigation.open_model_page(site.MODEL, N_(
 config = loaded.model.config
 
 st.subheader(_("Positional encoding"))
-pe = loaded.model.pos_encoding[: loaded.block_size].cpu().numpy()
+pe, similarity = shared_results.positions(loaded)
 pe_col, sim_col = st.columns(2)
 with pe_col:
     st.plotly_chart(positions_figure(pe, tr=_), key="model_pe", config=charts.config())
 with sim_col:
-    st.plotly_chart(similarity_figure(position_similarity(pe), tr=_), key="model_pe_similarity",
+    st.plotly_chart(similarity_figure(similarity, tr=_), key="model_pe_similarity",
                     config=charts.config())
 st.caption(_("Left: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos(…), for the {block} positions "
              "the model was trained on. Right: how alike two positions' vectors are. Each entry depends only on the "
@@ -32,8 +32,7 @@ st.caption(_("Left: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1
              "far.", block=loaded.block_size))
 
 st.subheader(_("Embeddings and the tied head"))
-table = loaded.model.token_embed.weight.detach().cpu().numpy()
-coords, share = embedding_pca(table)
+table, coords, share = shared_results.embedding_map(loaded)
 chars = loaded.tokenizer.chars
 own = st.session_state.get(prompts.text_key(loaded), loaded.sample_text)  # the Text box below, shared with Attention
 in_text = list(dict.fromkeys(loaded.tokenizer.stoi[c] for c in own if c in loaded.tokenizer.stoi))  # in reading order

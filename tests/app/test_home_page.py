@@ -47,7 +47,7 @@ FIRST_VISIT = """
 import gc, json, sys
 from streamlit.testing.v1 import AppTest
 from app import warmup
-start, warmup.start = warmup.start, lambda: None  # torch still loading: hold the load back
+start, warmup.start = warmup.start, lambda after=0.0: None  # torch still loading: hold the load back
 if sys.argv[1] == "unknown":  # a CUDA build, or a Mac: only torch can say which devices there are
     warmup.devices_without_torch = lambda: None
 at = AppTest.from_file("streamlit_app.py", default_timeout=600).run()

@@ -15,13 +15,14 @@ from app import shared_results
 from app.generation import GENERATION_KEY, STREAM_DELAY_KEY
 from app.choices import MODEL_SOURCE, TRAINED
 from app.loaded_model import LoadedModel
-from app.site import ATTENTION, EXPERIMENTS, GENERATE
+from app.site import ATTENTION, EXPERIMENTS, GENERATE, MODEL
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_step
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from helpers.waiting import wait_until
 from minigpt import DEFAULT_CORPUS, MiniGPT, generate, load_corpus, load_pretrained, prepare_prompt
 from minigpt.corpus import DEMO_SENTENCE
+from minigpt.lab import explain
 
 
 def counted(monkeypatch, owner, name: str) -> list:
@@ -93,6 +94,22 @@ def test_two_learners_knocking_out_the_same_head_measure_it_once_and_another_hea
     for at, zeroed in ((sessions[0], (0, 1)), (sessions[1], (1, 3))):  # each its own copy's attention, by hand
         want = hand_forward(checkpoint.model, ids, zero_heads=[zeroed])["layers"]
         assert_means(heatmaps(at, last=len(want)), want)
+
+
+def test_learners_opening_inside_the_model_share_one_embedding_map_and_it_is_the_tables_own(monkeypatch):
+    svds = counted(monkeypatch, explain, "embedding_pca")  # an SVD that took 0.35 s on a busy 2-core server
+    sessions = [page(home(), MODEL.script) for _ in range(3)]
+    assert len(svds) == 1 and not any(at.exception for at in sessions)
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    coords, _share = explain.embedding_pca(checkpoint.model.token_embed.weight.detach().numpy())
+    pe = checkpoint.model.pos_encoding[: checkpoint.block_size].numpy()  # the positions it was trained on
+    for at in sessions:  # the positions, their similarity and every character's dot: the model's own numbers
+        positions, similarity = (plotly_array(plotly_spec(at, i)["data"][0]["z"]) for i in (0, 1))
+        dots = plotly_spec(at, 2)["data"][0]
+        np.testing.assert_allclose(positions, pe, atol=1e-6)
+        np.testing.assert_allclose(similarity, explain.position_similarity(pe), atol=1e-6)
+        np.testing.assert_allclose(np.stack([plotly_array(dots["x"]), plotly_array(dots["y"])], axis=1), coords,
+                                   atol=1e-6)
 
 
 @pytest.mark.trains

@@ -18,7 +18,7 @@ import pytest
 
 from app import glossary, i18n
 from app.lesson_text import STEPS
-from helpers.browser import (CHART, VISIBLE_TEXT, LiveServer, drawn, form_settings, fresh, main_button, new_context,
+from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, LiveServer, start_class, drawn, form_settings, fresh, main_button, new_context,
                              screenshot_whole, settled, wait_for_settings, wait_rendered)
 from helpers.language import english_words
 from app.train_form import to_param
@@ -563,7 +563,6 @@ def test_a_fresh_server_draws_home_before_torch_and_a_cold_link_opens_its_page(b
         page.context.close()
 
 
-PROJECTOR = {"width": 1920, "height": 1080}  # a classroom projector
 
 
 def legend_is(page, names: list[str]) -> None:
@@ -583,14 +582,7 @@ def test_a_class_board_in_chinese_on_a_projector_and_a_phone(browser, server, sh
     teacher's board draws both runs live, one colour and one legend entry each, in large type, in
     Chinese; one learner, back after a refresh, withdraws their run and the projector drops it; the
     board fits the phone. Screenshots zh_board_projector.png and zh_board_phone.png."""
-    teacher_context = new_context(browser, viewport=PROJECTOR, locale="zh-CN")
-    teacher = teacher_context.new_page()
-    teacher.goto(f"{server.url}/Board?lang=zh", wait_until="domcontentloaded")
-    wait_rendered(teacher, "班级看板")
-    main_button(teacher, "开始一个班级").click()
-    heading = teacher.get_by_role("heading", name=re.compile(r"^班级 [A-Z2-9]{4}$"))
-    heading.wait_for()
-    code = heading.inner_text().split()[-1]
+    teacher_context, teacher, code = start_class(browser, server, "zh")
     link = teacher.get_by_test_id("stCode").filter(has_text=f"class={code}").first.inner_text().strip()
     assert "teacher=" not in link and "teacher=" not in teacher.url  # the projected address carries no key
 

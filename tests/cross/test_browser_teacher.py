@@ -21,39 +21,18 @@ import pytest
 from app import board
 from app.lesson_text import STEPS
 from app.train_form import to_param
-from helpers.browser import (CHART, VISIBLE_TEXT, LiveServer, drawn, main_button, new_context, screenshot_whole,
-                             wait_rendered)
+from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, drawn, main_button, new_context, screenshot_whole,
+                             start_class, wait_rendered)
 from helpers.language import GLOSSED, english_words
 from minigpt import GPTConfig, TrainConfig
 
 pytestmark = pytest.mark.browser
-PROJECTOR = {"width": 1920, "height": 1080}
 PHONE = {"width": 390, "height": 844}
 TRAINING_MS = 180_000
 ALL_TEXT = """() => { const texts = [document.body.innerText];
   for (const el of document.querySelectorAll('input, textarea')) texts.push(el.value || '');
   for (const el of document.querySelectorAll('[title], [aria-label]')) texts.push(el.title + ' ' + el.getAttribute('aria-label'));
   return texts.join('\\n'); }"""  # everything the page draws or could show on hover
-
-
-@pytest.fixture(scope="module")
-def server(browser, shots):
-    with LiveServer({"OMP_NUM_THREADS": "1"}, log=shots / "streamlit.log") as live:
-        yield live
-        code, _seconds = live.stop()
-    assert code == 0, f"the server exited with {code}; see {shots / 'streamlit.log'}"
-
-
-def start_class(browser, server, **options):
-    context = new_context(browser, viewport=PROJECTOR, **options)
-    page = context.new_page()
-    page.goto(f"{server.url}/Board", wait_until="domcontentloaded")
-    wait_rendered(page, "Class board")
-    main_button(page, "Start a class").click()
-    heading = page.get_by_role("heading", name=re.compile(r"^Class [A-Z2-9]{4}$"))
-    heading.wait_for()
-    drawn(page)
-    return context, page, heading.inner_text().split()[-1]
 
 
 def cookie_key(context, code: str) -> str:

@@ -15,6 +15,7 @@ is a condition on the page, never a pause:
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,22 @@ VISIBLE_TEXT = """() => {
   }
   return shown.join('\\n');
 }"""
+
+
+PROJECTOR = {"width": 1920, "height": 1080}  # a classroom projector
+CLASS_WORDS = {"en": ("Class board", "Start a class", "Class"), "zh": ("班级看板", "开始一个班级", "班级")}
+
+
+def start_class(browser, server, lang: str = "en", **options):
+    """A teacher on a projector starts a class on the Class board (in `lang`, via ?lang= and the
+    browser's locale): their context, page and the class's code, once the board has drawn it."""
+    title, button, heading_word = CLASS_WORDS[lang]
+    context = new_context(browser, viewport=PROJECTOR, locale="zh-CN" if lang == "zh" else "en-US", **options)
+    page = context.new_page()
+    page.goto(f"{server.url}/Board?lang={lang}", wait_until="domcontentloaded")
+    wait_rendered(page, title)
+    main_button(page, button).click()
+    heading = page.get_by_role("heading", name=re.compile(rf"^{heading_word} [A-Z2-9]{{4}}$"))
+    heading.wait_for()
+    drawn(page)
+    return context, page, heading.inner_text().split()[-1]

@@ -2,13 +2,17 @@
 
 Home draws without torch, which a fresh server's first visitor would otherwise wait seconds for:
 it describes the shipped model from its config.json and lists the devices a CPU build of torch
-offers; torch loads once the browser has drawn Home (app.warmup), and the other pages wait for it."""
+offers; torch loads once the browser has drawn Home (app.state.warmup), and the other pages wait for it."""
 import streamlit as st
 
-from app import choices, corpora, loaded_model, navigation, runs, site, uploads, url, warmup
-from app.i18n import _, language, number
-from app.lesson_text import STEPS
 from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS
+
+from app import navigation
+from app.chrome import site, url
+from app.chrome.i18n import _, language, number
+from app.state import choices, corpora, loaded_model, runs, warmup
+from app.state.lesson_text import STEPS
+from app.views import uploads
 
 # the browser goes on drawing Home for about this long after the script ends; torch's import meanwhile
 # took the CPU it drew with, and the first load took 0.2-0.4 s longer (bench/RESULTS.md, issue 49)
@@ -86,4 +90,4 @@ for col, page in zip(st.columns(len(links)), links):
     col.page_link(page.script, label=f"**{_(page.label)}**", icon=page.icon, query_params={url.LANG: language()})
     col.caption(navigation.offer(page))
 
-warmup.start(after=HOME_DRAWN_S)  # once the browser has drawn the page, or at once when a page needs it (warmup.wait)
+warmup.start(after=HOME_DRAWN_S, then=runs.prepare_training)  # once the browser has drawn the page, or at once when a page needs it (warmup.wait)

@@ -4,43 +4,33 @@ lesson links, its introduction and, for the pages that need one, the loaded mode
 
 The app keeps Streamlit's plain `pages/` convention, without `st.navigation`: with a folder
 named pages/, a cold deep link would skip an `st.navigation` router. The pages themselves are
-defined in app.site.
+defined in app.chrome.site.
 """
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from minigpt import BUILTIN_CORPORA
 
-from . import chrome_text, lesson_links, line, loaded_model, url, warmup
-from .charts import SWIPE
-from .choices import SHIPPED, device_label, model_source, model_source_label
-from .corpora import current_corpus
-from .i18n import _, choose_language, language_switch, streamlit_chrome_css
-from .lesson_text import STEPS
-from .runs import NOTICE_KEY, read_run_from_url, session_run
-from .site import HOME, LESSON, PAGES, Page, page_of
-from .text import md
-from .uploads import uploaders_css
+from app.chrome import streamlit_words, url
+from app.chrome.charts import SWIPE
+from app.chrome.i18n import _, choose_language, language_switch, streamlit_chrome_css
+from app.chrome.site import HOME, LESSON, PAGES, Page, page_of
+from app.chrome.streamlit_words import uploaders_css
+from app.chrome.text import md
+from app.parts import lesson_links, line
+from app.state import classroom, kept_runs, loaded_model, warmup
+from app.state.choices import SHIPPED, device_label, model_source, model_source_label
+from app.state.corpora import current_corpus
+from app.state.lesson_text import STEPS
+from app.state.runs import NOTICE_KEY, prepare_training, read_run_from_url, session_run
 
 if TYPE_CHECKING:
-    from .loaded_model import LoadedModel
-
-_every_page: list[Callable[[], None]] = []  # what other modules asked to run on every page (on_every_page)
-
-
-def on_every_page(hook: Callable[[], None]) -> Callable[[], None]:
-    """Run `hook` on every page, after the address is read and before anything is drawn (the
-    comparison keeps its runs in the address this way). Usable as a decorator; registering
-    the same function twice runs it once."""
-    if hook not in _every_page:
-        _every_page.append(hook)
-    return hook
-
+    from app.state.loaded_model import LoadedModel
 
 def offer(page: Page) -> str:
     """What a page's link says it offers, in the page's language."""
@@ -89,9 +79,8 @@ def setup_page(script: str) -> None:
     st.set_page_config(page_title=f"{_(page.label)} · MiniGPT Lab", page_icon=page.icon, layout="wide")
     configure_process(wait=page != HOME)
     read_run_from_url()
-    from . import board, compare  # noqa: F401  (register their address hooks, whichever page opens first)
-    for hook in _every_page:
-        hook()
+    classroom.read_and_sync_url()  # the class and the kept runs travel in the address, from any page
+    kept_runs.read_and_sync_url()
     entry, owner = session_run()  # first, so that a vanished run's notice shows now
     notice = st.session_state.pop(NOTICE_KEY, None)
     if notice:
@@ -117,13 +106,13 @@ def setup_page(script: str) -> None:
         if entry is not None:
             st.caption(_("**Run** `{run}` (yours)", run=entry.run_id) if owner
                        else _("**Run** `{run}` (watching)", run=entry.run_id))
-        chrome_text.translate_streamlit_words()
+        streamlit_words.translate_streamlit_words()
     line.sidebar_note()
 
 
 def configure_process(wait: bool = True) -> None:
     """At every page: torch and the model code load once per process on a thread of their own
-    (app.warmup, which also sets torch to one thread); every page but Home waits for them (Home
+    (app.state.warmup, which also sets torch to one thread); every page but Home waits for them (Home
     starts the load once it is drawn). Before
     that, once, gc.freeze() takes what Streamlit and plotly made at import out of the garbage
     collector's walk (the warmup freezes torch's once loaded; see its _configure)."""
@@ -132,4 +121,4 @@ def configure_process(wait: bool = True) -> None:
         gc.freeze()
         _process_configured = True
     if wait:
-        warmup.wait()
+        warmup.wait(then=prepare_training)

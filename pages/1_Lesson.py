@@ -1,8 +1,13 @@
 """Lesson: a guided path through the loaded model, one step at a time (?lesson=N)."""
 import streamlit as st
 
-from app import class_lesson, lesson, lesson_links, loaded_model, navigation, site
 from minigpt import N_
+
+from app import navigation
+from app.chrome import site
+from app.parts import class_lesson, lesson_links
+from app.state import loaded_model
+from app.views import lesson
 
 navigation.open_page(site.LESSON, N_(
     "From what a language model predicts to training and sampling one of your own, on the loaded model and your own "

@@ -1,6 +1,11 @@
 """Train: presets and hyperparameters, Start/Pause/Resume/Stop, and a live view of the run's background thread."""
-from app import corpora, navigation, runs, site, train_form, training
 from minigpt import N_
+
+from app import navigation
+from app.chrome import site
+from app.parts import train_form
+from app.state import corpora, runs, train_settings
+from app.views import training
 
 navigation.open_page(site.TRAIN, N_(
     "Train your own MiniGPT on the chosen corpus. Training runs in a background thread on the server, so it goes "
@@ -11,9 +16,9 @@ navigation.open_page(site.TRAIN, N_(
 
 corpus = corpora.current_corpus()
 entry, owner = runs.session_run()
-train_form.ensure_filled(runs.run_settings(entry) if entry is not None else None)
+train_settings.ensure_filled(runs.run_settings(entry) if entry is not None else None)
 in_range = train_form.form(expanded=entry is None)
-model_cfg, train_cfg = train_form.configs()
+model_cfg, train_cfg = train_settings.configs()
 train_form.share_link(model_cfg, train_cfg)
 
 settings_ok = training.new_run_line(corpus, model_cfg, train_cfg, in_range)

@@ -1,8 +1,12 @@
 """Generate: sample text from the loaded model, streamed, with each step's probabilities."""
 import streamlit as st
 
-from app import beliefs, generation, navigation, site
 from minigpt import N_
+
+from app import navigation
+from app.chrome import site
+from app.parts import beliefs
+from app.views import generation
 
 loaded = navigation.open_model_page(site.GENERATE, N_(
     "The model writes one character at a time: it turns the text so far into a probability for every character "

@@ -3,12 +3,17 @@ import math
 
 import streamlit as st
 
-from app import heatmaps, navigation, prompts, runs, shared_results, site, timelapse
-from app.i18n import _
 from minigpt import N_
 from minigpt.lab.diagnosis import top_key_changes
 from minigpt.lab.run_records import attention_npz
 from minigpt.viz import attention_panels
+
+from app import navigation
+from app.chrome import site
+from app.chrome.i18n import _
+from app.parts import heatmaps, prompts
+from app.state import runs, shared_results
+from app.views import timelapse
 
 loaded = navigation.open_model_page(site.ATTENTION, N_(
     "Each heatmap row is a character of your text asking *where should I look?* (the query); each column is an "

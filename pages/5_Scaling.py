@@ -1,6 +1,9 @@
 """√d_k scaling: the demo's experiment on random queries and keys, with and without 1/√d_k."""
-from app import navigation, scaling_view, site
 from minigpt import N_
+
+from app import navigation
+from app.chrome import site
+from app.views import scaling_view
 
 navigation.open_page(site.SCALING, N_(
     "Scaled dot-product attention computes softmax(QKᵀ / √d_k). This experiment draws random queries and keys, as "

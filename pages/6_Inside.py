@@ -1,11 +1,15 @@
 """Inside attention: how one attention weight is made, step by step, and what each head does."""
 import streamlit as st
 
-from app import charts, heatmaps, navigation, one_weight, prompts, shared_results, site
-from app.i18n import _
 from minigpt import N_
 from minigpt.lab.explain import PATTERNS, head_table
 from minigpt.viz import attention_heatmap
+
+from app import navigation
+from app.chrome import charts, site
+from app.chrome.i18n import _
+from app.parts import heatmaps, one_weight, prompts
+from app.state import shared_results
 
 loaded = navigation.open_model_page(site.INSIDE, N_(
     "The heatmaps show the result of attention; this page shows how it comes about, with your model's own numbers. "

@@ -2,12 +2,16 @@
 the prediction read out after every layer (the logit lens)."""
 import streamlit as st
 
-from app import charts, lens, navigation, prompts, shared_results, site
-from app.i18n import _
-from app.text import md, shown_char
 from minigpt import N_
 from minigpt.lab.explain import nearest_rows
 from minigpt.viz import embeddings_figure, positions_figure, similarity_figure
+
+from app import navigation
+from app.chrome import charts, site
+from app.chrome.i18n import _
+from app.chrome.text import md, shown_char
+from app.parts import lens, prompts
+from app.state import shared_results
 
 NEIGHBOURS = 5  # the nearest characters labelled beside the chosen one
 

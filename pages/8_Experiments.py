@@ -1,7 +1,12 @@
 """Experiments: take a part of the loaded model out, and measure what it did; race a scaled model
 against an unscaled one; compare runs."""
-from app import board, compare, knockouts, loaded_model, navigation, runs, scaling_race, site
 from minigpt import N_
+
+from app import navigation
+from app.chrome import site
+from app.parts import compare, post
+from app.state import loaded_model, runs
+from app.views import knockouts, scaling_race
 
 loaded = navigation.open_model_page(site.EXPERIMENTS, N_(
     "What does a part of the model do? Take it out and look. A knock-out works on a copy: the model the other "
@@ -13,4 +18,4 @@ knockouts.knockout_section(loaded, windows)
 knockouts.importance_section(loaded, windows)
 scaling_race.race_section()
 compare.compare_section()
-board.post_button(*runs.session_run())
+post.post_button(*runs.session_run())

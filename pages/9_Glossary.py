@@ -1,10 +1,13 @@
 """Glossary: the course's terms in every language of the app, searchable either way."""
 import streamlit as st
 
-from app import charts, glossary, navigation, site
-from app.i18n import _
-from app.text import md
 from minigpt import N_
+
+from app import navigation
+from app.chrome import charts, site
+from app.chrome.i18n import _
+from app.chrome.text import md
+from app.views import glossary
 
 navigation.open_page(site.GLOSSARY, N_(
     "The terms the pages use, with the words of the course. Search in either language; click a column's header to "

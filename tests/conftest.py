@@ -21,7 +21,7 @@ import torch
 from helpers.browser import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from minigpt.serve.runner import stop_all_runs
 
-# A learner's run trains at the server's priority here (app/runs.py's setting, which the servers the
+# A learner's run trains at the server's priority here (app/state/runs.py's setting, which the servers the
 # browser tests start inherit). Unset, a run's child trains at niceness 19: beside two CPU-bound
 # processes at the normal priority such a child was measured at 1.5 steps/s against 191 alone, so a
 # test waiting for its run would give up on a busy machine. tests/app/test_runs.py checks the

@@ -80,11 +80,11 @@ MUTANTS = {
     "a page's val loss on the training split": ("minigpt/train.py", [(
         "    _, val = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)\n    return eval_windows(val,",
         "    val, _ = split_tokens(ids, cfg.val_fraction, cfg.block_size, period)\n    return eval_windows(val,")]),
-    "a page's windows ignore a task's lines": ("app/loaded_model.py", [(
+    "a page's windows ignore a task's lines": ("app/state/loaded_model.py", [(
         "task.line_length if task is not None else 1)", "1)")]),
     "a page's windows on another seed than training's": ("minigpt/train.py", [(
         "cfg.eval_iters, cfg.seed + VAL_EVAL_SEED, period)", "cfg.eval_iters, cfg.seed, period)")]),
-    "generate: the attention row over the last block_size, not what was read": ("app/beliefs.py", [(
+    "generate: the attention row over the last block_size, not what was read": ("app/parts/beliefs.py", [(
         "window = context[-step.context:]", "window = context[-loaded.block_size:]")]),
     "a step's context counted before the cache refills": ("minigpt/sample.py", [(
         "read = state.cache.length if use_cache else", "read = min(len(state.ids), block_size) if use_cache else")]),
@@ -156,7 +156,7 @@ MUTANTS = {
         '"y": table[f"{metric}_scaled"].to_numpy(), "name": _("no scaling")')]),
     "layer view shows the max over heads": ("minigpt/viz/attention.py", [(
         "attention[l].mean(axis=0)", "attention[l].max(axis=0)")]),
-    "Generate page ignores the temperature": ("app/generation.py", [(
+    "Generate page ignores the temperature": ("app/views/generation.py", [(
         "shared_results.written(loaded, prepared, s.max_new, s.temperature,",
         "shared_results.written(loaded, prepared, s.max_new, 0.8,")]),
     "loader skips the sha256 check": ("minigpt/checkpoint.py", [(
@@ -166,21 +166,21 @@ MUTANTS = {
     # a learner's first hour
     "default corpus is the demo's paragraph": ("minigpt/corpus.py", [(
         'DEFAULT_CORPUS = "course-zh"', 'DEFAULT_CORPUS = "demo-zh"')]),
-    "B1 default prompt ends in a space": ("app/loaded_model.py", [(
+    "B1 default prompt ends in a space": ("app/state/loaded_model.py", [(
         'words[0][:8] + (" " if " " in model.tokenizer.stoi else "")', 'words[0][:8] + " "')]),
-    "B2 uploaded model takes texts from the current corpus": ("app/loaded_model.py", [
+    "B2 uploaded model takes texts from the current corpus": ("app/state/loaded_model.py", [
         ('probe = checkpoint.meta.get("probe_text")', "probe = None"),
         ('if corpus in BUILTIN_CORPORA else ""', "if corpus in BUILTIN_CORPORA else current_corpus().text")]),
-    "B5 form not filled from the reattached run": ("app/train_form.py", [(
+    "B5 form not filled from the reattached run": ("app/parts/train_form.py", [(
         "fill(*(run_configs or (", "fill(*(None or (")]),
     "B7 top-key changes miscounted": ("minigpt/lab/diagnosis.py", [(
         "changed = scaled.argmax(axis=-1) != unscaled.argmax(axis=-1)",
         "changed = scaled.argmax(axis=-1) != scaled.argmax(axis=-1)")]),
-    "B9 old answer kept on a new request": ("app/generation.py", [(
+    "B9 old answer kept on a new request": ("app/views/generation.py", [(
         "    st.session_state.pop(GENERATION_KEY, None)\n", "")]),
     "B10 no successor for a replaced run": ("minigpt/serve/registry.py", [(
         "_remember(self._successors, entry.run_id, successor.run_id)", "pass")]),
-    "B11 top-k above the vocabulary not said": ("app/generation.py", [(
+    "B11 top-k above the vocabulary not said": ("app/views/generation.py", [(
         "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
     "B12 GBK refused": ("minigpt/corpus.py", [(
         'text, encoding = _gbk_or_refuse(raw, source, err.start), "GBK"',
@@ -193,7 +193,7 @@ MUTANTS = {
         'axis = {**axis_title(text), "rangemode": "nonnegative"}', 'axis = axis_title(text)')]),
     "a young run's steps ticked in fractions past its first step": ("minigpt/viz/_layout.py", [(
         "if max(steps, default=0) < WHOLE_STEPS:", "if max(steps, default=0) < 1:")]),
-    "Start refused with every slot taken (issue 48)": ("app/training.py", [(
+    "Start refused with every slot taken (issue 48)": ("app/views/training.py", [(
         'key="start", type="primary", disabled=not settings_ok,',
         'key="start", type="primary", disabled=not settings_ok or line_ahead,')]),
     "early stopping never stops": ("minigpt/train.py", [(
@@ -232,28 +232,28 @@ MUTANTS = {
     "a run closed mid-step is not closed (runner)": ("minigpt/serve/runner.py", [(
         "            if self.is_alive():\n                self._release_on_exit = True\n                return\n",
         "            if self.is_alive():\n                self._state = \"stopped\"\n                return\n")]),
-    "removed upload stays the corpus": ("app/uploads.py", [(
+    "removed upload stays the corpus": ("app/views/uploads.py", [(
         "        forget_uploaded_corpus()\n", "        pass\n")]),
     "B8 key labels on their side": ("minigpt/viz/attention.py", [(
         '"ticktext": ticks, "tickangle": 0,', '"ticktext": ticks, "tickangle": 90,')]),
     "B8 long texts not paged": ("minigpt/viz/attention.py", [(
         "POSITIONS_PER_HEATMAP = 24  #", "POSITIONS_PER_HEATMAP = 1000  #")]),
-    "1 layers": ("app/loaded_model.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
+    "1 layers": ("app/state/loaded_model.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
                                     'layers=_("{n} layers", n=c.num_layers)')]),
-    "scaling caption claims the demo's numbers at any settings": ("app/scaling_view.py", [(
+    "scaling caption claims the demo's numbers at any settings": ("app/views/scaling_view.py", [(
         "if demo_settings:", "if True:")]),
-    "a kept knock-out's numbers shown for another knock-out": ("app/shared_results.py", [(
+    "a kept knock-out's numbers shown for another knock-out": ("app/state/shared_results.py", [(
         "return _measured(loaded.identity, _knockout_key(knockout), prompt,",
         "return _measured(loaded.identity, knockout.empty, prompt,")]),
-    "two uploads of the same name and step taken for one model": ("app/shared_results.py", [(
+    "two uploads of the same name and step taken for one model": ("app/state/shared_results.py", [(
         "return _measured(loaded.identity, _knockout_key(knockout), prompt,",
         "return _measured((loaded.vocab_id, loaded.detail, loaded.steps), _knockout_key(knockout), prompt,")]),
     "the score-std chart left outside the scaling fragment, on the first settings": ("pages/5_Scaling.py", [(
         "\nscaling_view.experiment()\n",
-        "\nscaling_view.experiment()\nimport streamlit as st\nfrom app.i18n import _\nfrom minigpt.viz import "
+        "\nscaling_view.experiment()\nimport streamlit as st\nfrom app.chrome.i18n import _\nfrom minigpt.viz import "
         "score_std_figure\nst.plotly_chart(score_std_figure(scaling_view.scaling_table(scaling_view.DEMO_D_KS, "
         "scaling_view.DEMO_SEQ_LEN, scaling_view.DEMO_SEED, 1), tr=_), key='score_std_chart')\n")]),
-    "the score-std chart left outside the scaling fragment (view)": ("app/scaling_view.py", [(
+    "the score-std chart left outside the scaling fragment (view)": ("app/views/scaling_view.py", [(
         '        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())\n',
         "        pass\n")]),
     # looking inside: each of these shows a learner a wrong number
@@ -279,7 +279,7 @@ MUTANTS = {
         "rows = mask.any(axis=1)\n", "rows = np.ones(T, dtype=bool)\n")]),
     "loss floor forgets the next line's first letter (task)": ("minigpt/lab/tasks.py", [(
         "if j % self.line_length < self.length)", "if 0 < j % self.line_length < self.length)")]),
-    "time-lapse outlines nothing (task)": ("app/timelapse.py", [(
+    "time-lapse outlines nothing (task)": ("app/views/timelapse.py", [(
         'key="timelapse", expected=probe_line.mask if probe_line else None)', 'key="timelapse")')]),
     # knock-outs: each of these reports what a different part did
     "a zeroed head zeroes W_O's rows, not its columns (knock-out)": ("minigpt/lab/knockout.py", [(
@@ -299,14 +299,14 @@ MUTANTS = {
     "the learning-rate chart one step late (lesson)": ("minigpt/train.py", [(
         "return [lr_at(step, cfg) for step in range(cfg.max_steps)]",
         "return [lr_at(max(step - 1, 0), cfg) for step in range(cfg.max_steps)]")]),
-    "any answer is right (lesson)": ("app/class_lesson.py", [(
+    "any answer is right (lesson)": ("app/parts/class_lesson.py", [(
         "if options.index(answer) == step.answer:", "if answer in options:")]),
-    "Next skips a step (lesson)": ("app/lesson_links.py", [(
+    "Next skips a step (lesson)": ("app/parts/lesson_links.py", [(
         "on_click=go, args=(n + 1, on_move),", "on_click=go, args=(n + 2, on_move),")]),
     # the class follows the teacher (issue 49)
-    "a follower stays on their own step (class lesson)": ("app/class_lesson.py", [(
+    "a follower stays on their own step (class lesson)": ("app/parts/class_lesson.py", [(
         "        if now.step != n and 1 <= now.step <= len(STEPS):", "        if False:")]),
-    "the answer shows before the reveal (class lesson)": ("app/class_lesson.py", [(
+    "the answer shows before the reveal (class lesson)": ("app/parts/class_lesson.py", [(
         "    waiting = counted and now.step == n and not revealed", "    waiting = False")]),
     "the counts name no option right (class lesson)": ("minigpt/serve/board.py", [(
         "        return [chosen.count(option) for option in range(options)]",
@@ -316,32 +316,32 @@ MUTANTS = {
         "            self._classes[code] = ClassBoard(code, key.encode(), salt, self._clock())"), (
         "        return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)",
         "        return isinstance(key, str) and hmac.compare_digest(key.encode(), self.teacher_digest)")]),
-    "a refresh forgets the teacher (board)": ("app/board.py", [(
+    "a refresh forgets the teacher (board)": ("app/views/board.py", [(
         "        become_teacher(code, cookies().get(COOKIE_PREFIX + code))", "        pass")]),
-    "the learner's link carries the teacher's language (board)": ("app/board.py", [(
+    "the learner's link carries the teacher's language (board)": ("app/views/board.py", [(
         "    link = url.link(**{url.CLASS: board.code})", "    link = url.link(**{url.CLASS: board.code, url.LANG: language()})")]),
     "identical runs not said to coincide (board)": ("minigpt/serve/board.py", [(
         "    return len(both) >= 2 and all(ours[step] == theirs[step] for step in both)", "    return False")]),
     "emoji joiners dropped (board)": ("minigpt/serve/board.py", [(
         "        elif c in EMOJI_JOINERS and kept", "        elif c in () and kept")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
-    "a note shown without the catalogs (L10n)": ("app/generation.py", [(
+    "a note shown without the catalogs (L10n)": ("app/views/generation.py", [(
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),
     "sidebar links untranslated (L10n)": ("app/navigation.py", [(
         "st.page_link(linked.script, label=_(linked.label)", "st.page_link(linked.script, label=linked.label")]),
-    "upload refusal in English (L10n)": ("app/uploads.py", [(
+    "upload refusal in English (L10n)": ("app/views/uploads.py", [(
         "    message = error_text(err)\n", "    message = str(err)\n")]),
-    "figure axes untranslated (L10n)": ("app/training.py", [(
+    "figure axes untranslated (L10n)": ("app/views/training.py", [(
         "overfit=over, floor=floor, tr=_)", "overfit=over, floor=floor)")]),
-    "numbers ignore the language (L10n)": ("app/i18n.py", [(
+    "numbers ignore the language (L10n)": ("app/chrome/i18n.py", [(
         'return text.translate(str.maketrans({".": decimal, ",": group}))', "return text")]),
-    "?lang= ignored (L10n)": ("app/i18n.py", [(
+    "?lang= ignored (L10n)": ("app/chrome/i18n.py", [(
         "from_code(st.query_params.get(url.LANG)) or ", "")]),
-    "switch forgets the language across pages (L10n)": ("app/i18n.py", [(
+    "switch forgets the language across pages (L10n)": ("app/chrome/i18n.py", [(
         "    st.session_state[LANG_KEY] = st.session_state[LANG_WIDGET_KEY]\n", "")]),
     "look-alike punctuation dropped, not swapped (L10n)": ("minigpt/tokenizer.py", [(
         "            elif twin in self.stoi:\n                kept.append(twin)\n", "")]),
-    "unknown characters not marked in place (L10n)": ("app/prompts.py", [(
+    "unknown characters not marked in place (L10n)": ("app/parts/prompts.py", [(
         "    box.markdown(highlighted(text, set(unknown)))\n", "")]),
     # the issue-24 audit's survivors: each now has a test against an independent reference
     "watchers keep an abandoned run alive (registry)": ("minigpt/serve/registry.py", [(
@@ -353,7 +353,7 @@ MUTANTS = {
         "        _fsync_dir(staging)\n        os.replace(staging, target)", "        os.replace(staging, target)")]),
     "a zip's total unpacked size unchecked (archive)": ("minigpt/archive.py", [(
         "    if total > MAX_TOTAL_UNCOMPRESSED:", "    if False:")]),
-    "the mask step's row sums taken down the columns (lesson)": ("app/lesson.py", [(
+    "the mask step's row sums taken down the columns (lesson)": ("app/views/lesson.py", [(
         "sums = attention[0, 0].sum(axis=-1)", "sums = attention[0, 0].sum(axis=0)")]),
     "the one-weight view scales an unscaled model's row (inside)": ("minigpt/lab/explain.py", [(
         "divisor = 1.0 / model.attention_scale(scale_attention)",
@@ -370,15 +370,15 @@ MUTANTS = {
         "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).sum(-1).mean().item())",
         "entropy.append(-(w * torch.log(w.clamp_min(1e-30))).mean(-1).mean().item())")]),
     # the √d_k race, on the Experiments page
-    "race page: the verdict names the layer where scaling mattered least": ("app/scaling_race.py", [(
+    "race page: the verdict names the layer where scaling mattered least": ("app/views/scaling_race.py", [(
         "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmax())",
         "layer = int((scaled.jacobian / unscaled.jacobian.clip(min=1e-12)).argmin())")]),
-    "race page: two heads, so d_k is half the label's": ("app/scaling_race.py", [(
+    "race page: two heads, so d_k is half the label's": ("app/views/scaling_race.py", [(
         "race_configs(tokenizer.vocab_size, d_k, layers, steps, lr, device=",
         "race_configs(tokenizer.vocab_size, d_k // 2, layers, steps, lr, heads=2, device=")]),
-    "race page: races without waiting for its turn in the line": ("app/scaling_race.py", [(
+    "race page: races without waiting for its turn in the line": ("app/views/scaling_race.py", [(
         "if ticket is not None and race_turn(ticket):", "if ticket is not None:")]),
-    "race page: the verdict's ratio upside down": ("app/scaling_race.py", [(
+    "race page: the verdict's ratio upside down": ("app/views/scaling_race.py", [(
         "ratio = float(scaled.jacobian[layer] / max(unscaled.jacobian[layer], 1e-12))",
         "ratio = float(unscaled.jacobian[layer] / max(scaled.jacobian[layer], 1e-12))")]),
     # runs kept for comparison, in the library
@@ -393,16 +393,16 @@ MUTANTS = {
     "comparison: the last train loss is the first one logged (issue 49)": ("minigpt/lab/run_records.py", [(
         '"train_loss": [r.train_loss[-1] if r.train_loss', '"train_loss": [r.train_loss[0] if r.train_loss')]),
     # runs kept for comparison, on the pages
-    "compare page: the newest kept run let go to make room": ("app/compare.py", [(
+    "compare page: the newest kept run let go to make room": ("app/parts/compare.py", [(
         "        del kept[0]\n", "        del kept[-1]\n")]),
-    "compare page: a run that never stepped is kept when replaced": ("app/compare.py", [(
+    "compare page: a run that never stepped is kept when replaced": ("app/parts/compare.py", [(
         "if step > 0 and (entry.run_id, step)", "if step >= 0 and (entry.run_id, step)")]),
-    "compare page: Keep keeps a run that has not trained a step": ("app/compare.py", [(
+    "compare page: Keep keeps a run that has not trained a step": ("app/parts/compare.py", [(
         "        if entry.run.snapshot().step == 0:", "        if entry.run.snapshot().step < 0:")]),
-    "compare page: a third run of one name collides": ("app/compare.py", [(
+    "compare page: a third run of one name collides": ("app/parts/compare.py", [(
         '    while f"{name} ({n})" in taken:\n        n += 1\n    return f"{name} ({n})" if name else next_name()',
         '    return f"{name} ({n})" if name else next_name()')]),
-    "compare page: a link's missing runs not said": ("app/compare.py", [(
+    "compare page: a link's missing runs not said": ("app/parts/compare.py", [(
         "        if len(found) < len(linked):", "        if False:")]),
     # the run registry
     "registry: the cap lets one run too many train": ("minigpt/serve/registry.py", [(
@@ -441,12 +441,12 @@ MUTANTS = {
         "min(cpus, quota) if quota is not None else cpus", "max(cpus, quota) if quota is not None else cpus")]),
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
         "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
-    "a learner's run built without the priority the server is told (runs)": ("app/runs.py", [(
+    "a learner's run built without the priority the server is told (runs)": ("app/state/runs.py", [(
         "run_id=run_id, nice=train_nice(DEFAULT_THREAD_NICE))",
         "run_id=run_id)")]),
-    "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/runs.py", [(
+    "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/state/runs.py", [(
         "sample_chars, nice=train_nice(CHILD_NICE), threads=threads))", "sample_chars, threads=threads))")]),
-    "a learner's child trains at the server's priority when nothing is said (runs)": ("app/runs.py", [(
+    "a learner's child trains at the server's priority when nothing is said (runs)": ("app/state/runs.py", [(
         "sample_chars, nice=train_nice(CHILD_NICE), threads=threads))",
         "sample_chars, nice=train_nice(DEFAULT_THREAD_NICE), threads=threads))")]),
     "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/registry.py", [(
@@ -464,41 +464,41 @@ MUTANTS = {
     "archive: the total unpacked size capped 1000 times too high (issue 49)": ("minigpt/archive.py", [(
         "MAX_TOTAL_UNCOMPRESSED = 128 * 2**20", "MAX_TOTAL_UNCOMPRESSED = 128 * 2**20 * 1000")]),
     # the lesson
-    "the lesson quotes the Tiny preset's warmup as its steps (lesson)": ("app/lesson_numbers.py", [(
+    "the lesson quotes the Tiny preset's warmup as its steps (lesson)": ("app/state/lesson_numbers.py", [(
         "tiny_steps=tiny.max_steps,", "tiny_steps=tiny.warmup_steps,")]),
-    "the mask step counts the diagonal as above it (lesson)": ("app/lesson.py", [(
+    "the mask step counts the diagonal as above it (lesson)": ("app/views/lesson.py", [(
         "above = float(np.triu(attention[0, 0], k=1).sum())", "above = float(np.triu(attention[0, 0], k=0).sum())")]),
     # the one-weight view
-    "one weight: the checkbox wired backwards (inside)": ("app/shared_results.py", [(
+    "one weight: the checkbox wired backwards (inside)": ("app/state/shared_results.py", [(
         "scale_attention=False if unscaled else None)", "scale_attention=None if unscaled else False)")]),
-    "one weight: the caption's divisor is always √d_k (inside)": ("app/one_weight.py", [(
+    "one weight: the caption's divisor is always √d_k (inside)": ("app/parts/one_weight.py", [(
         "key=labels[top], divisor=row.divisor,", "key=labels[top], divisor=config.d_k ** 0.5,")]),
-    "one weight: the caption's √d_k taken of d_model (inside)": ("app/one_weight.py", [(
+    "one weight: the caption's √d_k taken of d_model (inside)": ("app/parts/one_weight.py", [(
         "d_k=config.d_k, root=config.d_k ** 0.5)", "d_k=config.d_k, root=config.d_model ** 0.5)")]),
-    "one weight: the view's key is the least attended (inside)": ("app/one_weight.py", [(
+    "one weight: the view's key is the least attended (inside)": ("app/parts/one_weight.py", [(
         "top = int(row.weights.argmax())", "top = int(row.weights.argmin())")]),
     # a class's questions, answered once for every session
-    "a class's attention keyed without its text (shared)": ("app/shared_results.py", [
+    "a class's attention keyed without its text (shared)": ("app/state/shared_results.py", [
         ("def _attention_maps(identity: str, text: str,", "def _attention_maps(identity: str, _text: str,"),
         ("_loaded.tokenizer.encode(text)], device", "_loaded.tokenizer.encode(_text)], device")]),
-    "a knocked-out copy's attention shared as the whole model's (shared)": ("app/shared_results.py", [(
+    "a knocked-out copy's attention shared as the whole model's (shared)": ("app/state/shared_results.py", [(
         "key = _knockout_key(knockout) if knockout is not None else None", "key = None")]),
-    "the next character's scores keyed on the vocabulary, not the weights (shared)": ("app/shared_results.py", [(
+    "the next character's scores keyed on the vocabulary, not the weights (shared)": ("app/state/shared_results.py", [(
         "return _next_logits(loaded.identity, prompt, loaded)", "return _next_logits(loaded.vocab_id, prompt, loaded)")]),
-    "a generation kept without its seed (shared)": ("app/shared_results.py", [(
+    "a generation kept without its seed (shared)": ("app/state/shared_results.py", [(
         "max_new_tokens, temperature, top_k, top_p, seed)\n    steps = _generations().get(key)",
         "max_new_tokens, temperature, top_k, top_p)\n    steps = _generations().get(key)")]),
-    "a generation kept without its top-k (shared, issue 49)": ("app/shared_results.py", [(
+    "a generation kept without its top-k (shared, issue 49)": ("app/state/shared_results.py", [(
         "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
         "tuple(prompt.ids), max_new_tokens, temperature, top_p, seed)")]),
-    "a generation kept without its top-p (shared, issue 49)": ("app/shared_results.py", [(
+    "a generation kept without its top-p (shared, issue 49)": ("app/state/shared_results.py", [(
         "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
         "tuple(prompt.ids), max_new_tokens, temperature, top_k, seed)")]),
-    "a generation kept without its temperature (shared, issue 49)": ("app/shared_results.py", [(
+    "a generation kept without its temperature (shared, issue 49)": ("app/state/shared_results.py", [(
         "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
         "tuple(prompt.ids), max_new_tokens, top_k, top_p, seed)")]),
     # the localisation
-    "a nested error's own words left untranslated (L10n)": ("app/i18n.py", [(
+    "a nested error's own words left untranslated (L10n)": ("app/chrome/i18n.py", [(
         "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),
     # the core and its instruments apart: each hook a caller hands the core, broken
     "the trainer never calls its scorer (train)": ("minigpt/train.py", [(
@@ -509,7 +509,7 @@ MUTANTS = {
         "    finally:\n        model.train(was_training)", "    finally:\n        pass")]),
     "the comparison's address hook never runs (navigation)": ("app/navigation.py", [(
         "    for hook in _every_page:\n        hook()\n", "")]),
-    "a page's address without its number's prefix stripped (site)": ("app/site.py", [(
+    "a page's address without its number's prefix stripped (site)": ("app/chrome/site.py", [(
         'return "" if self.script == HOME.script else name.split("_", 1)[1]',
         'return "" if self.script == HOME.script else name')]),
     # a class on one small box: turns, and a first visit that does not wait for torch
@@ -520,18 +520,18 @@ MUTANTS = {
     "turns: a place given up is kept": ("minigpt/serve/turns.py", [(
         "            elif ticket in self._waiting:\n                self._waiting.remove(ticket)\n",
         "            elif False:\n                pass\n")]),
-    "a question answered lately queues again (shared)": ("app/shared_results.py", [(
+    "a question answered lately queues again (shared)": ("app/state/shared_results.py", [(
         "if _recent().get(question) is not None:", "if False:")]),
-    "a computation runs beside the others, not in turn (shared)": ("app/shared_results.py", [(
+    "a computation runs beside the others, not in turn (shared)": ("app/state/shared_results.py", [(
         "        with in_turn():\n            answer = cached(*args)", "        if True:\n            answer = cached(*args)")]),
-    "torch's objects left in the collector's walk (warmup)": ("app/warmup.py", [(
+    "torch's objects left in the collector's walk (warmup)": ("app/state/warmup.py", [(
         "    torch.set_num_threads(1)\n    gc.freeze()\n", "    torch.set_num_threads(1)\n")]),
     "the first page leaves Streamlit's and plotly's objects in the collector's walk (navigation)": ("app/navigation.py", [(
         "    if not _process_configured:\n        gc.freeze()\n", "    if not _process_configured:\n")]),
-    "Home loads the shipped model's weights to describe it (home)": ("app/loaded_model.py", [(
+    "Home loads the shipped model's weights to describe it (home)": ("app/state/loaded_model.py", [(
         "    if model_source() != SHIPPED:\n        return session_model().facts()",
         "    if True:\n        return session_model().facts()")]),
-    "Home's parameters counted without the layers (header)": ("app/loaded_model.py", [(
+    "Home's parameters counted without the layers (header)": ("app/state/loaded_model.py", [(
         "return ModelFacts(corpus.key, header.model_config.num_params(),",
         "return ModelFacts(corpus.key, header.model_config.vocab_size * header.model_config.d_model,")]),
     # the class board
@@ -558,9 +558,9 @@ MUTANTS = {
         "if b.last_active < cutoff]:", "if False]:")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
         "        name = html.escape(row.label)\n", "        name = row.label\n")]),
-    "board: the teacher's key stays in the address (board page)": ("app/board.py", [(
+    "board: the teacher's key stays in the address (board page)": ("app/views/board.py", [(
         "    if url.TEACHER in st.query_params:\n        del st.query_params[url.TEACHER]\n", "")]),
-    "board: a refreshed learner cannot withdraw (board page)": ("app/board.py", [(
+    "board: a refreshed learner cannot withdraw (board page)": ("app/views/board.py", [(
         "mine.get(post_id) or (own[1] if own else None)", "mine.get(post_id)")]),
 
 }

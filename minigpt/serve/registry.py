@@ -32,7 +32,7 @@ DISPATCH_EVERY = 0.25  # seconds between the dispatcher's looks while the regist
 DEFAULT_MAX_WAITING = 120  # runs in line: a few times the largest class
 DEFAULT_WAITING_IDLE = 5 * 60  # seconds an owner may show no sign of life before their waiting run is dropped
 DEFAULT_PAUSED_GRACE = 3 * 60  # seconds a paused run may hold a slot while others wait
-DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (app/runs.py sizes it from the box)
+DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (app/state/runs.py sizes it from the box)
 CLAIM_SECONDS = 20.0   # a slot granted to a page's own work (the race) that the page has not claimed by then is freed
 KEEP_TRIES = 3         # reads of a finished run's weights before its process is let go without a small form
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from app import runs
+from app.state import runs
 from helpers.apptest import home, own_run, page, plotly_spec, start_tiny_run, wait_finished
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
@@ -17,7 +17,7 @@ from helpers.maths import hand_forward
 from helpers.waiting import wait_until
 from minigpt import DEFAULT_CORPUS, load_corpus, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
-from app.site import ATTENTION
+from app.chrome.site import ATTENTION
 
 
 def test_the_unscaled_caption_counts_the_rows_whose_top_key_changed():

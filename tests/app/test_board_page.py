@@ -1,4 +1,4 @@
-"""pages/10_Board.py and app/board.py: a teacher and three learners, each in a session of their own,
+"""pages/10_Board.py and app/views/board.py: a teacher and three learners, each in a session of their own,
 through the whole class board: starting a class, joining from its link, posting from Train,
 withdrawing, hiding and pinning, the challenge's ranking and refusals, a closed class and an unknown
 code, in English and in Chinese.
@@ -13,8 +13,9 @@ import pytest
 
 from helpers.apptest import home, page, plotly_spec, tiny_settings, unescaped, wait_finished
 from helpers.language import assert_chinese
-from app import board
-from app.site import BOARD, EXPERIMENTS, TRAIN
+from app.state import classroom
+from app.views import board
+from app.chrome.site import BOARD, EXPERIMENTS, TRAIN
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow]
 
@@ -23,13 +24,13 @@ def teacher_class(lang: str | None = None):
     at = page(home(lang), BOARD.script)
     at.button(key="board_start").click().run()
     assert not at.exception
-    return at, at.session_state[board.CLASS_KEY]
+    return at, at.session_state[classroom.CLASS_KEY]
 
 
 def learner_posts(code: str, name: str, max_steps: int = 30, lang: str | None = None):
     """A learner opens the class's link, trains a tiny run to its end on Train and posts it."""
     at = home(lang, **{"class": code})
-    assert at.session_state[board.CLASS_KEY] == code  # the link alone joins
+    assert at.session_state[classroom.CLASS_KEY] == code  # the link alone joins
     at = tiny_settings(page(at, TRAIN.script), max_steps=max_steps)
     at.button(key="start").click().run()
     wait_finished(at)
@@ -78,7 +79,7 @@ def test_a_teacher_and_three_learners_post_withdraw_hide_rank_and_close():
 
     # bob withdraws his run, after a refresh (a new session from his address: the run's id and key);
     # nobody else can: ada's session holds no key to it
-    bob_post = next(iter(bob.session_state[board.POSTS_KEY]))
+    bob_post = next(iter(bob.session_state[classroom.POSTS_KEY]))
     assert not [b for b in on_board(ada).button if b.key == f"board_withdraw_{bob_post}"]
     run_id, run_key = bob.session_state["own_run"]
     refreshed = on_board(home(**{"class": code, "run": run_id, "key": run_key}))
@@ -89,7 +90,7 @@ def test_a_teacher_and_three_learners_post_withdraw_hide_rank_and_close():
 
     # learners hold no teacher's key: no controls, even with a guessed key in the address
     intruder = on_board(home(**{"class": code, "teacher": "guess"}))
-    assert board.TEACHER_KEY not in intruder.session_state
+    assert classroom.TEACHER_KEY not in intruder.session_state
     assert not {"board_hide", "board_pin", "board_close"} & {b.key for b in intruder.button}
     assert not {"board_hide", "board_close"} & {b.key for b in on_board(ada).button}
 
@@ -102,7 +103,7 @@ def test_a_teacher_and_three_learners_post_withdraw_hide_rank_and_close():
     assert "**1.** ada:" in shown and "cy: set to train 40 steps, more than 30" in shown
 
     # hide cy's run: gone from every viewer's chart, still listed (as hidden) for the teacher
-    cy_post = next(iter(cy.session_state[board.POSTS_KEY]))
+    cy_post = next(iter(cy.session_state[classroom.POSTS_KEY]))
     tab(teacher, "Teacher's controls").selectbox(key="board_pick").set_value(cy_post).run()
     teacher.button(key="board_hide").click().run()
     assert teacher.button(key="board_hide").label == "Show again"
@@ -144,7 +145,7 @@ def test_the_board_in_chinese():
 def browser_cookies(monkeypatch):
     """Cookies a browser would send on its next visit: what the board's script wrote into them."""
     jar: dict[str, str] = {}
-    monkeypatch.setattr(board, "cookies", lambda: dict(jar))
+    monkeypatch.setattr(classroom, "cookies", lambda: dict(jar))
     return jar
 
 
@@ -175,13 +176,13 @@ def every_text(at) -> list[str]:
 
 def test_the_teachers_page_draws_no_key_and_a_refresh_in_the_same_browser_keeps_the_controls(browser_cookies):
     teacher, code = teacher_class()
-    key = teacher.session_state[board.TEACHER_KEY][1]
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
     assert not [t for t in every_text(teacher) if key in t]  # drawn nowhere: no link, no code block, no caption
     written = written_cookies(teacher)
-    assert written == {board.COOKIE_PREFIX + code: key}
+    assert written == {classroom.COOKIE_PREFIX + code: key}
     scripts = [e.proto.body for e in teacher.get("html") if key in e.proto.body]
     assert len(scripts) == 1 and scripts[0].startswith("<script>document.cookie")  # only into the browser's cookie
-    assert "SameSite=Strict" in scripts[0] and f"max-age={board.COOKIE_SECONDS}" in scripts[0]
+    assert "SameSite=Strict" in scripts[0] and f"max-age={classroom.COOKIE_SECONDS}" in scripts[0]
     teacher.run()
     assert not [e for e in teacher.get("html") if key in e.proto.body]  # written once: gone at the next redraw
     for label in ("Board", "Lead the lesson", "Teacher's controls"):
@@ -191,21 +192,21 @@ def test_the_teachers_page_draws_no_key_and_a_refresh_in_the_same_browser_keeps_
 
     browser_cookies.update(written)
     refreshed = on_board(home(**{"class": code}))  # F5 at the projector: a new session, the same browser
-    assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
+    assert refreshed.session_state[classroom.TEACHER_KEY] == (code, key)
     assert tab(refreshed, "Teacher's controls").button(key="board_close")
     browser_cookies.clear()  # another browser, no cookie: the learners' view, said so
     elsewhere = on_board(home(**{"class": code}))
-    assert board.TEACHER_KEY not in elsewhere.session_state and "board_close" not in {b.key for b in elsewhere.button}
+    assert classroom.TEACHER_KEY not in elsewhere.session_state and "board_close" not in {b.key for b in elsewhere.button}
     assert any("This is the learners' view" in c.value for c in elsewhere.caption)
-    browser_cookies[board.COOKIE_PREFIX + code] = "guess"  # a forged cookie gives nothing
-    assert board.TEACHER_KEY not in on_board(home(**{"class": code})).session_state
+    browser_cookies[classroom.COOKIE_PREFIX + code] = "guess"  # a forged cookie gives nothing
+    assert classroom.TEACHER_KEY not in on_board(home(**{"class": code})).session_state
 
 
 def test_a_teachers_link_hands_the_controls_over_and_leaves_the_address_bar():
     teacher, code = teacher_class()
-    key = teacher.session_state[board.TEACHER_KEY][1]  # what the copy button puts on the clipboard
+    key = teacher.session_state[classroom.TEACHER_KEY][1]  # what the copy button puts on the clipboard
     refreshed = on_board(home(**{"class": code, "teacher": key}))
-    assert refreshed.session_state[board.TEACHER_KEY] == (code, key)
+    assert refreshed.session_state[classroom.TEACHER_KEY] == (code, key)
     assert tab(refreshed, "Teacher's controls").button(key="board_close")  # the controls are there
     assert "teacher" not in refreshed.query_params  # and the key is gone from the address a projector shows
     assert refreshed.query_params["class"] in (code, [code])
@@ -226,7 +227,7 @@ def test_the_learners_link_carries_no_language_and_a_learner_can_go_and_train():
 def test_a_malformed_class_code_says_so_and_leaves_the_address(bad):
     at = on_board(home(**{"class": bad}))
     assert any("class code" in w.value or "no class" in w.value for w in at.warning)
-    assert "class" not in at.query_params and board.CLASS_KEY not in at.session_state
+    assert "class" not in at.query_params and classroom.CLASS_KEY not in at.session_state
 
 
 def test_the_chinese_challenge_lists_its_parts_with_chinese_commas():

@@ -1,4 +1,4 @@
-"""app/class_lesson.py: the teacher leads a class through the Lesson, learners follow and leave
+"""app/parts/class_lesson.py: the teacher leads a class through the Lesson, learners follow and leave
 "follow", answer a step's question for the class, and learn whether they were right once the
 teacher reveals it; the teacher sees counts and no names. Each person is an AppTest session; a
 follower's poll is a rerun here (the browser test watches the poll itself).
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from app import board, class_lesson
-from app.lesson_text import STEPS
-from app.site import BOARD, LESSON
+from app.state import classroom
+from app.views import board
+from app.parts import class_lesson
+from app.state.lesson_text import STEPS
+from app.chrome.site import BOARD, LESSON
 from helpers.apptest import home, page
 from helpers.language import assert_chinese
 from minigpt import DEFAULT_CORPUS, load_corpus
@@ -27,7 +29,7 @@ def teacher_leading():
     teacher.run()
     teacher.button(key="lead_start").click().run()
     assert not teacher.exception
-    return teacher, teacher.session_state[board.CLASS_KEY]
+    return teacher, teacher.session_state[classroom.CLASS_KEY]
 
 
 def learner(code: str, lang: str = "en", step: int | None = None):
@@ -47,7 +49,7 @@ def test_a_follower_goes_to_the_teachers_step_and_leaves_and_rejoins_follow():
     assert shown_step(ann) == 1 and ann.query_params["lesson"] in ("1", ["1"])
     teacher.button(key="lead_next").click().run()
     teacher.button(key="lead_next").click().run()
-    assert board.classes().lesson(code).step == 3
+    assert classroom.classes().lesson(code).step == 3
     ann.run()  # the poll's rerun
     assert shown_step(ann) == 3
     ann.button(key="lesson_next:top").click().run()  # going on alone ends follow
@@ -72,14 +74,14 @@ def test_the_class_answers_the_teacher_counts_without_names_and_reveals():
         radio.set_value(radio.options[option]).run()
         assert not at.success and not at.error  # nothing said before the reveal
         assert any("counts for the class" in i.value for i in at.info)
-    assert board.classes().counts(code, teacher.session_state[board.TEACHER_KEY][1], 1, 3) == \
+    assert classroom.classes().counts(code, teacher.session_state[classroom.TEACHER_KEY][1], 1, 3) == \
         [int(i == right) * 2 + int(i == wrong) for i in range(3)]
     teacher.run()
     bars = [p.proto.text for p in teacher.get("progress")]
     assert [bar.rsplit("— ", 1)[1] for bar in bars] == [str(int(i == right) * 2 + int(i == wrong)) for i in range(3)]
     assert any("3 learners have answered" in c.value for c in teacher.caption)
     shown = " ".join([*bars, *(m.value for m in teacher.markdown), *(c.value for c in teacher.caption)])
-    assert not [at for at in (ann, bo, cy) if at.session_state[board.LEARNER_KEY] in shown]  # counts, never who
+    assert not [at for at in (ann, bo, cy) if at.session_state[classroom.LEARNER_KEY] in shown]  # counts, never who
 
     teacher.button(key="lead_reveal:1").click().run()
     assert "✅" in [p.proto.text for p in teacher.get("progress")][right]

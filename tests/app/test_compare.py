@@ -1,4 +1,4 @@
-"""app/compare.py: runs kept for comparison on the Experiments page, the read-only link in another
+"""app/parts/compare.py: runs kept for comparison on the Experiments page, the read-only link in another
 session, the run a new Start replaces, and the comparison in Chinese.
 
     pytest tests/app/test_compare.py
@@ -9,8 +9,8 @@ import pytest
 
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, tiny_settings, wait_finished, wait_for_step
 from helpers.language import assert_chinese
-from app.compare import KEPT_KEY, MAX_KEPT, NOTICE_KEY, shelf
-from app.site import EXPERIMENTS, TRAIN
+from app.state.kept_runs import KEPT_KEY, MAX_KEPT, NOTICE_KEY, shelf
+from app.chrome.site import EXPERIMENTS, TRAIN
 
 
 def finished(at, steps: int):

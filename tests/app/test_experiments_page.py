@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from app import choices
+from app.state import choices
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_finished
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
@@ -17,7 +17,7 @@ from helpers.maths import hand_forward
 from minigpt import load_corpus, load_pretrained, validation_windows
 from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.tasks import task_for_corpus
-from app.site import ATTENTION, EXPERIMENTS
+from app.chrome.site import ATTENTION, EXPERIMENTS
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,8 @@ def test_two_uploads_of_the_same_name_and_step_keep_their_own_knockout_numbers()
     with the same vocabulary, are still two models."""
     import copy
 
-    from app import choices, uploads
+    from app.state import choices
+    from app.views import uploads
     from minigpt import checkpoint_zip
 
     shipped = load_pretrained("course-zh")

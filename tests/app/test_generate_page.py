@@ -15,8 +15,8 @@ from helpers.maths import hand_forward
 from minigpt import DEFAULT_CORPUS, CharTokenizer, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.explain import beliefs, next_logits
-from app.generation import STREAM_DELAY_KEY, paced
-from app.site import GENERATE
+from app.views.generation import STREAM_DELAY_KEY, paced
+from app.chrome.site import GENERATE
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from app import choices
+from app.state import choices
 from helpers.apptest import home, page
 from helpers import ROOT
 from minigpt import DEFAULT_CORPUS, BUILTIN_CORPORA, available_devices, load_pretrained
-from app.site import ATTENTION, GENERATE
+from app.chrome.site import ATTENTION, GENERATE
 
 
 def test_the_english_corpus_brings_its_own_shipped_model_prompt_and_text():
@@ -46,8 +46,8 @@ def test_home_shows_the_shipped_model_without_training():
 FIRST_VISIT = """
 import gc, json, sys
 from streamlit.testing.v1 import AppTest
-from app import warmup
-start, warmup.start = warmup.start, lambda after=0.0: None  # torch still loading: hold the load back
+from app.state import warmup
+start, warmup.start = warmup.start, lambda after=0.0, then=None: None  # torch still loading: hold the load back
 if sys.argv[1] == "unknown":  # a CUDA build, or a Mac: only torch can say which devices there are
     warmup.devices_without_torch = lambda: None
 at = AppTest.from_file("streamlit_app.py", default_timeout=600).run()
@@ -88,13 +88,13 @@ def test_a_first_visit_draws_home_without_torch_and_the_devices_once_it_has_load
     assert first["corpora"] == list(BUILTIN_CORPORA)  # the task corpora too
     assert then["exception"] == [] and then["torch"] is True
     assert then["device"] == [[available_devices(), False]]
-    # what the imports made, torch's included, is out of the garbage collector's walk (app.warmup)
+    # what the imports made, torch's included, is out of the garbage collector's walk (app.state.warmup)
     assert then["frozen"] > first["frozen"] > 0 and then["walked"] < then["frozen"] / 2
 
 
 def test_the_devices_read_from_torchs_build_are_the_ones_torch_finds(tmp_path, monkeypatch):
     """Home lists the devices before torch has loaded only where its build rules every other out."""
-    from app import warmup
+    from app.state import warmup
 
     assert warmup.devices_without_torch() in (None, available_devices())
     fake = tmp_path / "torch"  # a torch package's folder: only its version.py is read

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from app import choices, uploads
+from app.state import choices
+from app.views import uploads
 from helpers.apptest import home, page, plotly_spec
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from helpers.tiny import tiny_lm
 from minigpt import checkpoint_zip, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
-from app.site import INSIDE
+from app.chrome.site import INSIDE
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""pages/1_Lesson.py, app/lesson.py and app/lesson_text.py: every step in both languages with its
+"""pages/1_Lesson.py, app/views/lesson.py and app/state/lesson_text.py: every step in both languages with its
 live view and a question that tells a right answer from a wrong one, the step in the address,
 its one-click training, and the numbers its words quote, filled in from the code that owns them.
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from app import i18n
-from app.lesson_text import STEPS
+from app.chrome import i18n
+from app.state.lesson_text import STEPS
 from helpers.apptest import home, page, plotly_spec, unescaped, wait_finished
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
@@ -23,7 +23,7 @@ from minigpt import (DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, GPTConfig, MiniGPT
                      load_pretrained)
 from minigpt.data import split_tokens
 from minigpt.sample import refill_keep
-from app.site import ATTENTION, EXPERIMENTS, GENERATE, GLOSSARY, INSIDE, LESSON, MODEL, SCALING, TRAIN
+from app.chrome.site import ATTENTION, EXPERIMENTS, GENERATE, GLOSSARY, INSIDE, LESSON, MODEL, SCALING, TRAIN
 
 LESSON = LESSON.script
 
@@ -299,7 +299,7 @@ def test_the_lessons_training_step_waits_in_the_same_line_as_the_train_page(monk
     """Issue 48: nothing jumps the line. On a one-slot server where a learner trains on the Train
     page, the lesson's button puts its run in line behind it, says where it stands, and its run
     trains once the slot frees."""
-    from app import runs
+    from app.state import runs
     from helpers.apptest import own_run, start_tiny_run
     from helpers.waiting import wait_until
 

@@ -1,12 +1,12 @@
-"""app/loaded_model.py: the model the pages use follows the session's choice: a new run becomes it.
+"""app/state/loaded_model.py: the model the pages use follows the session's choice: a new run becomes it.
 
     pytest tests/app/test_loaded_model.py
 """
 import pytest
 
-from app import choices
+from app.state import choices
 from helpers.apptest import page, start_tiny_run
-from app.site import ATTENTION
+from app.chrome.site import ATTENTION
 
 
 @pytest.mark.trains

@@ -9,7 +9,7 @@ import numpy as np
 from helpers.apptest import home, page
 from helpers.figures import plotly_array
 from minigpt import DEFAULT_CORPUS, load_pretrained
-from app.site import MODEL
+from app.chrome.site import MODEL
 
 
 def embeddings_spec(at) -> dict:

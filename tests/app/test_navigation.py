@@ -1,4 +1,4 @@
-"""app/navigation.py and app/site.py: the pages, numbered in sidebar order at their addresses; every
+"""app/navigation.py and app/chrome/site.py: the pages, numbered in sidebar order at their addresses; every
 page renders, on the default model and on a task model (that the server freezes what its libraries
 made at import out of the garbage collector's walk: test_home_page).
 
@@ -16,9 +16,9 @@ import pytest
 
 from helpers import ROOT
 from helpers.apptest import PAGES, home, page
-from app import site
-from app.generation import GENERATION_KEY
-from app.site import GENERATE
+from app.chrome import site
+from app.views.generation import GENERATION_KEY
+from app.chrome.site import GENERATE
 from minigpt import load_pretrained
 from minigpt.lab.tasks import TASKS
 
@@ -87,4 +87,4 @@ def test_a_cold_deep_link_opens_the_page_it_names(path):
     assert shown["exception"] == [] and shown["error"] == []
     assert len(shown["title"]) == 1
     assert re.search("[\u4e00-\u9fff]", shown["title"][0])  # in the language the link asked for
-    assert shown["torch"]  # every page but Home waits for the library before it draws (app.warmup)
+    assert shown["torch"]  # every page but Home waits for the library before it draws (app.state.warmup)

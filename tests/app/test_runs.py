@@ -1,4 +1,4 @@
-"""app/runs.py: a session's run in the registry: the owner steers, watchers watch, the URL reattaches
+"""app/state/runs.py: a session's run in the registry: the owner steers, watchers watch, the URL reattaches
 a refresh, a full server puts Start in line, the slots hold under simultaneous clicks, and abandoned
 runs are released.
 
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from app import choices, corpora, runs
+from app.state import choices, corpora, runs
 from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
 from helpers.tiny import tiny_plan
 from helpers.waiting import niceness, thread_niceness, wait_until
@@ -18,7 +18,7 @@ from minigpt import GPTConfig, TrainConfig, Trainer, build_model
 from minigpt.serve.registry import NotOwnerError, RunRegistry
 from minigpt.serve.runner import TrainingRun
 from minigpt.serve.worker import CHILD_THREAD_NAME
-from app.site import GENERATE, TRAIN
+from app.chrome.site import GENERATE, TRAIN
 
 pytestmark = pytest.mark.trains
 

@@ -8,7 +8,7 @@ import numpy as np
 from helpers.apptest import home, page, plotly_spec
 from helpers.figures import plotly_array
 from helpers.maths import DEMO_SCALING
-from app.site import SCALING
+from app.chrome.site import SCALING
 
 
 def test_the_scaling_caption_names_the_demo_only_at_the_demos_settings():

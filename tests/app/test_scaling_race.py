@@ -1,4 +1,4 @@
-"""app/scaling_race.py: the √d_k race on the Experiments page: both models drawn, the verdict in measured
+"""app/views/scaling_race.py: the √d_k race on the Experiments page: both models drawn, the verdict in measured
 numbers, the line for a training slot, and the race in Chinese.
 
     pytest tests/app/test_scaling_race.py
@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from app import runs
-from app.scaling_race import RACE_TICKET_KEY
+from app.state import runs
+from app.views.scaling_race import RACE_TICKET_KEY
 from helpers.apptest import home, own_run, page, start_tiny_run
 from helpers.waiting import wait_until
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
-from app.site import EXPERIMENTS
+from app.chrome.site import EXPERIMENTS
 
 
 def race_page(lang: str | None = None, steps: int = 100):
@@ -74,7 +74,7 @@ def test_the_race_trains_what_its_settings_say_and_names_the_layer_where_scaling
     """One head of the chosen d_k (d_model = d_k, as the label says), the chosen layers, steps and
     learning rate; with two layers, the verdict names the one whose softmax let through the most
     more with the scaling, read off the chart's own numbers."""
-    from app import scaling_race
+    from app.views import scaling_race
 
     seen = []
     real = scaling_race.scaling_race

@@ -1,4 +1,4 @@
-"""app/shared_results.py: a class asking one question gets one computation; a learner's own text,
+"""app/state/shared_results.py: a class asking one question gets one computation; a learner's own text,
 knock-out or model gets its own answer, checked against the forward pass by hand.
 
     pytest tests/app/test_shared_results.py
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from app import shared_results
-from app.generation import GENERATION_KEY, STREAM_DELAY_KEY
-from app.choices import MODEL_SOURCE, TRAINED
-from app.loaded_model import LoadedModel
-from app.site import ATTENTION, EXPERIMENTS, GENERATE, MODEL
+from app.state import shared_results
+from app.views.generation import GENERATION_KEY, STREAM_DELAY_KEY
+from app.state.choices import MODEL_SOURCE, TRAINED
+from app.state.loaded_model import LoadedModel
+from app.chrome.site import ATTENTION, EXPERIMENTS, GENERATE, MODEL
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_step
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward

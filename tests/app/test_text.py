@@ -1,8 +1,8 @@
-"""app/text.py: streamed text shows as it is, never as markdown.
+"""app/chrome/text.py: streamed text shows as it is, never as markdown.
 
     pytest tests/app/test_text.py
 """
-from app.text import markdown_stream
+from app.chrome.text import markdown_stream
 
 
 def test_streamed_text_is_shown_literally_by_markdown():

@@ -1,4 +1,4 @@
-"""pages/2_Train.py and app/train_form.py: presets, the form's checks and help, a run started, paused,
+"""pages/2_Train.py and app/parts/train_form.py: presets, the form's checks and help, a run started, paused,
 resumed, stopped, reset and stepped, its chart, its failures, a task run's accuracy, and the
 settings link and the reload that fill the form.
 
@@ -14,15 +14,17 @@ import pytest
 import torch
 
 import minigpt
-from app import choices, runs, train_form, uploads
+from app.state import choices, runs
+from app.state import train_settings
+from app.views import uploads
 from helpers.apptest import (PAGES, home, own_run, page, plotly_spec, start_tiny_run, step_of, tiny_settings,
                              unescaped, wait_finished, wait_for_step)
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.waiting import parked, wait_until
 from minigpt import PRESETS, Trainer, load_pretrained
-from app.generation import STREAM_DELAY_KEY
-from app.site import ATTENTION, GENERATE, SCALING, TRAIN
+from app.views.generation import STREAM_DELAY_KEY
+from app.chrome.site import ATTENTION, GENERATE, SCALING, TRAIN
 
 
 def _entry(at):
@@ -33,15 +35,15 @@ def _entry(at):
 def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setting():
     at = page(home(), TRAIN.script)
     default = PRESETS["small"]
-    assert {f.key: at.session_state[f.key] for f in train_form.MODEL_FIELDS} == \
-        {f.key: getattr(default.model, f.name) for f in train_form.MODEL_FIELDS}
+    assert {f.key: at.session_state[f.key] for f in train_settings.MODEL_FIELDS} == \
+        {f.key: getattr(default.model, f.name) for f in train_settings.MODEL_FIELDS}
     for name, preset in PRESETS.items():
         at.button(key=f"preset:{name}").click().run()
         assert not at.exception and not at.error
-        for f in train_form.FIELDS:
+        for f in train_settings.FIELDS:
             expected = getattr(preset.model if f.config.__name__ == "GPTConfig" else preset.train, f.name)
             assert at.session_state[f.key] == expected, (name, f.key)
-        assert at.session_state[train_form.EARLY_STOP] == (preset.train.early_stop_patience > 0)
+        assert at.session_state[train_settings.EARLY_STOP] == (preset.train.early_stop_patience > 0)
 
 
 @pytest.mark.trains
@@ -49,7 +51,7 @@ def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setti
 def test_every_hyperparameter_and_metric_explains_itself():
     at = page(home(), TRAIN.script)
     widgets = [*at.slider, *at.select_slider, *at.number_input, *at.checkbox]
-    for f in train_form.FIELDS:
+    for f in train_settings.FIELDS:
         w = next(w for w in widgets if w.key == f.key)
         assert w.help and len(w.help) > 40, f.key
     helps = " ".join(w.help for w in widgets)
@@ -342,7 +344,7 @@ def test_the_form_says_which_preset_it_holds():
 def test_a_number_out_of_range_is_refused_under_its_box_in_the_pages_language():
     """Issue: a too-large number showed its error only on hover, in Streamlit's English."""
     at = page(home("zh"), TRAIN.script)
-    high = train_form.RANGES["max_steps"][1]
+    high = train_settings.RANGES["max_steps"][1]
     at.number_input(key="max_steps").set_value(high + 1).run()
     assert not at.exception and at.button(key="start").disabled
     said = [e.value for e in at.error]
@@ -416,12 +418,12 @@ def _time_hint(at) -> str:
 def test_a_link_for_many_steps_says_before_start_how_long_they_take_on_this_server():
     """Issue 49: a ?train= link with 20,000 steps gave no hint, before Start, of how long they take."""
     from minigpt.serve.line import RunPlan
-    from app.corpora import builtin_corpus
+    from app.state.corpora import builtin_corpus
 
     at = page(home(train="max_steps:20000"), TRAIN.script)
     hint = _time_hint(at)
     assert "20,000 steps" in hint and "not known yet" in hint and not re.search(r"\d+ (h|min|s)\b", hint)
-    model, train = train_form.from_param("max_steps:20000")  # the session's form, on the default corpus
+    model, train = train_settings.from_param("max_steps:20000")  # the session's form, on the default corpus
     tokenizer, sized, checked = runs.run_configs(builtin_corpus(minigpt.DEFAULT_CORPUS), model, train)
     shape = RunPlan(sized, checked, tokenizer, "").shape
     speeds = runs.registry().speeds
@@ -440,9 +442,9 @@ def _class_link(code: str, train: str):
 
 def test_learners_in_a_class_who_open_one_link_without_a_seed_each_train_with_their_own_seed():
     """Issue 49: two learners trained from ?train=max_steps:200 and got bit-identical runs."""
-    from app import board
+    from app.state import classroom
 
-    code = board.classes().open().code
+    code = classroom.classes().open().code
     first, second = _class_link(code, "max_steps:200"), _class_link(code, "max_steps:200")
     seeds = [at.number_input(key="train_seed").value for at in (first, second)]
     assert seeds[0] != seeds[1]
@@ -452,9 +454,9 @@ def test_learners_in_a_class_who_open_one_link_without_a_seed_each_train_with_th
 
 
 def test_a_class_link_that_names_a_seed_keeps_it_and_outside_a_class_the_seed_is_the_links():
-    from app import board
+    from app.state import classroom
 
-    code = board.classes().open().code
+    code = classroom.classes().open().code
     assert [_class_link(code, "max_steps:200,train_seed:7").number_input(key="train_seed").value
             for _learner in range(2)] == [7, 7]
     alone = page(home(train="max_steps:200"), TRAIN.script)

@@ -1,16 +1,17 @@
-"""app/uploads.py: corpora and checkpoints uploaded on Home: the good ones used, the bad ones
+"""app/views/uploads.py: corpora and checkpoints uploaded on Home: the good ones used, the bad ones
 refused with a reason, a removed corpus forgotten, an uploaded model bringing its own texts.
 
     pytest tests/app/test_uploads.py
 """
 import pytest
 
-from app import choices, runs, uploads
-from app.text import md
+from app.state import choices, runs
+from app.views import uploads
+from app.chrome.text import md
 from helpers.apptest import (POEM, home, own_run, page, plotly_spec, start_tiny_run, upload_and_train, wait_finished,
                              wait_for_step)
 from minigpt import DEFAULT_CORPUS
-from app.site import ATTENTION, TRAIN
+from app.chrome.site import ATTENTION, TRAIN
 
 
 @pytest.mark.trains

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from app import glossary, i18n
-from app.lesson_text import STEPS
+from app.views import glossary
+from app.chrome import i18n
+from app.state.lesson_text import STEPS
 from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, LiveServer, start_class, drawn, form_settings, fresh, main_button, new_context,
                              screenshot_whole, settled, wait_for_settings, wait_rendered)
 from helpers.language import english_words
-from app.train_form import to_param
+from app.state.train_settings import to_param
 from minigpt import DEFAULT_CORPUS, GPTConfig, TrainConfig, load_pretrained, load_zip
 
 
@@ -252,7 +253,7 @@ def test_a_lang_zh_link_opens_every_page_in_chinese(browser, server, shots):
     page.goto(f"{server.url}/?lang=zh", wait_until="domcontentloaded")
     wait_rendered(page, "MiniGPT Lab")
     button = page.get_by_test_id("stFileUploaderDropzone").first.locator("button p")
-    # the upload button reads 上传: Streamlit's own word rewritten in the page (app.chrome_text), to a screen
+    # the upload button reads 上传: Streamlit's own word rewritten in the page (app.chrome.streamlit_words), to a screen
     # reader too; until that script has run, the CSS paints it over (never English, not even at first)
     page.wait_for_function("(p) => p.textContent === '上传' && getComputedStyle(p, '::after').content === 'none'",
                            arg=button.element_handle())

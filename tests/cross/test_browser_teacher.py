@@ -18,9 +18,9 @@ import re
 
 import pytest
 
-from app import board
-from app.lesson_text import STEPS
-from app.train_form import to_param
+from app.state import classroom
+from app.state.lesson_text import STEPS
+from app.state.train_settings import to_param
 from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, drawn, main_button, new_context, screenshot_whole,
                              start_class, wait_rendered)
 from helpers.language import GLOSSED, english_words
@@ -37,7 +37,7 @@ ALL_TEXT = """() => { const texts = [document.body.innerText];
 
 def cookie_key(context, code: str) -> str:
     """The teacher's key as the browser keeps it (its cookie for the class)."""
-    wanted = board.COOKIE_PREFIX + code
+    wanted = classroom.COOKIE_PREFIX + code
     found = [c["value"] for c in context.cookies() if c["name"] == wanted]
     assert found, f"no {wanted} cookie: {[c['name'] for c in context.cookies()]}"
     return found[0]
@@ -56,7 +56,7 @@ def tab(page, name: str):
 def test_the_projected_board_draws_no_key_keeps_the_controls_on_refresh_and_copies_the_link(browser, server, shots):
     context, page, code = start_class(browser, server)
     context.grant_permissions(["clipboard-read", "clipboard-write"])
-    page.wait_for_function("(name) => document.cookie.includes(name + '=')", arg=board.COOKIE_PREFIX + code)
+    page.wait_for_function("(name) => document.cookie.includes(name + '=')", arg=classroom.COOKIE_PREFIX + code)
     key = cookie_key(context, code)
     no_key_drawn(page, key)
     tab(page, "Teacher's controls")

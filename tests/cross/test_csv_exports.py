@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.board import shown_table
+from app.views.board import shown_table
 from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import GPTConfig, TrainConfig, Trainer, build_model
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 LINK = '=HYPERLINK("http://x","x")'
 NAMES = [LINK, "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
-UPLOAD = LINK + ".txt (uploaded)"  # an uploaded corpus is named by its file (app/corpora.py)
+UPLOAD = LINK + ".txt (uploaded)"  # an uploaded corpus is named by its file (app/state/corpora.py)
 STEPS = 20
 
 
@@ -73,7 +73,7 @@ def finished(registry: RunRegistry, corpus: str):
 
 @pytest.mark.trains
 def test_the_class_boards_csv_neutralises_a_name_or_an_upload_that_begins_like_a_formula(registry):
-    """app/board.py: the teacher's "Download the table (.csv)" is csv_text(shown_table(view)). Six
+    """app/views/board.py: the teacher's "Download the table (.csv)" is csv_text(shown_table(view)). Six
     learners post one run under the six names; another run trained on an upload named like a
     formula, so the corpus differs and has its column. The board makes a tab or a carriage return
     a space and trims it (plain_name), so those two read "x" and "x (2)"."""
@@ -94,7 +94,7 @@ def test_the_class_boards_csv_neutralises_a_name_or_an_upload_that_begins_like_a
 
 @pytest.mark.trains
 def test_a_runs_history_csv_holds_only_numbers_under_plain_column_names(registry):
-    """app/training.py: "Download the history (.csv)" is csv_text(history_table(snapshot.history)).
+    """app/views/training.py: "Download the history (.csv)" is csv_text(history_table(snapshot.history)).
     A history carries no text a learner typed: every cell reads back as a number, or empty where
     nothing was measured (val loss between evaluations)."""
     entry = finished(registry, "course-zh")
@@ -116,7 +116,7 @@ def test_a_negative_number_in_a_history_stays_a_number_not_neutralised_text():
 
 
 def test_the_comparisons_csv_neutralises_each_name_that_begins_like_a_formula_and_keeps_its_numbers():
-    """app/compare.py: the comparison's "Download the table (.csv)" is csv_text(results_table(picked)).
+    """app/parts/compare.py: the comparison's "Download the table (.csv)" is csv_text(results_table(picked)).
     A kept run's name is what the learner typed, a tab or a carriage return included."""
     records = []
     for i, name in enumerate(NAMES):

@@ -21,14 +21,15 @@ from pathlib import Path
 import pytest
 
 import minigpt
-from app import choices, runs, uploads
+from app.state import choices, runs
+from app.views import uploads
 from helpers import ROOT
 from helpers.apptest import home, own_run, page, start_tiny_run, wait_for_step
 from helpers.browser import LiveServer, main_button, new_context, wait_for_settings, wait_rendered
 from minigpt.archive import folder_zip
 from minigpt.corpus import MAX_CORPUS_BYTES
 from minigpt.pretrained import pretrained_dir
-from app.site import ATTENTION, GENERATE, SCALING, TRAIN
+from app.chrome.site import ATTENTION, GENERATE, SCALING, TRAIN
 
 PACKAGE = Path(minigpt.__file__).resolve().parent
 
@@ -172,7 +173,7 @@ def test_no_uploaded_name_becomes_a_path(writes, tmp_path):
     assert leftovers(tmp_path / "tmp") == []  # the zip was read in memory
 
 
-HEAVY_FOR_HOME = ("pandas", "app.lesson", "minigpt.viz")
+HEAVY_FOR_HOME = ("pandas", "app.views.lesson", "minigpt.viz")
 
 
 @pytest.mark.slow
@@ -255,7 +256,7 @@ def test_sigterm_while_training_exits_cleanly(browser, tmp_path):
 
 
 def test_every_chart_offers_plotlys_png_download():
-    """Every st.plotly_chart in the app passes the shared config (app/charts.py), whose toolbar has
+    """Every st.plotly_chart in the app passes the shared config (app/chrome/charts.py), whose toolbar has
     Plotly's own save-as-PNG button, its tooltip in the page's language: a chart added without it
     could not be exported."""
     import ast

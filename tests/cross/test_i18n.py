@@ -20,14 +20,16 @@ from babel.messages.frontend import parse_keywords
 from babel.messages.pofile import read_po
 
 import minigpt
-from app import choices, glossary, i18n, runs, uploads
-from app.lesson_text import STEPS
+from app.state import choices, runs
+from app.views import glossary, uploads
+from app.chrome import i18n
+from app.state.lesson_text import STEPS
 from helpers import ROOT
 from helpers.apptest import PAGES, home, own_run, page, start_tiny_run, tiny_settings, wait_for_step
 from helpers.checkpoints import make_zip
 from helpers.language import GLOSSED, assert_chinese, english_words
 from minigpt import LabError, load_pretrained
-from app.site import ATTENTION, GENERATE, GLOSSARY, LESSON, TRAIN
+from app.chrome.site import ATTENTION, GENERATE, GLOSSARY, LESSON, TRAIN
 
 LANGS = [code for code in i18n.languages() if code != i18n.SOURCE]
 

@@ -10,9 +10,10 @@ import re
 
 from streamlit.testing.v1 import AppTest  # at import: it makes its temporary folder once per process
 
-from app import site, warmup
-from app.runs import OWN_RUN_KEY
-from app.site import TRAIN
+from app.chrome import site
+from app.state import warmup
+from app.state.runs import OWN_RUN_KEY
+from app.chrome.site import TRAIN
 
 from . import ROOT
 from .waiting import wait_until
@@ -24,7 +25,7 @@ PAGES = [page.script for page in site.PAGES if page != site.HOME]
 
 def session(lang: str | None = None, **params: str) -> AppTest:
     """A fresh browser session on Home, not run yet: the address it opens with is `?lang=` and `params`.
-    The library has loaded (app.warmup), as on a server a few seconds after it started; Home drawn
+    The library has loaded (app.state.warmup), as on a server a few seconds after it started; Home drawn
     before that is tested in a fresh interpreter (test_home_page)."""
     warmup.wait()
     at = AppTest.from_file(str(ROOT / site.HOME.script), default_timeout=SCRIPT_DEADLINE)
@@ -81,7 +82,7 @@ def own_run(at: AppTest) -> tuple[str, str]:
 
 def wait_finished(at: AppTest):
     """This session's run once it has finished (its last event logged); its registry entry."""
-    from app import runs
+    from app.state import runs
 
     entry = runs.registry().get(*own_run(at))
     wait_until(lambda: entry.run.state not in ("idle", "running"), "the run to end")
@@ -105,7 +106,7 @@ POEM = ("床前明月光疑是地上霜举头望明月低头思故乡\n春眠不
 
 def upload_and_train(text: str, **settings) -> AppTest:
     """Upload `text` as poem.txt on Home, set the Train page's `settings` (session keys), press Start."""
-    from app import uploads
+    from app.views import uploads
 
     at = home()
     at.file_uploader(key=uploads.CORPUS_UPLOAD).set_value(("poem.txt", text.encode(), "text/plain")).run()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from app import glossary
+from app.views import glossary
 
 # Latin symbols a Chinese page may show: the maths' names, devices, encodings, the corpora's names
 SYMBOLS = ("MiniGPT Lab", "MiniGPT", "d_model", "d_k", "d_ff", "num_heads", "num_layers", "max_len", "block_size",

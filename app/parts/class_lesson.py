@@ -1,0 +1,246 @@
+"""The lesson in class: the teacher leads, the class follows, and each step's check question is
+answered by the class and revealed by the teacher.
+
+A teacher who leads the class (on the board's "Lead the lesson" tab, or by showing the Lesson page
+while leading) sets the class's step. A learner in the class (its code is in their address) who
+follows — the default, a switch on the Lesson page — is taken to that step within
+POLL_SECONDS: the page polls one shared value (`Classes.lesson`), and reruns only when it
+changed, so a class following an unchanged step costs the server a dictionary lookup per learner
+per poll. Pressing Back, Next or the step list leaves "follow"; the switch rejoins.
+
+While the teacher leads, a learner's answer to a step's question counts for the class, with no
+name (one answer per learner, changeable). On the step the teacher is on, the learner learns
+whether they were right once the teacher reveals the answer; the teacher sees how many chose
+each option.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from minigpt.serve.board import BoardError, LessonNow
+
+from app.chrome import fields, site, url
+from app.chrome.i18n import _, error_text, language, n_
+from app.chrome.text import md
+from app.parts import lesson_links
+from app.state import classroom
+from app.state.lesson_numbers import quoted
+from app.state.lesson_text import STEPS, LessonStep
+from app.state.loaded_model import ModelUnavailable, session_model
+
+FOLLOW_KEY = "lesson_follow"     # session_state: this learner follows the teacher's step (on by default)
+POLL_SECONDS = 2.0               # a follower's look at the class's step: it jumps within this
+COUNTS_SECONDS = 3.0             # the teacher's counts of answers, redrawn this often
+LETTERS = "ABCDEFGH"
+
+
+def class_code() -> str | None:
+    return st.session_state.get(classroom.CLASS_KEY)
+
+
+def lesson_now(code: str | None) -> LessonNow | None:
+    """Where the class's teacher leads it, or None: no class, or one that has ended."""
+    if not code:
+        return None
+    try:
+        return classroom.classes().lesson(code)
+    except BoardError:
+        return None
+
+
+def following() -> bool:
+    return st.session_state.get(FOLLOW_KEY, True)
+
+
+def leave_follow() -> None:
+    """Back, Next or the step list while the teacher leads: this learner goes their own way."""
+    now = lesson_now(class_code())
+    if now is not None and now.step is not None and classroom.teacher_key(class_code()) is None:
+        st.session_state[FOLLOW_KEY] = False
+
+
+# ------------------------------------------------------------------------- the Lesson page
+
+def follow(n: int) -> int:
+    """On the Lesson page, before the step is drawn: the step to show. A follower goes to the
+    teacher's step; the teacher, showing the Lesson while leading, takes the class to theirs."""
+    code = class_code()
+    now = lesson_now(code)
+    if now is None or now.step is None:
+        return n
+    key = classroom.teacher_key(code)
+    if key is not None:
+        if now.step != n:
+            classroom.classes().lead(code, key, n)
+        st.caption(_("You lead class {code}: the learners who follow come to the step you show here.", code=code))
+        return n
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    st.session_state.setdefault(FOLLOW_KEY, True)
+    left.toggle(_("Follow the teacher"), key=FOLLOW_KEY, **fields.REMEMBERED,
+                help=_("On: this page goes to the step your teacher shows, by itself. Off: you move on your own."))
+    if following():
+        if now.step != n and 1 <= now.step <= len(STEPS):
+            n = now.step
+            lesson_links.go(n)  # the address says the step shown
+        right.caption(_("Class {code} is on step {n}: {title}.", code=code, n=n, title=_(STEPS[n - 1].title)))
+    else:
+        right.caption(_("Class {code} is on step {n}: switch on “Follow the teacher” to go there.", code=code,
+                        n=now.step))
+    watch(code, n, now)
+    return n
+
+
+def watch(code: str, n: int, drawn: LessonNow) -> None:
+    """Poll the class's step; rerun the page only when what it shows would change: a follower's
+    step, this step's reveal, or the lead itself starting or ending."""
+
+    @st.fragment(run_every=POLL_SECONDS)
+    def poll() -> None:
+        now = lesson_now(code)
+        if now is None or now.version == drawn.version:
+            return
+        moved = following() and now.step != n
+        revealed = (n in now.revealed) != (n in drawn.revealed)
+        if moved or revealed or now.step is None:
+            st.rerun(scope="app")
+
+    poll()
+
+
+def question(n: int, step: LessonStep, params: dict) -> None:
+    """The step's check question. Alone, the answer says at once whether it is right. In a class
+    the teacher leads, it counts for the class, and on the teacher's step it waits for the reveal."""
+    st.subheader(_("Check yourself"))
+    code = class_code()
+    now = lesson_now(code)
+    leading = now is not None and now.step is not None
+    key = classroom.teacher_key(code) if leading else None
+    options = [_(option, **params) for option in step.options]
+    if key is not None and now.step == n:
+        st.markdown(_(step.question, **params))
+        class_answers(code, key, n, step, params)
+        return
+    widget = f"lesson_answer:{n}"
+    counted = leading and key is None  # the teacher's own answer is not the class's
+    answer = st.radio(_(step.question, **params), options, index=None, key=widget,
+                      on_change=send_answer if counted else None, args=(code, n, widget, options))
+    revealed = leading and n in now.revealed
+    waiting = counted and now.step == n and not revealed
+    if answer is None:
+        if revealed:
+            st.info(_("The teacher has revealed the answer: {answer}. {why}", answer=options[step.answer],
+                      why=_(step.explanation, **params)))
+        return
+    if waiting:
+        st.info(_("Your answer counts for the class. You will see whether it is right when your teacher reveals "
+                  "the answer."))
+        return
+    explanation = _(step.explanation, **params)
+    if options.index(answer) == step.answer:
+        st.success(_("Right. {why}", why=explanation))
+    else:
+        st.error(_("Not quite: the right answer is “{answer}”. {why}", answer=options[step.answer], why=explanation)
+                 if revealed else _("Not quite: try again. {why}", why=explanation))
+
+
+def send_answer(code: str, n: int, widget: str, options: list[str]) -> None:
+    chosen = st.session_state.get(widget)
+    try:
+        classroom.classes().answer(code, classroom.learner(), n, options.index(chosen) if chosen in options else None)
+    except BoardError as err:
+        st.session_state[classroom.NOTICE_KEY] = error_text(err)
+
+
+# ---------------------------------------------------------------------------- the teacher
+
+def lead(code: str, key: str, step: int | None) -> None:
+    try:
+        classroom.classes().lead(code, key, step)
+    except BoardError as err:
+        st.session_state[classroom.NOTICE_KEY] = error_text(err)
+
+
+def reveal(code: str, key: str, step: int, shown: bool) -> None:
+    try:
+        classroom.classes().reveal(code, key, step, shown)
+    except BoardError as err:
+        st.session_state[classroom.NOTICE_KEY] = error_text(err)
+
+
+def lead_panel(code: str, key: str) -> None:
+    """The board's "Lead the lesson" tab: the class's step, Back and Next, the link to show the
+    step, and its question's answers as counts, with Reveal."""
+    now = lesson_now(code)
+    if now is None:
+        return
+    if now.step is None:
+        st.markdown(_("Lead the class through the lesson's {steps} steps. Every learner who has joined and follows "
+                      "goes to your step within a few seconds, and answers its question on their Lesson page. You "
+                      "see how many chose each option, never who, and reveal the right answer when you choose.",
+                      steps=len(STEPS)))
+        st.button(_("Lead the lesson from step 1"), key="lead_start", type="primary", on_click=lead,
+                  args=(code, key, 1))
+        return
+    n = now.step
+    back_col, title_col, next_col = st.columns([1, 4, 1], vertical_alignment="center")
+    back_col.button(_("← Back"), key="lead_back", disabled=n == 1, on_click=lead, args=(code, key, n - 1),
+                    width="stretch")
+    title_col.markdown(_("**The class is on step {n} of {total}:** {title}", n=n, total=len(STEPS),
+                         title=_(STEPS[n - 1].title)))
+    next_col.button(_("Next →"), key="lead_next", disabled=n == len(STEPS), on_click=lead, args=(code, key, n + 1),
+                    type="primary", width="stretch")
+    show_col, stop_col = st.columns([3, 1], vertical_alignment="center")
+    show_col.page_link(site.LESSON.script, label=_("Show step {n} on the Lesson page (your steps there lead the "
+                                                   "class)", n=n), icon="🎓",
+                       query_params={url.LESSON: str(n), url.CLASS: code, url.LANG: language()})
+    stop_col.button(_("Stop leading"), key="lead_stop", on_click=lead, args=(code, key, None), type="tertiary")
+    step = STEPS[n - 1]
+    params = teacher_params()
+    st.markdown("#### " + (_(step.question, **params) if params is not None else _("Step {n}'s question", n=n)))
+    class_answers(code, key, n, step, params)
+
+
+def teacher_params() -> dict | None:
+    """The numbers the question quotes, from the teacher's own model (each learner sees their own
+    model's); None when this session has no model to read them from."""
+    try:
+        return quoted(session_model())
+    except ModelUnavailable:
+        return None
+
+
+def class_answers(code: str, key: str, n: int, step: LessonStep, params: dict | None) -> None:
+    """The class's answers to step n's question, redrawn every few seconds, and Reveal."""
+
+    @st.fragment(run_every=COUNTS_SECONDS)
+    def answers() -> None:
+        try:
+            counts = classroom.classes().counts(code, key, n, len(step.options))
+            shown = n in classroom.classes().lesson(code).revealed
+        except BoardError as err:
+            st.warning(md(error_text(err)))
+            return
+        total = sum(counts)
+        for i, (option, count) in enumerate(zip(step.options, counts)):
+            text = _(option, **params) if params is not None else ""
+            mark = " ✅" if shown and i == step.answer else ""
+            st.progress(count / total if total else 0.0,
+                        text=_("**{letter}.** {option}{mark} — {count}", letter=LETTERS[i], option=md(text),
+                               mark=mark, count=count))
+        st.caption(n_("{n} learner has answered.", "{n} learners have answered.", total))
+        if shown:
+            st.success(_(step.explanation, **params) if params is not None else _("The answer is revealed."))
+        st.button(_("Hide the answer again") if shown else _("Reveal the answer"), key=f"lead_reveal:{n}",
+                  type="secondary" if shown else "primary", on_click=reveal, args=(code, key, n, not shown))
+
+    answers()
+
+
+def class_line(code: str) -> None:
+    """On a learner's board: where the teacher leads the class, with a link there."""
+    now = lesson_now(code)
+    if now is None or now.step is None:
+        return
+    st.page_link(site.LESSON.script, label=_("The class is on step {n} of the lesson: {title}", n=now.step,
+                                              title=_(STEPS[now.step - 1].title)), icon="🎓",
+                 query_params={url.LESSON: str(now.step), url.CLASS: code, url.LANG: language()})

@@ -1,0 +1,92 @@
+"""The line for a training slot, as a learner sees it: the server's slots and how many wait, a
+waiting run's place and estimated start (kept up to date without a click), Cancel, and the
+sidebar's note on every page, which is also the owner's sign of life while they read elsewhere."""
+from __future__ import annotations
+
+import streamlit as st
+
+from minigpt.serve.registry import RunEntry
+
+from app.chrome.i18n import _, n_
+from app.chrome.text import format_duration, ordinal
+from app.state import runs
+
+HEARTBEAT_SECONDS = 30.0  # any other page of the owner's looks this often, or thrice within the absence limit
+
+
+def server_line() -> str:
+    """"N training slots on this server · M in use · K runs waiting"."""
+    registry = runs.registry()
+    return " · ".join([n_("{n} training slot on this server", "{n} training slots on this server", registry.max_runs),
+                       n_("{n} in use", "{n} in use", registry.active_count()),
+                       n_("{n} run waiting", "{n} runs waiting", registry.waiting_count())])
+
+
+def place_text(entry: RunEntry) -> str | None:
+    """"3rd in line: it starts in about 2 min 10 s" for a waiting run; None once it is not waiting."""
+    standing = runs.registry().standing(entry)
+    if standing is None:
+        return None
+    place, found = standing
+    if found is None:
+        when = _("no run has trained on this server yet, so it cannot tell when yours starts")
+    elif found.rough:
+        when = _("it starts in about {wait} (a rough estimate: no run of this size has trained here yet, or a run "
+                 "ahead is paused)", wait=format_duration(found.seconds))
+    else:
+        when = _("it starts in about {wait}", wait=format_duration(found.seconds))
+    return _("**{place} in line**: {when}.", place=ordinal(place), when=when)
+
+
+def waiting_view(entry: RunEntry, owner: bool) -> None:
+    """What a waiting run's page shows: its place, the slots, the estimate, and Cancel for its owner."""
+    text = place_text(entry)
+    if text is None:  # it left the line between two looks
+        return
+    registry = runs.registry()
+    st.info(text + " " + n_("The server's one training slot is in use; your run starts by itself when its turn "
+                            "comes: keep any page of the app open (or come back within {minutes}) to keep your place.",
+                            "All {n} training slots are in use; your run starts by itself when its turn comes: keep "
+                            "any page of the app open (or come back within {minutes}) to keep your place.",
+                            registry.max_runs, minutes=format_duration(registry.waiting_idle_seconds)))
+    st.caption(server_line())
+    if owner and st.button(_("Cancel my place"), key="cancel_waiting",
+                           help=_("Take your run out of the line; nothing else changes.")):
+        runs.cancel_own_run()
+        st.rerun()
+
+
+def paused_note(entry: RunEntry, owner: bool) -> None:
+    """A paused run holds a slot: while others wait, its owner is told it will be stopped, and why it was."""
+    registry = runs.registry()
+    grace = format_duration(registry.paused_grace_seconds)
+    if entry.stopped_for_line:
+        st.info(_("Your run was stopped after {wait} paused while others waited for a training slot; its model stays "
+                  "loaded. Start a new run to train again.", wait=grace))
+    elif owner and entry.run.state == "paused" and registry.waiting_count():
+        st.warning(n_("{n} run waits for a training slot, and a paused run holds one: after {wait} paused, yours is "
+                      "stopped (its model stays loaded).",
+                      "{n} runs wait for a training slot, and a paused run holds one: after {wait} paused, yours is "
+                      "stopped (its model stays loaded).", registry.waiting_count(), wait=grace))
+
+
+def sidebar_note() -> None:
+    """On every page, in the sidebar: where the session's own waiting run stands. Polling it is the
+    owner's sign of life, so reading the Glossary keeps the place in line."""
+    own = st.session_state.get(runs.OWN_RUN_KEY)
+    if own is None:
+        return
+    entry = runs.registry().get(*own)
+    if entry is None or not entry.is_waiting():
+        return
+
+    @st.fragment(run_every=min(HEARTBEAT_SECONDS, runs.registry().waiting_idle_seconds / 3))
+    def note() -> None:
+        current = runs.registry().get(*own)
+        text = place_text(current) if current is not None else None
+        if text is None:
+            st.rerun()  # it started, or left the line: the page draws it as it is now
+        st.caption(_("Your training run: {place}", place=text))
+
+    with st.sidebar:
+        note()

@@ -1,0 +1,431 @@
+"""The class board in the app: starting a class, joining it from its link, posting and
+withdrawing a run, the teacher's controls, and the board itself (one live chart of every posted
+run, the settings that differ, each run's latest sample, the challenge's ranking, and the HTML and
+CSV to take away).
+
+The class code travels in the address (?class=K7Q2), so a refresh or a page change keeps the
+class. The teacher's key does not, and the page never draws it: a projector shows the address
+bar and the page to the whole room. The teacher's browser keeps it, in a cookie of this site
+that a refresh sends back (the server keeps only a salted digest of it), and a copy button puts
+the teacher's link on the clipboard, for another browser, without showing it; where the
+clipboard is blocked (plain http), the link shows only while the button is held down. A
+teacher's link opened elsewhere hands the key over, and it leaves the address bar at once.
+"""
+from __future__ import annotations
+
+import json
+from functools import reduce
+
+import streamlit as st
+
+from minigpt import BUILTIN_CORPORA, N_
+from minigpt.lab.run_records import csv_text
+from minigpt.serve.board import BoardError, BoardView, Challenge
+
+from app.chrome import site, url
+from app.chrome.charts import config as chart_config
+from app.chrome.charts import html_button, swipe_hint
+from app.chrome.i18n import _, error_text, language, n_
+from app.chrome.text import md, ordinal
+from app.parts import class_lesson
+from app.state import runs
+from app.state.classroom import (
+    CLASS_KEY,
+    COOKIE_PREFIX,
+    COOKIE_SECONDS,
+    NOTICE_KEY,
+    POSTS_KEY,
+    REFRESH_SECONDS,
+    board_view,
+    classes,
+    cookies,
+    join_class,
+    leave_class,
+    start_class,
+    teacher_key,
+)
+from app.state.train_settings import SETTING_LABELS, setting_text
+
+COOKIE_SENT_KEY = "board_cookie_sent"  # session_state: the class whose key this session has written to the browser
+FORGET_KEY = "board_forget"           # session_state: a closed class whose cookie the next page run clears
+TAB_KEY = "board_tab"                 # session_state: the teacher's open tab (its label)
+MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
+COLUMNS = {  # the table's own columns (the settings that differ are named as on Experiments)
+    "run": N_("run"), "best_val": N_("best val loss"), "steps": N_("steps"), "tokens": N_("characters seen"),
+    "params": N_("parameters"), "seconds": N_("time (s)"),
+}
+STATES = {"waiting": N_("waiting"), "starting": N_("starting"),
+          "running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
+          "error": N_("stopped by an error"), "released": N_("ended (its owner left)"), "idle": N_("starting"),
+          "closed": N_("ended (its owner left)")}
+
+
+def start_or_join(heading: str | None = None) -> None:
+    """No class (or one that is not there): start one, or type a code."""
+    if heading:
+        st.warning(heading)
+    start_col, code_col, join_col = st.columns([1.3, 1.4, 0.8], vertical_alignment="bottom")
+    start_col.button(_("Start a class"), key="board_start", type="primary", on_click=start_class,
+                     help=_("You get a short code and a link for the class; this browser alone can hide entries, "
+                            "set a challenge and close the class."))
+    code_col.text_input(_("Class code"), key="board_join_code", max_chars=8, placeholder="K7Q2")
+    join_col.button(_("Join"), key="board_join", on_click=join_class)
+
+
+def board_page() -> None:
+    """The board page: start or join a class, or the class's board. For its teacher, in three tabs
+    (the board, leading the lesson, the class's controls), so that on a projector the
+    chart starts near the top; for a learner, the board with where the class is in the lesson
+    and a way to train a run for it."""
+    ss = st.session_state
+    notice = ss.pop(NOTICE_KEY, None)
+    if notice:
+        st.warning(md(notice))
+    closed = ss.pop(FORGET_KEY, None)
+    if closed:
+        forget_key(closed)
+    code = ss.get(CLASS_KEY)
+    if not code:
+        st.info(_("A class board sets every learner's run on one chart. A teacher starts a class and shares its "
+                  "link; each learner who opens it can post their runs from Train or Experiments."))
+        start_or_join()
+        return
+    key = teacher_key(code)
+    try:
+        board = classes().find(code, key)
+    except BoardError as err:
+        leave_class()
+        start_or_join(md(error_text(err)))
+        return
+    link = url.link(**{url.CLASS: board.code})  # no language: each learner's browser (or choice) decides
+    head_col, link_col = st.columns([1, 3], vertical_alignment="center")
+    head_col.header(_("Class {code}", code=board.code), anchor=False)
+    with link_col:
+        st.caption(_("The class's link (open it to join; copy it with the icon on the right):"))
+        st.code(link, language=None)
+    if key is None:
+        class_lesson.class_line(board.code)
+        st.page_link(site.TRAIN.script, label=_("Train a run for this class"), icon="🏋️",
+                     query_params={url.CLASS: board.code, url.LANG: language()})
+        live_board(board.code, None)
+        my_posts(board.code)
+        st.button(_("Leave this class"), key="board_leave", on_click=leave_class, type="tertiary")
+        st.caption(_("This is the learners' view. The teacher's controls come back in the browser that started the "
+                     "class, or in another one through the teacher's link copied there."))
+        return
+    remember_key(board.code, key)
+    board_tab, lesson_tab, controls_tab = st.tabs([_("Board"), _("Lead the lesson"), _("Teacher's controls")],
+                                                  key=TAB_KEY, on_change="rerun")  # only the open tab runs
+    if board_tab.open:
+        with board_tab:
+            class_lesson.class_line(board.code)  # where the class is in the lesson, when the teacher leads it
+            live_board(board.code, key)
+            my_posts(board.code)
+    if lesson_tab.open:
+        with lesson_tab:
+            class_lesson.lead_panel(board.code, key)
+    if controls_tab.open:
+        with controls_tab:
+            teacher_panel(board.code, key)
+
+
+def state_text(row) -> str:
+    """A run's state on the board, a waiting run's place in line with it."""
+    if row.state == "waiting" and row.place is not None:
+        return _("waiting, {place} in line", place=ordinal(row.place))
+    return _(STATES.get(row.state, row.state))
+
+
+def progress_line(rows) -> str:
+    """How far the class has got, at a glance: "3 waiting · 2 training · 5 done"."""
+    waiting = sum(row.state in ("waiting", "starting") for row in rows)
+    training = sum(row.state in ("running", "paused") for row in rows)
+    done = len(rows) - waiting - training
+    return " · ".join([n_("{n} run waiting for a training slot", "{n} runs waiting for a training slot", waiting),
+                       n_("{n} training", "{n} training", training), n_("{n} done", "{n} done", done)])
+
+
+def live_board(code: str, key: str | None) -> None:
+    view = board_view(code)
+    training = any(row.state in MOVING for row in view.rows)
+
+    @st.fragment(run_every=REFRESH_SECONDS if training else REFRESH_SECONDS * 3)
+    def board() -> None:
+        try:
+            now = board_view(code)
+        except BoardError as err:  # the teacher closed it meanwhile
+            st.warning(md(error_text(err)))
+            return
+        draw(now, teacher=key is not None)
+        if any(row.state in MOVING for row in now.rows) != training:
+            st.rerun()  # training began or ended: redraw at the other pace
+
+    board()
+
+
+def draw(view: BoardView, teacher: bool) -> None:
+    rows = view.visible()
+    if not rows:
+        st.info(_("No run is on the board yet. A learner who has joined posts one from the Train page (or "
+                  "Experiments) with “Post to the class board”: “Train a run for this class” opens it."))
+        return
+    from minigpt.viz import board_title
+    st.markdown(f"**{board_title(_)}**")
+    st.caption(progress_line(rows))
+    st.plotly_chart(figure(view), key="board_chart", config=chart_config())
+    for group in view.coinciding():
+        st.caption(n_("{runs} trained exactly alike (the same settings and seed): their curves lie on one another, "
+                      "so the chart draws one line for {n} run.",
+                      "{runs} trained exactly alike (the same settings and seed): their curves lie on one another, "
+                      "so the chart draws one line for {n} runs.", len(group), runs=word_list([md(g) for g in group])))
+    if view.challenge is not None:
+        ranking(view)
+    st.markdown(_("**The runs** (the settings that differ between them, and what each reached):"))
+    table = shown_table(view)
+    swipe_hint("board_table")
+    st.dataframe(table, hide_index=True, key="board_table", column_config={
+        _(COLUMNS["run"]): st.column_config.TextColumn(_(COLUMNS["run"]), pinned=True),
+        _(COLUMNS["best_val"]): st.column_config.NumberColumn(_(COLUMNS["best_val"]), format="%.3f"),
+    })
+    st.markdown(_("**Each run's latest sample:**"))
+    swipe_hint("board_samples")
+    st.dataframe(samples_table(view), hide_index=True, key="board_samples")
+    if not teacher:  # the exports are the teacher's: a viewer's redraw does without them
+        return
+    html_col, csv_col = st.columns(2)
+    with html_col:
+        html_button([figure(view, titled=True)], _("Class {code}", code=view.code), f"class-{view.code}")
+    csv_col.download_button(_("Download the table (.csv)"), data=lambda: csv_text(table),
+                            file_name=f"minigpt-class-{view.code}.csv", mime="text/csv", on_click="ignore",
+                            key="board_csv", type="tertiary", icon=":material/download:")
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _figure(code: str, view_key: tuple, lang: str, titled: bool, _view: BoardView):
+    from minigpt.viz import board_figure
+    return board_figure(_view.visible(), tr=_, titled=titled)
+
+
+def figure(view: BoardView, titled: bool = False):
+    """The board's chart, built once per update and language for every viewer (titled for the
+    HTML export; on the page, the title is a line above it, which wraps on a phone)."""
+    return _figure(view.code, view.key, language(), titled, view)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _table(code: str, view_key: tuple, lang: str, _view: BoardView):
+    table = _view.table()
+    settings = [name for name in table.columns if name in SETTING_LABELS]
+    table[settings] = table[settings].map(setting_text)
+    return table.rename(columns={**{name: _(label) for name, label in SETTING_LABELS.items()},
+                                 **{name: _(label) for name, label in COLUMNS.items()}})
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _samples(code: str, view_key: tuple, lang: str, _view: BoardView):
+    import pandas as pd
+    rows = _view.visible()
+    return pd.DataFrame({_("run"): [row.label for row in rows],
+                         _("state"): [state_text(row) for row in rows],
+                         _("latest sample"): [row.sample.replace("\n", " ⏎ ") for row in rows]})
+
+
+def samples_table(view: BoardView):
+    """Each run's latest sample, in the page's language, built once per update and language."""
+    return _samples(view.code, view.key, language(), view)
+
+
+def shown_table(view: BoardView):
+    """The board's table with its columns in the page's language, built once per update and language."""
+    return _table(view.code, view.key, language(), view)
+
+
+def ranking(view: BoardView) -> None:
+    challenge = view.challenge
+    st.markdown("### " + _("Challenge: the lowest validation loss") + "  \n" + challenge_text(challenge))
+    ranked = view.ranking()
+    if ranked:
+        st.markdown("  \n".join(_("**{place}.** {run}: {loss:.3f}", place=i, run=md(row.label), loss=row.best_val)
+                                for i, row in enumerate(ranked, start=1)))
+    else:
+        st.caption(_("No run meets the challenge yet."))
+    refused = [row for row in view.visible() if row.refusals]
+    if refused:
+        st.markdown(_("**Outside the challenge:**") + "  \n" + "  \n".join(
+            _("{run}: {reasons}", run=md(row.label), reasons="; ".join(error_text(r) for r in row.refusals))
+            for row in refused))
+
+
+def challenge_text(challenge: Challenge) -> str:
+    parts = []
+    if challenge.corpus is not None:
+        parts.append(_("on {corpus}", corpus=challenge.corpus))
+    if challenge.max_steps is not None:
+        parts.append(_("within {steps:,} steps", steps=challenge.max_steps))
+    if challenge.max_params is not None:
+        parts.append(_("with at most {params:,} parameters", params=challenge.max_params))
+    return word_list(parts) if parts else _("any run")
+
+
+def word_list(parts: list[str]) -> str:
+    """Parts joined as the language lists them ("a, b, c"; 甲，乙，丙)."""
+    return reduce(lambda earlier, later: _("{earlier}, {later}", earlier=earlier, later=later), parts)
+
+
+def remember_key(code: str, key: str) -> None:
+    """Write the teacher's key into this browser's cookie for the class, once a session, so that
+    a refresh keeps the controls. The script runs once and is gone from the page at the next redraw."""
+    if st.session_state.get(COOKIE_SENT_KEY) == code or cookies().get(COOKIE_PREFIX + code) == key:
+        return
+    st.session_state[COOKIE_SENT_KEY] = code
+    cookie = f"{COOKIE_PREFIX}{code}={key}; path=/; max-age={COOKIE_SECONDS}; SameSite=Strict"
+    st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
+
+
+def forget_key(code: str) -> None:
+    st.html(f"<script>document.cookie = {json.dumps(f'{COOKIE_PREFIX}{code}=; path=/; max-age=0; SameSite=Strict')};"
+            "</script>", unsafe_allow_javascript=True)
+
+
+COPY_BUTTON = """
+<div class="teacher-link">
+<button id="{id}" type="button" style="font: inherit; color: inherit; background: transparent; cursor: pointer;
+  border: 1px solid rgba(128, 128, 128, 0.4); border-radius: 0.5rem; padding: 0.25rem 0.75rem;">{label}</button>
+<span id="{id}-said" style="margin-left: 0.75rem; opacity: 0.75;"></span>
+</div>
+<script>
+(() => {{
+  const button = document.getElementById({id_js}), said = document.getElementById({id_js} + "-said");
+  const words = {words};
+  const link = () => {{
+    const key = document.cookie.split("; ").find(c => c.startsWith({cookie_js} + "="));
+    return key ? location.origin + location.pathname + "?class=" + {code_js} + "&teacher=" +
+      encodeURIComponent(key.slice({cookie_js}.length + 1)) : null;
+  }};
+  const byHand = (text) => {{  // plain http: no clipboard API, the old copy command instead
+    const area = document.createElement("textarea");
+    area.value = text; area.setAttribute("readonly", "");
+    area.style.position = "fixed"; area.style.opacity = "0"; area.style.left = "-9999px";
+    document.body.appendChild(area); area.select();
+    let done = false;
+    try {{ done = document.execCommand("copy"); }} catch (e) {{ done = false; }}
+    area.remove();
+    return done;
+  }};
+  let holding = false;
+  button.addEventListener("click", async () => {{
+    const text = link();
+    if (!text) {{ said.textContent = words.missing; return; }}
+    let done = false;
+    if (navigator.clipboard && window.isSecureContext) {{
+      try {{ await navigator.clipboard.writeText(text); done = true; }} catch (e) {{ done = false; }}
+    }}
+    if (!done) done = byHand(text);
+    if (done) {{ said.textContent = words.copied; return; }}
+    holding = true; button.textContent = words.hold; said.textContent = words.blocked;
+  }});
+  const show = () => {{ if (holding) said.textContent = link() || words.missing; }};
+  const hide = () => {{ if (holding) said.textContent = words.blocked; }};
+  button.addEventListener("pointerdown", show);
+  for (const gone of ["pointerup", "pointerleave", "pointercancel", "blur"]) button.addEventListener(gone, hide);
+}})();
+</script>
+"""
+
+
+def copy_teacher_link(code: str) -> None:
+    """A button that copies the teacher's link (read from this browser's cookie) to the clipboard:
+    the key is never drawn. Where copying is blocked, the link shows only while the button is held."""
+    words = {"copied": _("Copied: paste it where only you will see it."),
+             "blocked": _("This browser does not allow copying here. Press and hold the button to see the link."),
+             "hold": _("Hold to show the teacher's link"),
+             "missing": _("This browser does not keep the key (cookies are off): the controls last until you close "
+                          "this tab.")}
+    st.html(COPY_BUTTON.format(id=f"copy-teacher-{code}", id_js=json.dumps(f"copy-teacher-{code}"),
+                               label=_("Copy the teacher's link"), words=json.dumps(words, ensure_ascii=False),
+                               cookie_js=json.dumps(COOKIE_PREFIX + code), code_js=json.dumps(code)),
+            unsafe_allow_javascript=True)
+
+
+def teacher_panel(code: str, key: str) -> None:
+    """What only the teacher's browser sees: the teacher's link, the challenge, hiding and pinning, closing."""
+    st.caption(_("Only the browser that started the class sees these controls; a refresh keeps them. The teacher's "
+                 "link gives them to another browser (your laptop, say): copy it and keep it to yourself. It is "
+                 "never shown on the screen."))
+    copy_teacher_link(code)
+    with st.form("board_challenge", border=False):  # callbacks: the board (the first tab) draws the change at once
+        corpus_col, steps_col, params_col = st.columns(3)
+        corpus_col.selectbox(_("Corpus"), [None, *BUILTIN_CORPORA], key="challenge_corpus",
+                             format_func=lambda c: _("any") if c is None else c)
+        steps_col.number_input(_("At most this many steps (0: any)"), 0, 100_000, 300, step=50, key="challenge_steps")
+        params_col.number_input(_("At most this many parameters (0: any)"), 0, 10_000_000, 150_000, step=10_000,
+                                key="challenge_params")
+        set_col, clear_col = st.columns(2)
+        set_col.form_submit_button(_("Set the challenge"), on_click=set_challenge, args=(code, key, True))
+        clear_col.form_submit_button(_("No challenge"), on_click=set_challenge, args=(code, key, False))
+    view = board_view(code)
+    if view.rows:
+        by_id = {row.post_id: row for row in view.rows}
+        pick_col, hide_col, pin_col = st.columns([2, 1, 1], vertical_alignment="bottom")
+        hidden = " " + _("(hidden)")
+        chosen = pick_col.selectbox(_("Run"), list(by_id), key="board_pick",
+                                    format_func=lambda i: by_id[i].label + (hidden if by_id[i].hidden else ""))
+        row = by_id[chosen]
+        hide_col.button(_("Show again") if row.hidden else _("Hide"), key="board_hide", on_click=as_teacher,
+                        args=("hide", code, key, chosen, not row.hidden))
+        pin_col.button(_("Unpin") if row.pinned else _("Pin to the top"), key="board_pin", on_click=as_teacher,
+                       args=("pin", code, key, None if row.pinned else chosen))
+    st.button(_("Close the class"), key="board_close", on_click=close_class, args=(code, key),
+              help=_("The board and its code end for everyone; the runs themselves go on."))
+
+
+def set_challenge(code: str, key: str, on: bool) -> None:
+    ss = st.session_state
+    challenge = Challenge(ss.get("challenge_corpus"), int(ss.get("challenge_steps") or 0) or None,
+                          int(ss.get("challenge_params") or 0) or None) if on else None
+    as_teacher("set_challenge", code, key, challenge)
+
+
+def as_teacher(action: str, code: str, key: str, *args) -> None:
+    """A teacher's change, from a button's callback: one of Classes' teacher methods."""
+    try:
+        getattr(classes(), action)(code, key, *args)
+    except BoardError as err:  # the class has ended meanwhile
+        st.session_state[NOTICE_KEY] = error_text(err)
+
+
+def close_class(code: str, key: str) -> None:
+    as_teacher("close", code, key)
+    leave_class()
+    st.session_state.pop(COOKIE_SENT_KEY, None)
+    st.session_state[FORGET_KEY] = code
+
+
+def my_posts(code: str) -> None:
+    """The runs this session posted (or whose run it owns, after a refresh), each with Withdraw."""
+    mine = st.session_state.get(POSTS_KEY, {})
+    own = st.session_state.get(runs.OWN_RUN_KEY)
+    view = board_view(code)
+    posted = [row for row in view.rows if row.post_id in mine or own and row.run_id == own[0]]
+    if not posted:
+        return
+    st.markdown(_("**Your runs on the board:**"))
+    for row in posted:
+        name_col, button_col = st.columns([3, 1], vertical_alignment="center")
+        name_col.markdown(md(row.label))
+        if button_col.button(_("Withdraw"), key=f"board_withdraw_{row.post_id}"):
+            withdraw(code, row.post_id)
+            st.rerun()
+
+
+def withdraw(code: str, post_id: str) -> None:
+    mine = st.session_state.setdefault(POSTS_KEY, {})
+    own = st.session_state.get(runs.OWN_RUN_KEY)
+    try:
+        classes().withdraw(code, post_id, mine.get(post_id) or (own[1] if own else None))
+    except BoardError as err:
+        st.error(md(error_text(err)))
+        return
+    mine.pop(post_id, None)
+
+

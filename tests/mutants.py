@@ -97,7 +97,7 @@ MUTANTS = {
         "if step < cfg.warmup_steps:", "if step <= cfg.warmup_steps:")]),
     "warmup starts at 0 (step / W)": ("minigpt/train.py", [(
         "cfg.lr * (step + 1) / cfg.warmup_steps", "cfg.lr * step / cfg.warmup_steps")]),
-    "Attention page checkbox wired backwards": ("pages/4_Attention.py", [(
+    "Attention page checkbox wired backwards": ("pages/Attention.py", [(
         "scaled=False if unscaled else None", "scaled=None if unscaled else False")]),
     "no sqrt(d_model) embedding scale": ("minigpt/model.py", [(
         "self.token_embed(idx) * math.sqrt(self.config.d_model)", "self.token_embed(idx)")]),
@@ -248,7 +248,7 @@ MUTANTS = {
     "two uploads of the same name and step taken for one model": ("app/state/shared_results.py", [(
         "return _measured(loaded.identity, _knockout_key(knockout), prompt,",
         "return _measured((loaded.vocab_id, loaded.detail, loaded.steps), _knockout_key(knockout), prompt,")]),
-    "the score-std chart left outside the scaling fragment, on the first settings": ("pages/5_Scaling.py", [(
+    "the score-std chart left outside the scaling fragment, on the first settings": ("pages/Scaling.py", [(
         "\nscaling_view.experiment()\n",
         "\nscaling_view.experiment()\nimport streamlit as st\nfrom app.chrome.i18n import _\nfrom minigpt.viz import "
         "score_std_figure\nst.plotly_chart(score_std_figure(scaling_view.scaling_table(scaling_view.DEMO_D_KS, "

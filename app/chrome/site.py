@@ -1,7 +1,8 @@
 """The app's pages, each defined once: its script, its name in the sidebar, its icon and what
 it offers. The sidebar, Home's links, the lesson's links, the comparison and the tests all use
 these objects, so renaming a page file is a change of one line here. A new page is a file in
-pages/, numbered in sidebar order, and one `Page` in `PAGES`. Light on purpose: no Streamlit."""
+pages/ and one `Page` in `PAGES`, whose order is the sidebar's: the files carry no number, so a
+page added between two renames no other. Light on purpose: no Streamlit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,27 +20,28 @@ class Page:
 
     @property
     def url_path(self) -> str:
-        """The page's address after the host: "" for Home, else the file's name without its number
-        ("pages/2_Train.py" is /Train), as Streamlit's pages/ convention makes it."""
-        name = PurePosixPath(self.script).stem
-        return "" if self.script == HOME.script else name.split("_", 1)[1]
+        """The page's address after the host: "" for Home, else the file's name ("pages/Train.py"
+        is /Train), as Streamlit's pages/ convention makes it. The files were once numbered
+        ("2_Train.py"): Streamlit left the number out of the address, so every shared link still
+        opens its page."""
+        return "" if self.script == HOME.script else PurePosixPath(self.script).stem
 
 
 HOME = Page("streamlit_app.py", N_("Home"), "🏠", N_("The loaded model; corpus, model and device"))
-LESSON = Page("pages/1_Lesson.py", N_("Lesson"), "🎓", N_("A guided path through your own model, in {steps} steps"))
-TRAIN = Page("pages/2_Train.py", N_("Train"), "🏋️", N_("Train a model and watch it learn"))
-GENERATE = Page("pages/3_Generate.py", N_("Generate"), "✍️", N_("Write text, one character at a time"))
-ATTENTION = Page("pages/4_Attention.py", N_("Attention"), "🔍", N_("See where each character looks"))
-SCALING = Page("pages/5_Scaling.py", N_("√d_k scaling"), "📐", N_("Why attention divides by √d_k"))
-INSIDE = Page("pages/6_Inside.py", N_("Inside attention"), "🔬",
+LESSON = Page("pages/Lesson.py", N_("Lesson"), "🎓", N_("A guided path through your own model, in {steps} steps"))
+TRAIN = Page("pages/Train.py", N_("Train"), "🏋️", N_("Train a model and watch it learn"))
+GENERATE = Page("pages/Generate.py", N_("Generate"), "✍️", N_("Write text, one character at a time"))
+ATTENTION = Page("pages/Attention.py", N_("Attention"), "🔍", N_("See where each character looks"))
+SCALING = Page("pages/Scaling.py", N_("√d_k scaling"), "📐", N_("Why attention divides by √d_k"))
+INSIDE = Page("pages/Inside.py", N_("Inside attention"), "🔬",
               N_("How one attention weight is made; what each head does"))
-MODEL = Page("pages/7_Model.py", N_("Inside the model"), "🧩",
+MODEL = Page("pages/Model.py", N_("Inside the model"), "🧩",
              N_("Positions, embeddings, and the prediction layer by layer"))
-EXPERIMENTS = Page("pages/8_Experiments.py", N_("Experiments"), "🧪",
+EXPERIMENTS = Page("pages/Experiments.py", N_("Experiments"), "🧪",
                    N_("Take a part of the model out and measure what it did"))
-BOARD = Page("pages/10_Board.py", N_("Class board"), "📊",
+BOARD = Page("pages/Board.py", N_("Class board"), "📊",
              N_("Every learner's run on one chart: a class trains together"))
-GLOSSARY = Page("pages/9_Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English"))
+GLOSSARY = Page("pages/Glossary.py", N_("Glossary"), "📖", N_("The course's terms, Chinese and English"))
 
 PAGES = (HOME, LESSON, TRAIN, GENERATE, ATTENTION, SCALING, INSIDE, MODEL, EXPERIMENTS, GLOSSARY, BOARD)  # sidebar order
 

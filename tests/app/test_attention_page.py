@@ -1,4 +1,4 @@
-"""pages/4_Attention.py: the heatmaps against the forward pass by hand, the unscaled view and its
+"""pages/Attention.py: the heatmaps against the forward pass by hand, the unscaled view and its
 caption, paging a long text, unknown characters, a task model's right keys, and the time-lapse.
 
     pytest tests/app/test_attention_page.py

@@ -1,4 +1,4 @@
-"""pages/10_Board.py and app/views/board.py: a teacher and three learners, each in a session of their own,
+"""pages/Board.py and app/views/board.py: a teacher and three learners, each in a session of their own,
 through the whole class board: starting a class, joining from its link, posting from Train,
 withdrawing, hiding and pinning, the challenge's ranking and refusals, a closed class and an unknown
 code, in English and in Chinese.

@@ -1,4 +1,4 @@
-"""pages/8_Experiments.py: knock-outs measured on a copy no other page or session sees, each kept
+"""pages/Experiments.py: knock-outs measured on a copy no other page or session sees, each kept
 result under its own model and knock-out, and the head-importance grid.
 
     pytest tests/app/test_experiments_page.py

@@ -1,4 +1,4 @@
-"""pages/3_Generate.py: greedy text against the forward pass by hand, the next-character bars,
+"""pages/Generate.py: greedy text against the forward pass by hand, the next-character bars,
 prompts (default, empty, unknown characters, demo seeds), top-k beyond the vocabulary, and a new
 request never showing the last answer.
 

@@ -1,4 +1,4 @@
-"""pages/6_Inside.py: the one-weight view shows the heatmap's row for the chosen query.
+"""pages/Inside.py: the one-weight view shows the heatmap's row for the chosen query.
 
     pytest tests/app/test_inside_page.py
 """

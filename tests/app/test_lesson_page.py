@@ -1,4 +1,4 @@
-"""pages/1_Lesson.py, app/views/lesson.py and app/state/lesson_text.py: every step in both languages with its
+"""pages/Lesson.py, app/views/lesson.py and app/state/lesson_text.py: every step in both languages with its
 live view and a question that tells a right answer from a wrong one, the step in the address,
 its one-click training, and the numbers its words quote, filled in from the code that owns them.
 

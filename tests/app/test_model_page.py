@@ -1,4 +1,4 @@
-"""pages/7_Model.py: positions, the embeddings and the tied head, and the logit lens, on the loaded model.
+"""pages/Model.py: positions, the embeddings and the tied head, and the logit lens, on the loaded model.
 
     pytest tests/app/test_model_page.py
 """

@@ -1,4 +1,4 @@
-"""app/navigation.py and app/chrome/site.py: the pages, numbered in sidebar order at their addresses; every
+"""app/navigation.py and app/chrome/site.py: the pages in sidebar order at their addresses; every
 page renders, on the default model and on a task model (that the server freezes what its libraries
 made at import out of the garbage collector's walk: test_home_page).
 
@@ -26,14 +26,21 @@ from minigpt.lab.tasks import TASKS
 ADDRESSES = ["", "Lesson", "Train", "Generate", "Attention", "Scaling", "Inside", "Model", "Experiments", "Glossary", "Board"]
 
 
-def test_every_page_file_is_a_page_numbered_in_sidebar_order_and_keeps_its_address():
-    # sorted by their numbers, as Streamlit orders pages/ (10_ after 9_): the sidebar's order
-    files = sorted((path.relative_to(ROOT).as_posix() for path in (ROOT / "pages").glob("*.py")),
-                   key=lambda script: int(script.split("/")[1].split("_")[0]))
-    assert [page.script for page in site.PAGES[1:]] == files
+def test_every_page_file_is_a_page_and_keeps_its_address():
+    """The sidebar's order is PAGES' (navigation draws the links), so no file carries a number."""
+    files = {path.relative_to(ROOT).as_posix() for path in (ROOT / "pages").glob("*.py")}
+    assert {page.script for page in site.PAGES[1:]} == files
     assert [page.url_path for page in site.PAGES] == ADDRESSES
     assert all((ROOT / page.script).is_file() for page in site.PAGES)
     assert [site.page_of(str(ROOT / page.script)) for page in site.PAGES] == list(site.PAGES)
+
+
+def test_the_sidebar_lists_the_pages_in_the_order_of_site_pages_whatever_their_files_are_called():
+    """A page added between two renames no other file: its place is its place in PAGES."""
+    links = page(home(), site.GLOSSARY.script).sidebar.get("page_link")
+    assert [link.proto.page for link in links] == [p.url_path for p in site.PAGES]
+    assert [link.proto.label for link in links] == [p.label for p in site.PAGES]
+    assert [p.url_path for p in site.PAGES] != sorted(p.url_path for p in site.PAGES)  # not the files' own order
 
 
 @pytest.mark.parametrize("name", ["reverse", "sort"])

@@ -1,4 +1,4 @@
-"""pages/5_Scaling.py: the √d_k figures and table show the reference demo's numbers at its settings,
+"""pages/Scaling.py: the √d_k figures and table show the reference demo's numbers at its settings,
 follow every change of the settings, and name the demo only at its settings.
 
     pytest tests/app/test_scaling_page.py

@@ -1,4 +1,4 @@
-"""pages/2_Train.py and app/parts/train_form.py: presets, the form's checks and help, a run started, paused,
+"""pages/Train.py and app/parts/train_form.py: presets, the form's checks and help, a run started, paused,
 resumed, stopped, reset and stepped, its chart, its failures, a task run's accuracy, and the
 settings link and the reload that fill the form.
 

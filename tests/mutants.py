@@ -36,7 +36,8 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
                "beliefs": "generate_page", "generation": "generate_page", "prompts": "generate_page",
                "heatmaps": "attention_page", "timelapse": "attention_page", "knockouts": "experiments_page",
                "scaling_view": "scaling_page", "lens": "model_page", "corpora": "uploads", "choices": "home_page",
-               "charts": "compare", "glossary": "lesson_page", "board": "board_page", "advice": "advice", "navigation": "navigation",
+               "charts": "compare", "glossary": "lesson_page", "board": "board_page", "classroom": "board_page",
+               "post": "board_page", "kept_runs": "compare", "train_settings": "train_page", "navigation": "navigation",
                "site": "navigation", "url": "navigation", "fields": "train_page"}
 
 
@@ -51,10 +52,10 @@ def mirror(path: str) -> list[str]:
         inner = "/".join(parts[1:-1])
         candidates = [f"tests/minigpt/{inner + '/' if inner else ''}test_{name}.py",
                       f"tests/minigpt/{inner}/test_{inner}.py"]  # the figures' one file
-    elif folder == "app":
+    elif parts[0] == "app":  # app/navigation.py, app/<room>/X.py
         candidates = [f"tests/app/test_{APP_MIRRORS.get(name, name)}.py", f"tests/app/test_{name}.py"]
     elif folder == "pages":
-        candidates = [f"tests/app/test_{name.split('_', 1)[1].lower()}_page.py"]
+        candidates = [f"tests/app/test_{name.lower()}_page.py"]
     else:  # streamlit_app.py
         candidates = ["tests/app/test_home_page.py"]
     return list(dict.fromkeys(c for c in candidates if (ROOT / c).is_file()))
@@ -171,7 +172,7 @@ MUTANTS = {
     "B2 uploaded model takes texts from the current corpus": ("app/state/loaded_model.py", [
         ('probe = checkpoint.meta.get("probe_text")', "probe = None"),
         ('if corpus in BUILTIN_CORPORA else ""', "if corpus in BUILTIN_CORPORA else current_corpus().text")]),
-    "B5 form not filled from the reattached run": ("app/parts/train_form.py", [(
+    "B5 form not filled from the reattached run": ("app/state/train_settings.py", [(
         "fill(*(run_configs or (", "fill(*(None or (")]),
     "B7 top-key changes miscounted": ("minigpt/lab/diagnosis.py", [(
         "changed = scaled.argmax(axis=-1) != unscaled.argmax(axis=-1)",
@@ -316,7 +317,7 @@ MUTANTS = {
         "            self._classes[code] = ClassBoard(code, key.encode(), salt, self._clock())"), (
         "        return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)",
         "        return isinstance(key, str) and hmac.compare_digest(key.encode(), self.teacher_digest)")]),
-    "a refresh forgets the teacher (board)": ("app/views/board.py", [(
+    "a refresh forgets the teacher (board)": ("app/state/classroom.py", [(
         "        become_teacher(code, cookies().get(COOKIE_PREFIX + code))", "        pass")]),
     "the learner's link carries the teacher's language (board)": ("app/views/board.py", [(
         "    link = url.link(**{url.CLASS: board.code})", "    link = url.link(**{url.CLASS: board.code, url.LANG: language()})")]),
@@ -393,16 +394,16 @@ MUTANTS = {
     "comparison: the last train loss is the first one logged (issue 49)": ("minigpt/lab/run_records.py", [(
         '"train_loss": [r.train_loss[-1] if r.train_loss', '"train_loss": [r.train_loss[0] if r.train_loss')]),
     # runs kept for comparison, on the pages
-    "compare page: the newest kept run let go to make room": ("app/parts/compare.py", [(
+    "compare page: the newest kept run let go to make room": ("app/state/kept_runs.py", [(
         "        del kept[0]\n", "        del kept[-1]\n")]),
-    "compare page: a run that never stepped is kept when replaced": ("app/parts/compare.py", [(
+    "compare page: a run that never stepped is kept when replaced": ("app/state/kept_runs.py", [(
         "if step > 0 and (entry.run_id, step)", "if step >= 0 and (entry.run_id, step)")]),
     "compare page: Keep keeps a run that has not trained a step": ("app/parts/compare.py", [(
         "        if entry.run.snapshot().step == 0:", "        if entry.run.snapshot().step < 0:")]),
-    "compare page: a third run of one name collides": ("app/parts/compare.py", [(
+    "compare page: a third run of one name collides": ("app/state/kept_runs.py", [(
         '    while f"{name} ({n})" in taken:\n        n += 1\n    return f"{name} ({n})" if name else next_name()',
         '    return f"{name} ({n})" if name else next_name()')]),
-    "compare page: a link's missing runs not said": ("app/parts/compare.py", [(
+    "compare page: a link's missing runs not said": ("app/state/kept_runs.py", [(
         "        if len(found) < len(linked):", "        if False:")]),
     # the run registry
     "registry: the cap lets one run too many train": ("minigpt/serve/registry.py", [(
@@ -507,11 +508,12 @@ MUTANTS = {
         "lines = trainer.val_data[: count * period]", "lines = trainer.train_data[: count * period]")]),
     "eval_mode leaves a training model in eval mode (model)": ("minigpt/model.py", [(
         "    finally:\n        model.train(was_training)", "    finally:\n        pass")]),
-    "the comparison's address hook never runs (navigation)": ("app/navigation.py", [(
-        "    for hook in _every_page:\n        hook()\n", "")]),
-    "a page's address without its number's prefix stripped (site)": ("app/chrome/site.py", [(
-        'return "" if self.script == HOME.script else name.split("_", 1)[1]',
-        'return "" if self.script == HOME.script else name')]),
+    "the comparison's address keeper never runs (navigation)": ("app/navigation.py", [(
+        "    kept_runs.read_and_sync_url()\n", "")]),
+    "the class's address keeper never runs (navigation)": ("app/navigation.py", [(
+        "    classroom.read_and_sync_url()  # the class", "    # the class")]),
+    "a page's address is its file's whole name (site)": ("app/chrome/site.py", [(
+        'else PurePosixPath(self.script).stem', 'else PurePosixPath(self.script).name')]),
     # a class on one small box: turns, and a first visit that does not wait for torch
     "turns: the last to come served first": ("minigpt/serve/turns.py", [(
         "self._running.append(self._waiting.pop(0))", "self._running.append(self._waiting.pop())")]),
@@ -558,7 +560,7 @@ MUTANTS = {
         "if b.last_active < cutoff]:", "if False]:")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
         "        name = html.escape(row.label)\n", "        name = row.label\n")]),
-    "board: the teacher's key stays in the address (board page)": ("app/views/board.py", [(
+    "board: the teacher's key stays in the address (board page)": ("app/state/classroom.py", [(
         "    if url.TEACHER in st.query_params:\n        del st.query_params[url.TEACHER]\n", "")]),
     "board: a refreshed learner cannot withdraw (board page)": ("app/views/board.py", [(
         "mine.get(post_id) or (own[1] if own else None)", "mine.get(post_id)")]),

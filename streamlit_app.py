@@ -9,6 +9,7 @@ from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS
 
 from app import navigation
 from app.chrome import site, url
+from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, language, number
 from app.state import choices, corpora, loaded_model, runs, warmup
 from app.state.lesson_text import STEPS
@@ -41,7 +42,7 @@ corpus_col, model_col, device_col = st.columns(3)
 with corpus_col:
     corpus = st.selectbox(_("Corpus"), corpora.corpus_options(), index=list(BUILTIN_CORPORA).index(DEFAULT_CORPUS),
                           format_func={k: corpora.corpus_option_label(k) for k in corpora.corpus_options()}.get,
-                          key=choices.CORPUS, persist_state="session",
+                          key=choices.CORPUS, **REMEMBERED,
                           help=_("The text new runs train on. The shipped models learned the built-in corpora."))
     st.caption(corpora.corpus_description(corpus))
     uploads.uploader(_("…or upload a .txt file (UTF-8, UTF-16 or GBK)"), uploads.CORPUS_UPLOAD, uploads.on_corpus_upload)
@@ -55,7 +56,7 @@ with model_col:
         st.session_state[choices.MODEL_SOURCE] = choices.SHIPPED
     source = st.radio(_("Model"), sources, format_func={s: choices.model_source_label(s) for s in sources}.get,
                       key=choices.MODEL_SOURCE,
-                      persist_state="session", help=_("The model Generate and Attention use."))
+                      **REMEMBERED, help=_("The model Generate and Attention use."))
     if source == choices.UPLOADED:
         uploads.uploader(_("Checkpoint (.zip from the Train page's download)"), uploads.CHECKPOINT_UPLOAD,
                          uploads.on_checkpoint_upload)
@@ -64,7 +65,7 @@ with model_col:
 
 with device_col:
     if (usable := choices.known_devices()) is not None:
-        st.selectbox(_("Device"), usable, key=choices.DEVICE, persist_state="session",
+        st.selectbox(_("Device"), usable, key=choices.DEVICE, **REMEMBERED,
                      help=_("Only devices available on this server are listed."))
     else:  # a stand-in until torch can say which devices there are; then the page draws again
         st.selectbox(_("Device"), [choices.device_label()], disabled=True,

@@ -10,6 +10,7 @@ from minigpt.viz import attention_panels
 
 from app import navigation
 from app.chrome import site
+from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _
 from app.parts import heatmaps, prompts
 from app.state import runs, shared_results
@@ -33,12 +34,12 @@ VIEWS = {"layers": N_("Each layer (mean of its heads)"), "heads": N_("One layer'
 view_col, layer_col, scale_col = st.columns([3, 1, 1.4])
 view = view_col.radio(_("View"), list(VIEWS), format_func={v: _(label) for v, label in VIEWS.items()}.get,
                       horizontal=True,
-                      key="attention_view", persist_state="session")
+                      key="attention_view", **REMEMBERED)
 # numbers, not "layer 2": a selectbox keeps showing its chosen option's old words after a language switch
 layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
                             index=config.num_layers - 1, key=f"attention_layer:{config.num_layers}",
-                            disabled=view != "heads", persist_state="session")
-unscaled = scale_col.checkbox(_("Without 1/√d_k scaling"), key="attention_unscaled", persist_state="session",
+                            disabled=view != "heads", **REMEMBERED)
+unscaled = scale_col.checkbox(_("Without 1/√d_k scaling"), key="attention_unscaled", **REMEMBERED,
                               help=_("Recompute the same model's attention with the scores left undivided."))
 
 text = prompts.readable(text, loaded, text_key)

@@ -7,6 +7,7 @@ from minigpt.viz import attention_heatmap
 
 from app import navigation
 from app.chrome import charts, site
+from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _
 from app.parts import heatmaps, one_weight, prompts
 from app.state import shared_results
@@ -26,7 +27,7 @@ if len(text) < 2:
     st.info(_("Type at least two characters: with one, its only key is itself."))
     st.stop()
 
-unscaled = st.checkbox(_("Without 1/√d_k scaling"), key="inside_unscaled", persist_state="session",
+unscaled = st.checkbox(_("Without 1/√d_k scaling"), key="inside_unscaled", **REMEMBERED,
                        help=_("Recompute the same model without dividing the scores: watch this row's softmax "
                               "saturate, as on the √d_k page."))
 

@@ -8,6 +8,7 @@ import streamlit as st
 from minigpt.viz import position_labels, weight_figure
 
 from app.chrome.charts import config as chart_config
+from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _
 from app.state import shared_results
 from app.state.loaded_model import LoadedModel
@@ -20,9 +21,9 @@ def weight_view(loaded: LoadedModel, text: str, unscaled: bool, prefix: str = "i
     layer_col, head_col = st.columns(2)
     # numbers, not "layer 2": a selectbox keeps showing its chosen option's old words after a language switch
     layer = layer_col.selectbox(_("Layer"), range(config.num_layers), format_func=lambda i: str(i + 1),
-                                key=f"{prefix}_layer:{config.num_layers}", persist_state="session")
+                                key=f"{prefix}_layer:{config.num_layers}", **REMEMBERED)
     head = head_col.selectbox(_("Head"), range(config.num_heads), format_func=lambda h: str(h + 1),
-                              key=f"{prefix}_head:{config.num_heads}", persist_state="session")
+                              key=f"{prefix}_head:{config.num_heads}", **REMEMBERED)
     query = st.select_slider(_("Query character"), range(len(text)), value=len(text) - 1,
                              format_func=labels.__getitem__, key=f"{prefix}_query:{len(text)}")
     row = shared_results.attention_row(loaded, text, layer, head, query, unscaled)

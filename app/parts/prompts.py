@@ -9,6 +9,7 @@ import streamlit as st
 
 from minigpt import CharTokenizer
 
+from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, n_
 from app.chrome.text import md
 
@@ -60,7 +61,7 @@ def attention_text(loaded: "LoadedModel") -> tuple[str, str]:
     returns the text and the widget's key."""
     key = text_key(loaded)
     st.session_state.setdefault(key, loaded.sample_text)  # no value=: the removal button sets it too
-    text = st.text_input(_("Text"), key=key, persist_state="session",
+    text = st.text_input(_("Text"), key=key, **REMEMBERED,
                          help=_("Any text the model knows the characters of: Chinese, Latin letters, spaces and "
                                 "full-width punctuation alike."))
     return text, key

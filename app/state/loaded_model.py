@@ -28,13 +28,14 @@ from minigpt import (
 from minigpt.lab.tasks import find_task, task_for_corpus
 from minigpt.pretrained import shipped_header
 
-from app.chrome.i18n import _, error_text, n_, number
+from app.chrome.i18n import _, error_text, number
 from app.chrome.site import HOME
 from app.chrome.text import md
 from app.state.choices import MODEL_SOURCE, SHIPPED, TRAINED, UPLOADED, current_device, device_label, model_source
 from app.state.corpora import Corpus, builtin_corpus, current_corpus
 from app.state.run_notes import state_label
 from app.state.runs import session_run
+from app.state.train_settings import model_shape
 
 if TYPE_CHECKING:
     from minigpt import Checkpoint, MiniGPT, Windows
@@ -134,10 +135,7 @@ class ModelFacts:
 
 def describe(c: GPTConfig, vocab_size: int) -> str:
     """A model's shape in one line."""
-    return _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, "
-             "vocabulary {vocab} characters", layers=n_("{n} layer", "{n} layers", c.num_layers),
-             heads=n_("{n} head", "{n} heads", c.num_heads), d_model=c.d_model, d_k=c.d_k, d_ff=c.d_ff,
-             max_len=c.max_len, vocab=vocab_size)
+    return _("{shape}, vocabulary {vocab} characters", shape=model_shape(c), vocab=vocab_size)
 
 
 def session_facts() -> ModelFacts:

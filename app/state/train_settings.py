@@ -189,11 +189,16 @@ def active_preset(model: GPTConfig, train: TrainConfig) -> str | None:
     return next((name for name, p in PRESETS.items() if values(p.model, p.train) == values(model, train)), None)
 
 
+def model_shape(model: GPTConfig) -> str:
+    """A model's shape in words, as a run's settings and the loaded model's summary both say it."""
+    return _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}",
+             layers=n_("{n} layer", "{n} layers", model.num_layers), heads=n_("{n} head", "{n} heads", model.num_heads),
+             d_model=model.d_model, d_k=model.d_k, d_ff=model.d_ff, max_len=model.max_len)
+
+
 def describe(model: GPTConfig, train: TrainConfig) -> str:
     """One line of a run's settings."""
-    shape = _("{layers} × {heads}, d_model {d_model} (d_k {d_k}), d_ff {d_ff}, max_len {max_len}, dropout {dropout:g}",
-              layers=n_("{n} layer", "{n} layers", model.num_layers), heads=n_("{n} head", "{n} heads", model.num_heads),
-              d_model=model.d_model, d_k=model.d_k, d_ff=model.d_ff, max_len=model.max_len, dropout=model.dropout)
+    shape = _("{shape}, dropout {dropout:g}", shape=model_shape(model), dropout=model.dropout)
     if not model.scale_attention:
         shape = _("{settings}, no 1/√d_k", settings=shape)
     training = _("block_size {block}, batch {batch}, lr {lr:g}, {steps:,} steps", block=train.block_size,

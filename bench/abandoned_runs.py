@@ -18,8 +18,8 @@ Two ways, both by default:
   (as their Train pages' polling does) until all 20 train, then abandoned, with --idle (5 s);
   the script also runs gc.collect() and glibc's malloc_trim(0) and shows what each gives back.
 
-    PYTHONPATH=. python bench/abandoned_runs.py [--runs 20] [--rounds 2] [--idle 5] [--server-idle 150]
-                                                [--mode server|inprocess|both]
+    python -m bench.abandoned_runs [--runs 20] [--rounds 2] [--idle 5] [--server-idle 150]
+                                   [--mode server|inprocess|both]
 """
 from __future__ import annotations
 
@@ -28,28 +28,21 @@ import ctypes
 import gc
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer  # noqa: E402
+from bench import REPO
+from bench.common import print_table
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer
 
 TRAIN = "/Train"
-
-
-def table(rows: list[tuple], header: tuple) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(row: tuple) -> str:  # first column left-aligned, numbers right-aligned
-        return "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
-    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
+TIMEOUT_MS = 120_000  # a page shown, on a busy box: a bound, never waited out
+START_TIMEOUT_MS = 180_000  # a run started, with up to --runs others training
 
 
 # ------------------------------------------------------------------ the real server
 
-def open_train(browser, url: str, timeout_ms: int = 120_000):
+def open_train(browser, url: str, timeout_ms: int = TIMEOUT_MS):
     context = browser.new_context(viewport={"width": 1400, "height": 1600})
     page = context.new_page()
     page.goto(url + TRAIN, wait_until="domcontentloaded", timeout=timeout_ms)
@@ -80,8 +73,10 @@ def server_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
             t0 = time.monotonic()
             for i in range(runs):
                 context, page = open_train(browser, server.url)
-                page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True).click(timeout=180_000)
-                page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running").wait_for(timeout=180_000)
+                page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Start", exact=True) \
+                    .click(timeout=START_TIMEOUT_MS)
+                page.locator('[data-testid="stMetricValue"]').first.filter(has_text="running") \
+                    .wait_for(timeout=START_TIMEOUT_MS)
                 if i == runs - 1:
                     in_use = slots_in_use(page)
                 context.close()  # abandoned: the tab is closed, its run goes on training
@@ -97,7 +92,7 @@ def server_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
             context, page = open_train(browser, server.url)  # any page view releases idle runs
             time.sleep(3)
             page.reload(wait_until="domcontentloaded")
-            page.wait_for_selector(IDLE, timeout=120_000)
+            page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
             rows.append(("server", f"round {round_} released: idle timeout passed, one page view later",
                          f"{server.rss_mb():.0f}", server.threads(), slots_in_use(page)))
             context.close()
@@ -131,24 +126,25 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from app import runs as app_runs
+    from app.chrome.site import TRAIN as TRAIN_PAGE
+    from app.state import runs as app_runs
     from minigpt.serve.runner import THREAD_NAME
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest's "missing ScriptRunContext" noise
-    app = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
+    app = str(REPO / "streamlit_app.py")
 
     def row(phase: str) -> tuple:
         trainers = sum(t.name == THREAD_NAME for t in threading.enumerate())
         return ("in-process", phase, f"{own_rss_mb():.0f}", trainers, app_runs.registry().active_count())
 
-    AppTest.from_file(app, default_timeout=120).run().switch_page(TRAIN.script).run()  # warm-up
+    AppTest.from_file(app, default_timeout=120).run().switch_page(TRAIN_PAGE.script).run()  # warm-up
     gc.collect()
     rows = [row("before")]
     for round_ in range(1, rounds + 1):
         owners = []
         for _ in range(runs):
             at = AppTest.from_file(app, default_timeout=120).run()
-            at.switch_page(TRAIN.script).run()
+            at.switch_page(TRAIN_PAGE.script).run()
             at.button(key="start").click().run()
             owners.append(at.session_state[app_runs.OWN_RUN_KEY])
             for run_id, key in owners:  # what the open Train pages' polling does: their owners still look
@@ -185,8 +181,8 @@ def main() -> None:
     print(f"\n{args.runs} runs started and abandoned per round (default Train settings, demo-zh), "
           f"MINIGPT_MAX_RUNS={args.runs}, MINIGPT_RUN_IDLE_SECONDS={args.server_idle} (server) / "
           f"{args.idle} (in-process)")
-    print(table(rows, ("where", "phase", "RSS MB", "threads", "runs training")))
-    print("\nthreads: the process's OS threads (server) or its minigpt-trainer threads (in-process).")
+    print_table(["where", "phase", "RSS MB", "threads", "runs training"], rows)
+    print("threads: the process's OS threads (server) or its minigpt-trainer threads (in-process).")
 
 
 if __name__ == "__main__":

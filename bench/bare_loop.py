@@ -4,7 +4,7 @@ beside plain PyTorch doing the same optimizer steps, each in a fresh process on 
 - bare: the reference, written plainly: random windows of the encoded corpus, forward,
   cross-entropy, backward, clip_grad_norm_ 1.0, AdamW (fused, torch's fastest on a CPU), and
   nothing else: no evaluation, no sample, no learning-rate schedule;
-- app: a ProcessRun as the Train page starts one (app/runs.py start_run): the probe text, the
+- app: a ProcessRun as the Train page starts one (app/state/runs.py start_run): the probe text, the
   sample prompt and its 80 characters, the run's niceness, evaluations at the preset's interval
   with a sample and the probe's attention maps at each, the news sent through the pipe. Timed
   in the measuring process from start() to the state "finished", so all of that counts;
@@ -41,7 +41,7 @@ from .common import Stats, print_header, print_table
 
 CASES = ("bare", "app", "thread", "bare-kept")
 RESULT = "RESULT "  # the line a case's process prints its figures on
-SAMPLE_CHARS = 80   # the sample's length at each evaluation on a corpus that is not a task's (app/runs.py)
+SAMPLE_CHARS = 80   # the sample's length at each evaluation on a corpus that is not a task's (app/state/runs.py)
 
 
 def settings(corpus: str, steps: int) -> tuple[str, CharTokenizer, GPTConfig, TrainConfig]:
@@ -78,7 +78,7 @@ def bare_loop(model_cfg: GPTConfig, train_cfg: TrainConfig, ids: torch.Tensor, s
 
 # ---------------------------------------------------------------- the app's run
 def app_run(corpus: str, steps: int, in_process: bool = True) -> dict:
-    """Build a run as app/runs.py start_run does, start it, wait until it has finished."""
+    """Build a run as app/state/runs.py start_run does, start it, wait until it has finished."""
     from minigpt.lab.tasks import task_for_corpus, training_hooks
     from minigpt.serve.runner import TrainingRun
     from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec, start_fork_server

@@ -25,6 +25,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from minigpt.model import sinusoidal_positions
 
+from .common import BABY, Shape
+
 
 # ---------------------------------------------------------------- the reference demo
 class DemoAttention(nn.Module):
@@ -138,11 +140,16 @@ class DemoStep:
 @dataclass
 class NanoConfig:
     vocab_size: int = 65
-    block_size: int = 64
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
+    block_size: int = BABY.block_size
+    n_layer: int = BABY.num_layers
+    n_head: int = BABY.num_heads
+    n_embd: int = BABY.d_model
+    dropout: float = BABY.dropout
+
+
+def nano_config(shape: Shape, vocab_size: int) -> NanoConfig:
+    """nanoGPT's config of a shape (its FFN is always 4 x n_embd)."""
+    return NanoConfig(vocab_size, shape.block_size, shape.num_layers, shape.num_heads, shape.d_model, shape.dropout)
 
 
 class NanoLayerNorm(nn.Module):

@@ -23,7 +23,7 @@ import os
 import re
 import time
 
-from app.train_form import to_param
+from app.parts.train_form import to_param
 from bench.class_load import Session
 from bench.common import print_header, print_table
 from bench.live_server import APP_DIR, Box, LiveServer, percentile

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from bench.class_load import Session
-from bench.common import print_header, print_table
+from bench.common import EMPTY, print_header, print_table
 from bench.live_server import LiveServer
 
 
@@ -93,7 +93,7 @@ async def play(url: str, args) -> list[list[str]]:
     for tab in tabs:
         await tab.session.open("Lesson")
     cpu, polls = await stretch(server_of[url], tabs, args.seconds)
-    rows.append(["alone: the Lesson, no class", f"{cpu / args.seconds * 60:.2f}", str(polls), "–", "–"])
+    rows.append(["alone: the Lesson, no class", f"{cpu / args.seconds * 60:.2f}", str(polls), EMPTY, EMPTY])
     for tab in tabs:
         await tab.session.close()
 
@@ -102,7 +102,7 @@ async def play(url: str, args) -> list[list[str]]:
     for tab in tabs:
         await tab.session.open("Lesson", f"class={code}")
     cpu, polls = await stretch(server_of[url], tabs, args.seconds)
-    rows.append(["follow: the class on one step", f"{cpu / args.seconds * 60:.2f}", str(polls), "–", "–"])
+    rows.append(["follow: the class on one step", f"{cpu / args.seconds * 60:.2f}", str(polls), EMPTY, EMPTY])
 
     arrivals = []
     for n in range(2, 2 + args.moves):
@@ -118,7 +118,7 @@ async def play(url: str, args) -> list[list[str]]:
         arrivals.append([t.seen.get(n, float("inf")) - pressed for t in tabs])
     for n, seconds in enumerate(arrivals, start=2):
         late = [s for s in seconds if s != float("inf")]
-        rows.append([f"moves: Next to step {n}", "–", "–", f"{statistics.median(late):.2f}" if late else "–",
+        rows.append([f"moves: Next to step {n}", EMPTY, EMPTY, f"{statistics.median(late):.2f}" if late else EMPTY,
                      f"{max(seconds):.2f} ({len(seconds) - len(late)} never)"])
     for tab in tabs:
         await tab.session.close()

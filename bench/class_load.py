@@ -62,18 +62,18 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from app.train_form import EARLY_STOP, RANGES, to_param
-from app.url import TRAIN as TRAIN_PARAM
-from bench.common import print_header, print_table
+from app.parts.train_form import EARLY_STOP, RANGES, to_param
+from app.chrome.url import TRAIN as TRAIN_PARAM
+from bench.common import EMPTY, print_header, print_table
 from bench.live_server import APP_DIR, Box, LiveServer, percentile
 from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS
 
 STEP_LABEL = re.compile(r"^Step \(of [\d,]+\)$")  # the Train page's step metric, in English
-PLACE = re.compile(r"\*\*(\d+)(?:st|nd|rd|th) in line\*\*: (.*)", re.S)  # app/line.py's place_text
+PLACE = re.compile(r"\*\*(\d+)(?:st|nd|rd|th) in line\*\*: (.*)", re.S)  # app/parts/line.py's place_text
 WAIT = re.compile(r"it starts in about ((?:\d+ (?:h|min|s) ?)+)")
 DURATION_PART = re.compile(r"(\d+) (h|min|s)\b")
 UNITS = {"h": 3600, "min": 60, "s": 1}
-SLOTS = re.compile(r"(\d+) training slots? on this server")                # app/line.py's server_line
+SLOTS = re.compile(r"(\d+) training slots? on this server")                # app/parts/line.py's server_line
 SLOTS_BEFORE = re.compile(r"\d+ of (\d+) training slots in use on this server")  # the Train page before the line
 ENDED = ("finished", "stopped", "error")
 CHALLENGE_STEPS = 300  # the class challenge: the default preset for 300 steps, early stopping off
@@ -584,7 +584,7 @@ def serve_and_play(app_dir: Path, args, env: dict[str, str]) -> dict:
 
 
 def seconds(value: float | None, spec: str = ".0f") -> str:
-    return "–" if value is None else format(value, spec)
+    return EMPTY if value is None else format(value, spec)
 
 
 def class_summary(result: dict, bare: float | None) -> dict:
@@ -606,7 +606,7 @@ def class_summary(result: dict, bare: float | None) -> dict:
     return {"learners": len(pupils), "slots": next((p.slots for p in pupils if p.slots), None),
             "refused": len(pupils) - len(ran),
             "how": ", ".join(f"{n} {why}" for why, n in sorted(Counter(p.refused for p in ran_not).items())),
-            "followed": len(ran), "finished": len(ends), "ended": sorted({p.ended or "–" for p in ran}),
+            "followed": len(ran), "finished": len(ends), "ended": sorted({p.ended or EMPTY for p in ran}),
             "start_p50": percentile(started, 50) if started else None, "start_max": max(started, default=None),
             "near_n": len(near), "near_within": sum(abs(e) <= 0.25 for _s, _r, e in near),
             "near_p50": percentile([e for *_x, e in near], 50) if near else None,
@@ -624,14 +624,14 @@ def report_class(result: dict, summary: dict) -> None:
     for i, p in enumerate(pupils):
         shown = next((look for look in p.looks if look.place is not None), None)
         near = p.estimate_error(2)
-        rows.append([i + 1, seconds(p.pressed - first if p.pressed else None, ".1f"), p.refused or p.ended or "–",
-                     shown.place if shown else "–", seconds(shown.wait if shown else None)
+        rows.append([i + 1, seconds(p.pressed - first if p.pressed else None, ".1f"), p.refused or p.ended or EMPTY,
+                     shown.place if shown else EMPTY, seconds(shown.wait if shown else None)
                      + ("~" if shown and shown.rough else ""),
                      seconds(near[0] if near else None), seconds(near[1] if near else None),
-                     f"{near[2]:+.0%}" if near else "–",
+                     f"{near[2]:+.0%}" if near else EMPTY,
                      seconds(p.started - p.pressed if p.started is not None else None),
                      seconds(p.ended_at - p.started if p.ended_at is not None and p.started is not None else None),
-                     p.steps if p.refused is None else "–", len(p.looks)])
+                     p.steps if p.refused is None else EMPTY, len(p.looks)])
     print_table(["learner", "Start at s", "outcome", "1st place", "its estimate s", "estimate at <=2nd s",
                  "real then s", "error", "wait to start s", "start to end s", "steps", "looks"], rows)
     s = summary
@@ -647,7 +647,7 @@ def report_class(result: dict, summary: dict) -> None:
           f"{seconds(s['near_abs_p95'], '.0%')}; over every look with an estimate, |error| p50 "
           f"{seconds(s['every_abs_p50'], '.0%')}; \"about 0 s\" shown {s['zero_looks']} times, to "
           f"{s['zero_learners']} learners, with the real start 5 s or more away")
-    ratio = f"{s['throughput'] / s['bare']:.2f}" if s["throughput"] and s["bare"] else "–"
+    ratio = f"{s['throughput'] / s['bare']:.2f}" if s["throughput"] and s["bare"] else EMPTY
     print(f"first Start to the last run's end: {seconds(s['span'])} s; {s['steps']} steps trained, "
           f"{seconds(s['throughput'], '.1f')} steps/s against the bare loop's {seconds(s['bare'], '.1f')} on the same "
           f"cores (× {ratio})")
@@ -683,7 +683,7 @@ def report(name: str, result: dict, summary: dict | None = None) -> None:
                      f"{max(waits):.2f}"])
     print_table(["action", "n", "p50 s", "p95 s", "max s"], rows)
     for i, (alone, during) in enumerate(result["speeds"]):
-        said = "–" if not alone or during is None else f"{during / alone:.2f}"
+        said = EMPTY if not alone or during is None else f"{during / alone:.2f}"
         print(f"run {i + 1}: {alone or 0:.1f} steps/s alone, {during or 0:.1f} during (× {said})")
     print(f"server CPU {result['server_cpu']:.0f} s; RSS {result['rss']:.0f} MB at the end, peak {result['peak_rss']:.0f} MB"
           f" (its child processes, summed, {result['children_rss']:.0f} MB at the end);"
@@ -802,12 +802,12 @@ def compare_servings(summaries: list[tuple[str, dict]], results: list[tuple[str,
                                                                          f"{s['zero_learners']} learners"),
             row("first Start to last run's end, s", lambda s, r: seconds(s["span"])),
             row("class steps/s (× bare loop)", lambda s, r: f"{seconds(s['throughput'], '.1f')} (× "
-                f"{s['throughput'] / s['bare']:.2f})" if s["throughput"] and s["bare"] else "–")]
+                f"{s['throughput'] / s['bare']:.2f})" if s["throughput"] and s["bare"] else EMPTY)]
     actions = sorted({a for _n, r in results for a in r["waits"]})
     for action in actions:
         rows.append(row(f"{action}, p50 / p95 s", lambda s, r, a=action: (
             f"{percentile(r['waits'][a], 50):.2f} / {percentile(r['waits'][a], 95):.2f} (n {len(r['waits'][a])})"
-            if r["waits"].get(a) else "–")))
+            if r["waits"].get(a) else EMPTY)))
     rows.append(row("control group peak MB, OOM kills", lambda s, r: f"{r['box_peak'] or 0:.0f}, {r['oom']}"))
     rows.append(row("other work on the machine, cores", lambda s, r: f"{other_cores(r):.2f}"))
     print("\n## The class, side by side\n")

@@ -1,4 +1,5 @@
-"""What every benchmark shares: the machine header, repeated timing, interleaved A/B rounds, tables.
+"""What every benchmark shares: the machine header, the shapes they train, repeated timing,
+interleaved A/B rounds, and the one table printer.
 
 Speeds are compared as ratios measured side by side in one process: each round runs
 every case once, in a rotated order, so a noisy neighbour or a clock change hits all
@@ -15,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+
+from minigpt import GPTConfig
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve")
@@ -42,6 +45,33 @@ class Stats:
     def fmt(self, digits: int = 0, unit: str = "") -> str:
         """'median (min-max)' with the given number of decimals."""
         return f"{self.median:,.{digits}f}{unit} ({self.min:,.{digits}f}-{self.max:,.{digits}f})"
+
+
+# ---------------------------------------------------------------- the shapes the benches train
+@dataclass(frozen=True)
+class Shape:
+    """A model (GPTConfig's words), the batches it trains on, and the built-in corpus a bench uses by default."""
+
+    d_model: int
+    num_heads: int
+    num_layers: int
+    d_ff: int
+    block_size: int
+    batch_size: int
+    dropout: float
+    corpus: str
+
+    def model(self, vocab_size: int, max_len: int | None = None) -> GPTConfig:
+        """The project's model of this shape; its max_len the block unless given."""
+        return GPTConfig(vocab_size=vocab_size, d_model=self.d_model, num_heads=self.num_heads,
+                         num_layers=self.num_layers, d_ff=self.d_ff, max_len=max_len or self.block_size,
+                         dropout=self.dropout)
+
+
+# nanoGPT's "baby" GPT for a CPU (its README's Shakespeare run, 4x FFN), the shape most benches time
+BABY = Shape(128, 4, 4, 512, block_size=64, batch_size=12, dropout=0.0, corpus="pydoc-en")
+# the reference demo's model and batches (bench/baselines.py's DemoGPT and DemoStep)
+DEMO = Shape(64, 4, 3, 256, block_size=30, batch_size=16, dropout=0.1, corpus="demo-zh")
 
 
 # ---------------------------------------------------------------- the machine
@@ -152,16 +182,26 @@ def paired_ratio(slow: Stats, fast: Stats) -> Stats:
 
 
 # ---------------------------------------------------------------- output
+EMPTY = "–"  # a cell (or a figure in a sentence) with nothing to show
+COLUMN_GAP = "  "
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """Plain-text columns: the first left-aligned, the rest right-aligned."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    """Every bench's tables: plain-text columns under a rule, the first left-aligned, the rest
+    right-aligned, then a blank line; a cell of None prints as EMPTY."""
+    cells = [[str(h) for h in headers]] + [[EMPTY if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
 
     def line(row: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return COLUMN_GAP.join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
 
     print(line(cells[0]))
-    print("  ".join("-" * w for w in widths))
+    print(COLUMN_GAP.join("-" * w for w in widths))
     for row in cells[1:]:
         print(line(row))
     print()
+
+
+def print_row(headers: Sequence[str], row: Sequence[object]) -> None:
+    """One row of a table still being measured, as a progress line ('header value, ...'), flushed at once."""
+    print("  " + ", ".join(f"{h} {EMPTY if c is None else c}" for h, c in zip(headers, row)), flush=True)

@@ -12,14 +12,14 @@ Latencies: Generate from the click to the finished text (the page streams with a
 typewriter delay per character, 0.6 s for 40); Attention from `goto`, and from typing the text,
 to the heatmap drawn. Printed as median / p90 / max over all sessions and rounds.
 
-    PYTHONPATH=. python bench/concurrent_sessions.py [--sessions 8] [--rounds 3] [--new-tokens 40]
+    python -m bench.concurrent_sessions [--sessions 8] [--rounds 3] [--new-tokens 40]
 
 Community Cloud's smallest box: `--training-runs 2` first starts two runs of the default preset
 from two more sessions (they train through every round), and `--memory-mb 690 --cpus 0` serves
 the app in a control group with a hard 690 MB memory limit on one core (bench/live_server.Box;
 needs root). The report adds the server's peak RSS, the group's peak memory and OOM kills.
 
-    sudo PYTHONPATH=. python bench/concurrent_sessions.py --training-runs 2 --memory-mb 690 --cpus 0
+    sudo python -m bench.concurrent_sessions --training-runs 2 --memory-mb 690 --cpus 0
 """
 from __future__ import annotations
 
@@ -31,15 +31,14 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer, percentile  # noqa: E402
+from bench.common import print_table
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer, percentile
 from minigpt import DEFAULT_CORPUS, generate, load_corpus, load_pretrained
 from minigpt.viz import position_labels
 
 TIMEOUT_MS = 120_000
+VIEWPORT = {"width": 1400, "height": 1800}  # every session's page
 HEATMAP_LABELS = "() => { const p = document.querySelector('.js-plotly-plot'); " \
                  "return p && p.data && p.data.length && document.querySelector('.js-plotly-plot .hm image') " \
                  "? JSON.stringify(p.data[0].x) : null }"
@@ -93,7 +92,7 @@ async def enter(page, label: str, value: str) -> None:
 
 
 async def one_session(browser, url: str, task: Task, new_tokens: int, result: Result, name: str) -> None:
-    context = await browser.new_context(viewport={"width": 1400, "height": 1800})
+    context = await browser.new_context(viewport=VIEWPORT)
     try:
         page = await context.new_page()
         await page.goto(url + "/Generate", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
@@ -143,7 +142,7 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
 async def start_training(browser, url: str, steps: int = 20_000) -> tuple[object, object]:
     """A session that starts a run of the default preset, long enough to outlast the bench (20,000
     steps, no early stop), and stays open while it trains."""
-    context = await browser.new_context(viewport={"width": 1400, "height": 1800})
+    context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
     await page.goto(url + "/Train?lang=en", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
     await rendered(page, "Train")
@@ -228,13 +227,12 @@ def report(result: Result, sessions: int, rounds: int) -> None:
           f"{2 * sessions * rounds} (generated text and attention labels, each session its own)")
     for line in result.wrong:
         print("  WRONG " + line)
-    print(f"{'latency (s)':44s} {'n':>3s} {'median':>7s} {'p90':>7s} {'max':>7s}")
-    for label, values in (("generate: click -> text complete", result.generate_s),
-                          ("attention: goto -> heatmap drawn", result.attention_goto_s),
-                          ("attention: text typed -> its heatmap drawn", result.attention_typed_s)):
-        if values:
-            print(f"{label:44s} {len(values):3d} {statistics.median(values):7.2f} {percentile(values, 90):7.2f} "
-                  f"{max(values):7.2f}")
+    rows = [[label, len(values), f"{statistics.median(values):.2f}", f"{percentile(values, 90):.2f}", f"{max(values):.2f}"]
+            for label, values in (("generate: click -> text complete", result.generate_s),
+                                  ("attention: goto -> heatmap drawn", result.attention_goto_s),
+                                  ("attention: text typed -> its heatmap drawn", result.attention_typed_s))
+            if values]
+    print_table(["latency (s)", "n", "median", "p90", "max"], rows)
 
 
 def main() -> None:

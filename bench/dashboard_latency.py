@@ -30,13 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import print_header, print_table  # noqa: E402
-from bench.inside_latency import (ARM, BARE_SCRIPT, BUDGET_S, DONE, TIMEOUT_MS, Action, bare_rerun, floor_row,  # noqa: E402
-                                  latency_row, measure_page, pick, radio_flip, settle, slider_step, timed)
-from bench.live_server import APP_DIR, CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer  # noqa: E402
-from app.lesson_text import STEPS  # noqa: E402
+from bench.common import EMPTY, Stats, print_header, print_table
+from bench.inside_latency import (ARM, BARE_SCRIPT, BUDGET_S, DONE, TIMEOUT_MS, VIEWPORT, Action, bare_rerun,
+                                  floor_row, latency_row, measure_page, pick, radio_flip, settle, slider_step, timed)
+from bench.live_server import APP_DIR, CHROMIUM, CHROMIUM_ARGS, CONNECTED, Box, LiveServer
+from app.state.lesson_text import STEPS  # noqa: E402
 
 NAVIGATION_S, FIRST_LOAD_S, FLOOR_RATIO = 1.0, 3.0, 3.0
 
@@ -49,7 +47,7 @@ def first_home_load(browser, box: Box, lang: str, script: str = "streamlit_app.p
     script, and its spread on a busy machine hides the app's own part)."""
     with LiveServer(box=box, script=script, app_dir=app_dir) as server:
         healthy = time.monotonic()
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page(viewport=VIEWPORT)
         page.goto(f"{server.url}/?lang={lang}", wait_until="domcontentloaded")
         page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
         connected = time.monotonic()
@@ -109,7 +107,7 @@ def lesson_walk(page, url: str, repeats: int, steps: int = len(STEPS)) -> dict[s
 def start_training(browser, url: str, steps: int = 20_000):
     """Another session sets the default preset's step count high enough to outlast the bench,
     presses Start on Train and leaves its tab open."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport=VIEWPORT)
     page.goto(url + "/Train?lang=en", wait_until="domcontentloaded")
     page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
     settle(page)
@@ -179,15 +177,15 @@ def main() -> int:
              for name, values in navigation.items()]
     rows.append(latency_row("first Home load after the health check", [t for t, _ in loads], floor,
                             lambda m: m < FIRST_LOAD_S))
-    rows.append(latency_row("  of which after connecting", [c for _, c in loads], floor, bool)[:-1] + ["–"])
+    rows.append(latency_row("  of which after connecting", [c for _, c in loads], floor, bool)[:-1] + [EMPTY])
     rows.append(latency_row("  the bare script's first load, the same way", [t for t, _ in bare_loads], floor,
-                            bool)[:-1] + ["–"])
-    rows.append(latency_row("    of which after connecting", [c for _, c in bare_loads], floor, bool)[:-1] + ["–"])
+                            bool)[:-1] + [EMPTY])
+    rows.append(latency_row("    of which after connecting", [c for _, c in bare_loads], floor, bool)[:-1] + [EMPTY])
     if before_loads:
         rows.append(latency_row(f"  the first Home load of {args.before}", [t for t, _ in before_loads], floor,
                                 lambda m: m < FIRST_LOAD_S))
         rows.append(latency_row("    of which after connecting", [c for _, c in before_loads], floor,
-                                bool)[:-1] + ["–"])
+                                bool)[:-1] + [EMPTY])
     print(f"server cores: {args.cpus or 'all'}; a run training beside the learner: "
           f"{'yes (' + state + ' at the end)' if args.training else 'no'}; budgets: widget < {BUDGET_S} s and "
           f"<= {FLOOR_RATIO:g}x bare, navigation < {NAVIGATION_S:g} s, first load < {FIRST_LOAD_S:g} s")
@@ -204,8 +202,7 @@ def print_side_by_side(before: Path, after: dict, earlier: dict, loads: list, be
     rows = []
     for name, values in after.items():
         then = earlier.get(name) or [float("nan")]
-        rows.append([name, f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})",
-                     f"{statistics.median(then):.3f} ({min(then):.3f}-{max(then):.3f})",
+        rows.append([name, Stats(values).fmt(3), Stats(then).fmt(3),
                      f"{statistics.median(values) / statistics.median(then):.2f}"])
     print(f"side by side, median (min-max) seconds: this checkout against {before}")
     print_table(["interaction", "this checkout", "before", "this / before"], rows)
@@ -217,7 +214,7 @@ def interactions(browser, box: Box, lang: str, repeats: int, training: bool, app
     run's state at the end (or None)."""
     with LiveServer(box=box, app_dir=app_dir) as server:
         trainer = start_training(browser, server.url) if training else None
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page(viewport=VIEWPORT)
         url = lambda path: f"{server.url}/{path}?lang={lang}"  # noqa: E731
         widgets = measure_page(page, url("Generate"), {
             "Generate: temperature one step": slider_step(page, 0, ("ArrowLeft", "ArrowRight")),

@@ -29,16 +29,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import Stats, paired_ratio, print_header, print_table
+from . import REPO
+from .common import BABY, Stats, paired_ratio, print_header, print_table
 
 NANO_FILES = ("train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py",
               "data/shakespeare_char/prepare.py")
-BABY = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, dropout=0.0)
+NANO_BABY = dict(n_layer=BABY.num_layers, n_head=BABY.num_heads, n_embd=BABY.d_model, block_size=BABY.block_size,
+                 batch_size=BABY.batch_size, dropout=BABY.dropout)  # train.py's flags
 
 
 def nano_command(steps: int, out: Path) -> list[str]:
     """nanoGPT README's CPU command, with max_iters and lr_decay_iters set to `steps`."""
-    flags = {"device": "cpu", "compile": False, "eval_iters": 20, "log_interval": 1, **BABY,
+    flags = {"device": "cpu", "compile": False, "eval_iters": 20, "log_interval": 1, **NANO_BABY,
              "max_iters": steps, "lr_decay_iters": steps, "out_dir": str(out)}
     return [sys.executable, "train.py", "config/train_shakespeare_char.py",
             *(f"--{name}={value}" for name, value in flags.items())]
@@ -47,8 +49,9 @@ def nano_command(steps: int, out: Path) -> list[str]:
 def project_command(steps: int, data: Path, out: Path, compile_: bool = False) -> list[str]:
     """The same run with `python -m minigpt train`: the recipe's settings, no speed flags
     (compile_: the one speed flag this bench tries, --compile, to find where it pays back)."""
-    flags = {"corpus": data, "out": out, "d-model": 128, "num-heads": 4, "num-layers": 4, "d-ff": 512,
-             "max-len": 64, "block-size": 64, "batch-size": 12, "dropout": 0.0, "max-steps": steps,
+    flags = {"corpus": data, "out": out, "d-model": BABY.d_model, "num-heads": BABY.num_heads,
+             "num-layers": BABY.num_layers, "d-ff": BABY.d_ff, "max-len": BABY.block_size, "block-size": BABY.block_size,
+             "batch-size": BABY.batch_size, "dropout": BABY.dropout, "max-steps": steps,
              "lr": 1e-3, "min-lr": 1e-4, "warmup-steps": 100, "weight-decay": 0.1, "eval-interval": 250,
              "eval-iters": 20, "device": "cpu", **({"compile": "true"} if compile_ else {})}
     return [sys.executable, "-m", "minigpt", "train", *(f"--{name}={value}" for name, value in flags.items())]
@@ -94,8 +97,7 @@ def main() -> None:
                         help="also run the project with --compile (torch.compile) and print where it breaks even")
     args = parser.parse_args()
     print_header("End to end against nanoGPT's train.py")
-    repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(repo)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # `python -m minigpt` runs in nanoGPT's folder
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -114,7 +116,7 @@ def main() -> None:
                                else project_command(steps, args.data.resolve(), out, compile_=case != "project"))
                     # a fresh compile cache each time: what a first --compile run costs, not a warm rerun
                     cache = {"TORCHINDUCTOR_CACHE_DIR": str(out) + "-inductor"} if case.endswith("compile") else {}
-                    seconds, log = timed(command, nano if case == "nanoGPT" else repo, {**env, **cache})
+                    seconds, log = timed(command, nano if case == "nanoGPT" else REPO, {**env, **cache})
                     times[case].append(seconds)
                     losses[case].append(last_val_loss(log))
                     print(f"  {steps} steps, round {round_ + 1}, {case}: {seconds:.1f} s, "

@@ -28,12 +28,11 @@ import torch.nn.functional as F
 from minigpt import CharTokenizer, GPTConfig, MiniGPT, load_corpus, load_pretrained, stream
 
 from .baselines import DemoGPT
-from .common import add_common_args, apply_threads, clock_from, interleave, measure, paired_ratio, print_header, print_table
+from .common import (
+    BABY, DEMO, add_common_args, apply_threads, clock_from, interleave, measure, paired_ratio, print_header, print_table,
+)
 
-CONFIGS = {  # d_model, num_heads, num_layers, d_ff, corpus
-    "demo": (64, 4, 3, 256, "demo-zh"),
-    "baby": (128, 4, 4, 512, "pydoc-en"),
-}
+CONFIGS = {"demo": DEMO, "baby": BABY}  # their models: the batches do not matter here
 
 
 @torch.no_grad()
@@ -48,14 +47,15 @@ def demo_generate(model: DemoGPT, ids: list[int], new_tokens: int, window: int, 
 
 
 def cases_for(config: str, window: int, prompt_chars: int, args: argparse.Namespace) -> tuple[dict[str, Callable[[], None]], int]:
-    d_model, num_heads, num_layers, d_ff, corpus = CONFIGS[config]
-    text = load_corpus(args.data if args.data and config == "baby" else corpus)
+    shape = CONFIGS[config]
+    text = load_corpus(args.data if args.data and config == "baby" else shape.corpus)
     tokenizer = CharTokenizer.from_text(text)
     prompt = (text * (1 + window // len(text)))[:prompt_chars or window]  # prompt_chars 0: fill the window
     torch.manual_seed(0)
-    model = MiniGPT(GPTConfig(vocab_size=tokenizer.vocab_size, d_model=d_model, num_heads=num_heads,
-                              num_layers=num_layers, d_ff=d_ff, max_len=window)).eval()
-    demo = DemoGPT(tokenizer.vocab_size, d_model, num_heads, num_layers, d_ff, max_len=window, dropout=0.1).eval()
+    model = MiniGPT(GPTConfig(vocab_size=tokenizer.vocab_size, d_model=shape.d_model, num_heads=shape.num_heads,
+                              num_layers=shape.num_layers, d_ff=shape.d_ff, max_len=window)).eval()
+    demo = DemoGPT(tokenizer.vocab_size, shape.d_model, shape.num_heads, shape.num_layers, shape.d_ff, max_len=window,
+                   dropout=0.1).eval()
     ids = tokenizer.encode(prompt)
 
     def project(use_cache: bool) -> Callable[[], None]:

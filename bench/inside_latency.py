@@ -15,13 +15,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import print_header, print_table  # noqa: E402
-from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer  # noqa: E402
+from bench.common import EMPTY, print_header, print_table
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer
 
 TIMEOUT_MS = 60_000
 BUDGET_S = 0.5
+VIEWPORT = {"width": 1280, "height": 900}  # every page the latency benches open
 
 
 def settle(page) -> None:
@@ -119,7 +118,7 @@ def bare_rerun(browser, repeats: int, box=None) -> list[float]:
     folder = Path(tempfile.mkdtemp(prefix="minigpt-bare-"))
     (folder / "bare.py").write_text(BARE_SCRIPT)
     with LiveServer(script=str(folder / "bare.py"), box=box) as server:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page(viewport=VIEWPORT)
         times = measure_page(page, server.url, {"bare": slider_step(page, 0, ("ArrowLeft", "ArrowRight"))}, repeats)
         page.close()
     return times["bare"]
@@ -138,7 +137,7 @@ def radio_flip(page, index: int) -> Action:
 
 def floor_row(bare: list[float]) -> list[str]:
     median = statistics.median(bare)
-    return ["bare two-line script: slider one step", f"{median:.3f}", f"{min(bare):.3f}-{max(bare):.3f}", "1.0", "–"]
+    return ["bare two-line script: slider one step", f"{median:.3f}", f"{min(bare):.3f}-{max(bare):.3f}", "1.0", EMPTY]
 
 
 def latency_row(name: str, values: list[float], floor: float, in_budget) -> list[str]:
@@ -160,7 +159,7 @@ def main() -> int:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         bare = bare_rerun(browser, args.repeats)
         with LiveServer() as server:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(viewport=VIEWPORT)
             lang = f"?lang={args.lang}"
             times = measure_page(page, f"{server.url}/Inside{lang}", {
                 "Inside: query slider one step": slider_step(page, 0, ("ArrowRight", "ArrowLeft")),  # starts at the end

@@ -5,7 +5,7 @@ off) on the default corpus, keeps it small, and reports what the KeptRun holds (
 the probe's attention maps, samples, history, validation windows) against the run it replaced
 (with its optimizer state and data), the resident memory that `--copies` kept runs add to this
 process, and how many kept runs the app's budget allows on boxes of several sizes
-(app/runs.py: KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT).
+(app/state/runs.py: KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT).
 
     python -m bench.kept_runs --copies 40
 """
@@ -71,7 +71,7 @@ def main() -> None:
         [f"resident memory {args.copies} kept runs add", f"{added:.1f} MB ({added / args.copies:.2f} MB each)"],
         ["peak RSS of this process", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"],
     ])
-    from app.runs import KEPT_RUN_BYTES, server_sizes
+    from app.state.runs import KEPT_RUN_BYTES, server_sizes
 
     rows = []
     for box_mb, cpus in ((690, 1), (1024, 1), (2700, 2), (16384, 16)):

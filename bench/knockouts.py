@@ -13,13 +13,10 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from bench.common import print_header, print_table  # noqa: E402
+from bench.common import print_header, print_table
 from minigpt import DEFAULT_CORPUS, estimate_loss, load_corpus, load_pretrained, validation_windows
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
 from minigpt.lab.tasks import task_for_corpus

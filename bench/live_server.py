@@ -26,7 +26,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-APP_DIR = Path(__file__).resolve().parents[1]
+from bench import REPO
+
+APP_DIR = REPO  # the checkout served unless another is named
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -23,13 +23,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .common import Stats, add_common_args, print_header, print_table
+from . import REPO
+from .common import BABY, Stats, add_common_args, print_header, print_table
 from .live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, LiveServer
 
-REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_MS = 60_000  # the Home page drawn in chromium: a bound, never waited out
 CASES = {
     "import only": "python, torch and minigpt imported, nothing built",
-    "project baby fp32": "Trainer, 4x4x128, block 64, batch 12, float32",
+    "project baby fp32": f"Trainer, {BABY.num_layers}x{BABY.num_heads}x{BABY.d_model}, block {BABY.block_size}, "
+                         f"batch {BABY.batch_size}, float32",
     "project baby bf16": "the same with dtype bfloat16 (autocast)",
     "nanoGPT baby": "nanoGPT's model and step, same shape",
     "project demo config": "Trainer at the demo's config (64 wide, 3 layers, block 30, batch 16)",
@@ -42,23 +44,23 @@ def child(case: str, steps: int, data: str | None, threads: int) -> None:
 
     from minigpt import CharTokenizer, GPTConfig, TrainConfig, Trainer, build_model, load_corpus
 
-    from .baselines import NanoConfig, NanoGPT, NanoStep
+    from .baselines import NanoGPT, NanoStep, nano_config
 
     if threads > 0:
         torch.set_num_threads(threads)
     if case == "import only":
         return
-    text = load_corpus(data or "pydoc-en") if "baby" in case else load_corpus("demo-zh")
+    text = load_corpus(data or BABY.corpus) if "baby" in case else load_corpus("demo-zh")
     tokenizer = CharTokenizer.from_text(text)
     if case == "nanoGPT baby":
-        step = NanoStep(NanoGPT(NanoConfig(vocab_size=tokenizer.vocab_size)), torch.tensor(tokenizer.encode(text)), 12, 64)
+        step = NanoStep(NanoGPT(nano_config(BABY, tokenizer.vocab_size)), torch.tensor(tokenizer.encode(text)),
+                        BABY.batch_size, BABY.block_size)
         for _ in range(steps):
             step()
         return
     if "baby" in case:
-        model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=128, num_heads=4, num_layers=4, d_ff=512,
-                              max_len=64, dropout=0.0)
-        train_cfg = TrainConfig(batch_size=12, block_size=64, max_steps=steps, device="cpu",
+        model_cfg = BABY.model(tokenizer.vocab_size)
+        train_cfg = TrainConfig(batch_size=BABY.batch_size, block_size=BABY.block_size, max_steps=steps, device="cpu",
                                 dtype="bfloat16" if "bf16" in case else "float32")
     else:
         model_cfg, train_cfg = GPTConfig(vocab_size=tokenizer.vocab_size), TrainConfig(max_steps=steps, device="cpu")
@@ -105,9 +107,9 @@ def open_in_browser(url: str) -> bool:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.goto(url)
-        page.wait_for_selector(CONNECTED, timeout=60_000)
-        page.get_by_text("MiniGPT Lab").first.wait_for(timeout=60_000)
-        page.wait_for_selector(IDLE, timeout=60_000)
+        page.wait_for_selector(CONNECTED, timeout=TIMEOUT_MS)
+        page.get_by_text("MiniGPT Lab").first.wait_for(timeout=TIMEOUT_MS)
+        page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
         browser.close()
     return True
 

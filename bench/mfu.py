@@ -21,10 +21,9 @@ import torch
 from minigpt import CharTokenizer, GPTConfig, TrainConfig, Trainer, build_model, load_corpus
 from minigpt.train import autocast_dtype, flops_per_token
 
-from .common import Stats, add_common_args, apply_threads, print_header, print_table
+from .common import BABY, Stats, add_common_args, apply_threads, print_header, print_table
 
 SIZES = (512, 1024, 2048)
-BABY = dict(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=64, dropout=0.0)
 
 
 def matmul_peak(dtype: torch.dtype, repeats: int) -> tuple[float, int]:
@@ -46,10 +45,11 @@ def matmul_peak(dtype: torch.dtype, repeats: int) -> tuple[float, int]:
 
 def training_rate(batch_size: int, steps: int, repeats: int) -> tuple[Stats, TrainConfig, GPTConfig]:
     """Tokens/s of the default training step (TrainConfig's defaults but the shape) over `repeats` timings."""
-    text = load_corpus("pydoc-en")
+    text = load_corpus(BABY.corpus)
     tokenizer = CharTokenizer.from_text(text)
-    model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, **BABY)
-    train_cfg = TrainConfig(batch_size=batch_size, block_size=64, max_steps=10**9, eval_interval=10**9, device="cpu")
+    model_cfg = BABY.model(tokenizer.vocab_size)
+    train_cfg = TrainConfig(batch_size=batch_size, block_size=BABY.block_size, max_steps=10**9, eval_interval=10**9,
+                            device="cpu")
     trainer = Trainer(build_model(model_cfg, seed=0), tokenizer, text, train_cfg)
 
     def run() -> None:
@@ -69,7 +69,7 @@ def training_rate(batch_size: int, steps: int, repeats: int) -> tuple[Stats, Tra
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="training steps per timing")
-    parser.add_argument("--batches", type=int, nargs="+", default=[12, 64])
+    parser.add_argument("--batches", type=int, nargs="+", default=[BABY.batch_size, 64])
     add_common_args(parser, repeats=5)
     args = parser.parse_args()
     apply_threads(args.threads)
@@ -77,7 +77,6 @@ def main() -> None:
     peaks = {name: matmul_peak(dtype, args.repeats) for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
     print_table(["dtype", "peak GFLOP/s", "at n"], [[k, f"{v:,.0f}", n] for k, (v, n) in
                                                     ((k, (v / 1e9, n)) for k, (v, n) in peaks.items())])
-    print()
     rows = []
     for batch in args.batches:
         rates, train_cfg, model_cfg = training_rate(batch, args.steps, args.repeats)
@@ -87,7 +86,8 @@ def main() -> None:
         rows.append([batch, "bf16 autocast" if chosen == torch.bfloat16 else "float32", rates.fmt(0),
                      achieved.fmt(1), achieved.map(lambda g: 100 * g * 1e9 / peaks["fp32"][0]).fmt(1),
                      achieved.map(lambda g: 100 * g * 1e9 / peaks["bf16"][0]).fmt(1)])
-    print(f"training step, baby shape, block 64, dtype 'auto'; {flops_per_token(model_cfg, 64):,} FLOPs per token "
+    print(f"training step, baby shape, block {BABY.block_size}, dtype 'auto'; "
+          f"{flops_per_token(model_cfg, BABY.block_size):,} FLOPs per token "
           f"(nanoGPT's estimate); median (min-max) of {args.repeats} timings of {args.steps} steps")
     print_table(["batch", "auto chose", "tokens/s", "GFLOP/s", "% of fp32 peak", "% of bf16 peak"], rows)
 

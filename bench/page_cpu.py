@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,13 +25,12 @@ from bench.live_server import APP_DIR
 
 VISIT = r"""
 import glob, json, os, sys, time
-sys.path.insert(0, os.getcwd())
 import torch
 from streamlit.testing.v1 import AppTest
 
 torch.set_num_threads(1)
 home = os.path.join(os.getcwd(), "streamlit_app.py")
-page = os.path.join(os.getcwd(), glob.glob(f"pages/*_{sys.argv[1]}.py")[0])
+page = os.path.join(os.getcwd(), glob.glob(f"pages/*{sys.argv[1]}.py")[0])
 at = AppTest.from_file(home, default_timeout=600)
 at.query_params["lang"] = "en"
 at.run()
@@ -48,14 +48,16 @@ print(json.dumps(seconds))
 
 
 def visits(app_dir: Path, page: str, count: int) -> list[float]:
-    out = subprocess.run([sys.executable, "-c", VISIT, page, str(count)], cwd=app_dir, check=True,
+    """VISIT in a fresh process in the checkout `app_dir`, importing its own packages (as LiveServer serves one)."""
+    env = {**os.environ, "PYTHONPATH": str(app_dir)}
+    out = subprocess.run([sys.executable, "-c", VISIT, page, str(count)], cwd=app_dir, env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--page", default="Attention", help="the page file's name after its number")
+    parser.add_argument("--page", default="Attention", help="the page file's name (after its number, in an older checkout)")
     parser.add_argument("--visits", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--before", type=Path, default=None)

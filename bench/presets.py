@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import torch
 
-from bench.common import print_header
+from bench.common import print_header, print_row, print_table
 from minigpt import DEFAULT_CORPUS, PRESETS, CharTokenizer, Trainer, build_model, load_corpus
 from minigpt.lab.diagnosis import uniform_loss
-from minigpt.lab.tasks import TASKS, Task
+from minigpt.lab.tasks import TASKS, Task, training_hooks
 
 
 def run_preset(name: str, text: str, task: Task | None = None) -> dict:
@@ -28,7 +28,7 @@ def run_preset(name: str, text: str, task: Task | None = None) -> dict:
     tokenizer = CharTokenizer.from_text(text)
     model_cfg = replace(preset.model, vocab_size=tokenizer.vocab_size)
     train_cfg = replace(preset.train, device="cpu")
-    trainer = Trainer(build_model(model_cfg, train_cfg.seed), tokenizer, text, train_cfg, task=task)
+    trainer = Trainer(build_model(model_cfg, train_cfg.seed), tokenizer, text, train_cfg, **training_hooks(task))
     started = time.perf_counter()
     events = list(trainer.events())
     wall = time.perf_counter() - started
@@ -37,8 +37,8 @@ def run_preset(name: str, text: str, task: Task | None = None) -> dict:
               "best": min(e.val_loss for e in evals), "uniform": uniform_loss(tokenizer.vocab_size),
               "early": trainer.stopped_early, "params": model_cfg.num_params()}
     if task is not None:
-        first_full = next((e.step for e in evals if e.task_accuracy == 1.0), None)
-        result.update(chars=evals[-1].task_accuracy, lines=evals[-1].task_solved, first_full=first_full,
+        first_full = next((e.step for e in evals if e.score.chars == 1.0), None)
+        result.update(chars=evals[-1].score.chars, lines=evals[-1].score.lines, first_full=first_full,
                       floor=task.loss_floor(train_cfg.block_size))
     return result
 
@@ -58,28 +58,35 @@ def main() -> None:
     chosen = [p for p in args.presets if p != "task"]
     if chosen:
         print(f"corpus {args.corpus}: {len(text):,} characters\n")
-        print("| preset | parameters | steps | wall s (median of runs) | train loss | val loss | best val | ln V |")
-        print("|---|---|---|---|---|---|---|---|")
-    for name in chosen:
-        runs = [run_preset(name, text) for _ in range(args.repeats)]
-        r = runs[-1]
-        wall = statistics.median(x["wall"] for x in runs)
-        steps = f"{r['steps']:,}" + (" (stopped early)" if r["early"] else "")
-        print(f"| {name} | {r['params']:,} | {steps} | {wall:.1f} | {r['train']:.3f} | {r['val']:.3f} | "
-              f"{r['best']:.3f} | {r['uniform']:.3f} |", flush=True)
+        headers = ["preset", "parameters", "steps", "wall s (median of runs)", "train loss", "val loss", "best val",
+                   "ln V"]
+        rows = []
+        for name in chosen:
+            runs = [run_preset(name, text) for _ in range(args.repeats)]
+            r = runs[-1]
+            wall = statistics.median(x["wall"] for x in runs)
+            steps = f"{r['steps']:,}" + (" (stopped early)" if r["early"] else "")
+            rows.append([name, f"{r['params']:,}", steps, f"{wall:.1f}", f"{r['train']:.3f}", f"{r['val']:.3f}",
+                         f"{r['best']:.3f}", f"{r['uniform']:.3f}"])
+            print_row(headers, rows[-1])
+        print()
+        print_table(headers, rows)
     if "task" not in args.presets:
         return
-    print("\n| task preset on | steps | wall s (median of runs) | val loss | lowest possible | answer characters right "
-          "| whole answers right | first evaluation at 100% |")
-    print("|---|---|---|---|---|---|---|---|")
+    headers = ["task preset on", "steps", "wall s (median of runs)", "val loss", "lowest possible",
+               "answer characters right", "whole answers right", "first evaluation at 100%"]
+    rows = []
     for task_name in args.tasks:
         task = TASKS[task_name]
         runs = [run_preset("task", task.corpus(), task) for _ in range(args.repeats)]
         r = runs[-1]
         wall = statistics.median(x["wall"] for x in runs)
-        first = f"{r['first_full']:,}" if r["first_full"] is not None else "–"
-        print(f"| {task_name} | {r['steps']:,} | {wall:.1f} | {r['val']:.3f} | {r['floor']:.3f} | {r['chars']:.1%} | "
-              f"{r['lines']:.1%} | {first} |", flush=True)
+        first = f"{r['first_full']:,}" if r["first_full"] is not None else None
+        rows.append([task_name, f"{r['steps']:,}", f"{wall:.1f}", f"{r['val']:.3f}", f"{r['floor']:.3f}",
+                     f"{r['chars']:.1%}", f"{r['lines']:.1%}", first])
+        print_row(headers, rows[-1])
+    print()
+    print_table(headers, rows)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from minigpt import CharTokenizer, GPTConfig, TrainConfig, Trainer, build_model, load_corpus
 
-from .common import add_common_args, apply_threads, clock_from, interleave, paired_ratio, print_header, print_table
+from .common import (
+    BABY, DEMO, add_common_args, apply_threads, clock_from, interleave, paired_ratio, print_header, print_table,
+)
 
 CATEGORIES = ("attention core", "QKV+W_O", "FFN", "dropout", "optimizer", "other ops", "overhead")
 DROPOUT_OPS = ("aten::dropout", "aten::native_dropout", "aten::bernoulli_")
@@ -164,10 +166,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", nargs="+", type=int, default=[64, 128, 256, 512])
     parser.add_argument("--widths", nargs="+", type=int, default=[64, 128, 256, 512])
-    parser.add_argument("--base-width", type=int, default=128)
-    parser.add_argument("--base-block", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=12)
+    parser.add_argument("--base-width", type=int, default=BABY.d_model)
+    parser.add_argument("--base-block", type=int, default=BABY.block_size)
+    parser.add_argument("--layers", type=int, default=BABY.num_layers)
+    parser.add_argument("--batch", type=int, default=BABY.batch_size)
     parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
     parser.add_argument("--profile-steps", type=int, default=3)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
@@ -178,17 +180,18 @@ def main() -> None:
     args = parser.parse_args()
     apply_threads(args.threads)
     print_header("Step time against block size and width")
-    text = load_corpus(args.data or "pydoc-en")
+    text = load_corpus(args.data or BABY.corpus)
     tokenizer = CharTokenizer.from_text(text)
     shape = dict(layers=args.layers, batch=args.batch, dtype=args.dtype)
     sweep(f"block size, {args.layers} layers", [Point(args.base_width, b, **shape) for b in args.blocks], text, tokenizer, args)
     sweep(f"width, {args.layers} layers", [Point(w, args.base_block, **shape) for w in args.widths], text, tokenizer, args)
     if args.demo:
-        demo = dict(width=64, block=30, layers=3, heads=4, d_ff=256, dropout=0.1)
-        points = [Point(batch=16, dtype="float32", **demo), Point(batch=16, dtype="bfloat16", **demo),
-                  Point(batch=64, dtype="bfloat16", **demo)]
-        sweep("the reference demo's config (3 layers, d_ff 256, dropout 0.1)", points, load_corpus("demo-zh"),
-              CharTokenizer.from_text(load_corpus("demo-zh")), args)
+        demo = dict(width=DEMO.d_model, block=DEMO.block_size, layers=DEMO.num_layers, heads=DEMO.num_heads,
+                    d_ff=DEMO.d_ff, dropout=DEMO.dropout)
+        points = [Point(batch=DEMO.batch_size, dtype="float32", **demo),
+                  Point(batch=DEMO.batch_size, dtype="bfloat16", **demo), Point(batch=64, dtype="bfloat16", **demo)]
+        sweep(f"the reference demo's config ({DEMO.num_layers} layers, d_ff {DEMO.d_ff}, dropout {DEMO.dropout})",
+              points, load_corpus(DEMO.corpus), CharTokenizer.from_text(load_corpus(DEMO.corpus)), args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The √d_k race's settings: where do the two loss curves part visibly, within a learner's wait?
 
 For each d_k, number of heads, learning rate and step count, the race the Experiments page runs
-(app/scaling_race.py: the same model with and without 1/√d_k, the same weights and batches, on the
+(app/views/scaling_race.py: the same model with and without 1/√d_k, the same weights and batches, on the
 default corpus) is run once, timed, and its last point read: the validation batch's loss of
 both models, their gap, and the gap as a share of the scaled model's loss. One torch thread.
 
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from bench.common import print_header, print_table
+from bench.common import print_header, print_row, print_table
 from minigpt import DEFAULT_CORPUS, CharTokenizer, load_corpus
 from minigpt.lab.scaling_race import race_configs, scaling_race
 
@@ -41,14 +41,15 @@ def main() -> None:
     torch.set_num_threads(1)
     text = load_corpus(DEFAULT_CORPUS)
     print_header(f"The √d_k race on {DEFAULT_CORPUS}, {args.layers} layer(s), batch 16 x 32")
+    headers = ["d_k", "heads", "lr", "steps", "s", "loss scaled", "loss unscaled", "gap", "gap %"]
     rows = []
     for d_k, heads, lr, steps in itertools.product(args.d_k, args.heads, args.lr, args.steps):
         seconds, scaled, unscaled = race(text, d_k, heads, lr, steps, args.layers)
         rows.append([d_k, heads, f"{lr:g}", steps, f"{seconds:.1f}", f"{scaled:.3f}", f"{unscaled:.3f}",
                      f"{unscaled - scaled:+.3f}", f"{(unscaled - scaled) / scaled:+.1%}"])
-        print(*rows[-1], sep="\t", flush=True)
+        print_row(headers, rows[-1])
     print()
-    print_table(["d_k", "heads", "lr", "steps", "s", "loss scaled", "loss unscaled", "gap", "gap %"], rows)
+    print_table(headers, rows)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ import torch
 from minigpt import CharTokenizer, GPTConfig, TrainConfig, Trainer, build_model, load_corpus
 from minigpt.data import get_batch, split_tokens
 
-from .baselines import NanoConfig, NanoGPT, NanoStep
-from .common import Stats, add_common_args, apply_threads, clock_from, paired_ratio, print_header, print_table
+from .baselines import NanoGPT, NanoStep, nano_config
+from .common import BABY, Stats, add_common_args, apply_threads, clock_from, paired_ratio, print_header, print_table
 from minigpt.model import eval_mode
 
 PROJECT_MODEL = GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=64, dropout=0.0)
@@ -34,9 +34,8 @@ PROJECT_TRAIN = TrainConfig(
     batch_size=16, block_size=64, lr=3e-3, min_lr=3e-4, weight_decay=0.1, betas=(0.9, 0.99),
     max_steps=1500, warmup_steps=100, schedule="cosine", grad_clip=1.0, dtype="bfloat16", device="cpu",
 )
-NANO_MODEL = NanoConfig(block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0)
-NANO_STEPS, NANO_BATCH = 2000, 12
-EVAL_BATCH, EVAL_BLOCK = 12, 64
+NANO_STEPS = 2000  # nanoGPT's recipe: BABY, nanoGPT's model, its max_iters
+EVAL_BATCH, EVAL_BLOCK = BABY.batch_size, BABY.block_size
 
 
 @dataclass
@@ -84,9 +83,9 @@ def train_with_evals(
 
 def run_nano(text_ids: torch.Tensor, seed: int, args: argparse.Namespace, batches: list) -> Run:
     torch.manual_seed(seed)
-    model = NanoGPT(dataclasses.replace(NANO_MODEL, vocab_size=args.vocab_size))
-    train, _ = split_tokens(text_ids, 0.1, NANO_MODEL.block_size)
-    step = NanoStep(model, train, NANO_BATCH, NANO_MODEL.block_size, lr=1e-3, min_lr=1e-4, warmup=100,
+    model = NanoGPT(nano_config(BABY, args.vocab_size))
+    train, _ = split_tokens(text_ids, 0.1, BABY.block_size)
+    step = NanoStep(model, train, BABY.batch_size, BABY.block_size, lr=1e-3, min_lr=1e-4, warmup=100,
                     max_iters=NANO_STEPS, weight_decay=0.1, betas=(0.9, 0.99), seed=seed)
     return train_with_evals("nanoGPT", step, model, NANO_STEPS, args.eval_interval, batches, args.clock_fn)
 

@@ -19,43 +19,25 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
-from minigpt import CharTokenizer, GPTConfig, TrainConfig, Trainer, build_model, load_corpus
+from minigpt import CharTokenizer, TrainConfig, Trainer, build_model, load_corpus
 
-from .baselines import DemoGPT, DemoStep, NanoConfig, NanoGPT, NanoStep
+from .baselines import DemoGPT, DemoStep, NanoGPT, NanoStep, nano_config
 from .common import (
-    add_common_args, apply_threads, clock_from, has_bf16_matmul, interleave, paired_ratio, print_header, print_table,
+    BABY, DEMO, Shape, add_common_args, apply_threads, clock_from, has_bf16_matmul, interleave, paired_ratio,
+    print_header, print_table,
 )
 
-
-@dataclass(frozen=True)
-class Shape:
-    d_model: int
-    num_heads: int
-    num_layers: int
-    d_ff: int
-    block_size: int
-    batch_size: int
-    dropout: float
-    corpus: str
-
-
-CONFIGS = {
-    "demo": Shape(64, 4, 3, 256, block_size=30, batch_size=16, dropout=0.1, corpus="demo-zh"),
-    "baby": Shape(128, 4, 4, 512, block_size=64, batch_size=12, dropout=0.0, corpus="pydoc-en"),
-}
+CONFIGS = {"demo": DEMO, "baby": BABY}
 DEMO_WINDOWS = 20_000  # the demo's DataLoader holds one Python list per window: keep the corpus small
 
 
 def project_case(shape: Shape, text: str, tokenizer: CharTokenizer, steps: int, batch_size: int,
                  attn_implementation: str = "sdpa", dtype: str = "float32") -> Callable[[], None]:
     """`steps` Trainer steps; "eager" re-does compute_gradients with attn_implementation="eager"."""
-    model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=shape.d_model, num_heads=shape.num_heads,
-                          num_layers=shape.num_layers, d_ff=shape.d_ff, max_len=max(128, shape.block_size),
-                          dropout=shape.dropout)
+    model_cfg = shape.model(tokenizer.vocab_size, max_len=max(128, shape.block_size))
     train_cfg = TrainConfig(batch_size=batch_size, block_size=shape.block_size, max_steps=10**9,
                             eval_interval=10**9, dtype=dtype, device="cpu")
     trainer = Trainer(build_model(model_cfg, seed=0), tokenizer, text, train_cfg)
@@ -92,7 +74,7 @@ def demo_case(shape: Shape, ids: list[int], vocab_size: int, steps: int) -> Call
 
 def nano_case(shape: Shape, ids: torch.Tensor, vocab_size: int, steps: int) -> Callable[[], None]:
     torch.manual_seed(0)
-    model = NanoGPT(NanoConfig(vocab_size, shape.block_size, shape.num_layers, shape.num_heads, shape.d_model, shape.dropout))
+    model = NanoGPT(nano_config(shape, vocab_size))
     step = NanoStep(model, ids, shape.batch_size, shape.block_size)
 
     def run() -> None:

@@ -43,8 +43,8 @@ def resolve_device(name: str | None = "auto") -> torch.device:
 
 def cpu_has_amx() -> bool:
     """This CPU has AMX tiles (Intel Xeon since Sapphire Rapids), where bf16 matmuls run several
-    times faster than float32. AVX512-BF16 alone is not enough: on a 2-core Xeon with it and no
-    AMX, `python -m bench.mfu` measured bf16 matmuls at 159 GFLOP/s against 270 in float32."""
+    times faster than float32. AVX512-BF16 alone is not enough: without AMX, `python -m bench.mfu`
+    measured bf16 matmuls slower than float32 (bench/RESULTS.md)."""
     return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 

@@ -129,7 +129,6 @@ class MultiHeadSelfAttention(nn.Module):
         # W_Q, W_K and W_V stacked into one matrix: one matmul instead of three.
         self.W_QKV = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.W_O = nn.Linear(config.d_model, config.d_model, bias=False)
-        self.window: int | None = None  # a knock-out: each query sees only its last `window` keys
 
     def forward(
         self,
@@ -139,7 +138,11 @@ class MultiHeadSelfAttention(nn.Module):
         scale: float,
         cache: KVCache | None = None,
         layer: int = 0,
+        window: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """window: each query sees only itself and the window - 1 keys before it (None: every
+        earlier key). Nothing in the model passes it: a knock-out does, through a forward pre-hook
+        on its copy's attention layers (minigpt/lab/knockout.py), so the model holds no such state."""
         B, T, d_model = x.shape
         Q, K, V = self.W_QKV(x).split(d_model, dim=-1)  # each (B, T, d_model)
         Q, K, V = (t.view(B, T, self.num_heads, self.d_k).transpose(1, 2) for t in (Q, K, V))  # (B, H, T, d_k)
@@ -147,17 +150,19 @@ class MultiHeadSelfAttention(nn.Module):
         if cache is not None:
             past = cache.length
             K, V = cache.update(layer, K, V)  # (B, H, past + T, d_k)
-        if self.window is not None:  # the knock-out's mask, in either path
-            allowed = allowed_keys(T, past + T, self.window, x.device)
+        if window is not None:  # the knock-out's mask, in either path
+            allowed = allowed_keys(T, past + T, window, x.device)
             if attn_implementation == "eager":
                 out, weights = eager_attention(Q, K, V, allowed, scale)
             else:
                 weights, out = None, sdpa_attention(Q, K, V, attn_mask=allowed, scale=scale)
         elif attn_implementation == "eager":
-            allowed = causal_mask(T, past + T, x.device) if T > 1 else None
+            allowed = causal_mask(T, past + T, x.device) if T > 1 else None  # one query, the newest: sees all
             out, weights = eager_attention(Q, K, V, allowed, scale)
         else:
             weights = None
+            # is_causal aligns its mask top-left, right only when queries and keys start together:
+            # queries after a cached prefix need the mask written out, offset
             if past == 0 or T == 1:
                 out = sdpa_attention(Q, K, V, is_causal=T > 1, scale=scale)
             else:
@@ -327,13 +332,15 @@ class MiniGPT(nn.Module):
         arithmetic: this path runs a dozen kernels per layer with no module calls, no batch or head
         reshapes and the residual adds fused into addmv. `weights` (decode_weights(): the
         parameters themselves, not copies) saves looking them up per token. It falls back to
-        forward() while training (dropout), under autocast and under a knock-out's attention window."""
+        forward() while training (dropout), under autocast, and where a block's attention is hooked
+        (a knock-out's window, an instrument reading it): this path calls no module, so no hook."""
         pos = cache.length
         if pos + 1 > self.config.max_len:
             raise ValueError(f"sequence of {pos + 1} tokens exceeds max_len {self.config.max_len}")
         device = self.token_embed.weight.device
+        # the fast path reads batch row 0 only (cache.rows) and the weights in their own dtype
         if (self.training or cache.keys[0].size(0) != 1 or torch.is_autocast_enabled(device.type)
-                or any(b.self_attn.window is not None for b in self.blocks)):
+                or any(b.self_attn._forward_pre_hooks or b.self_attn._forward_hooks for b in self.blocks)):
             return self(torch.tensor([[token]], device=device), kv_cache=cache)[0][0, -1]
         w = weights or self.decode_weights()
         d, heads, d_k = self.config.d_model, self.config.num_heads, self.config.d_k

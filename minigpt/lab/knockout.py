@@ -3,7 +3,9 @@
 The parts: any heads (their outputs zeroed before W_O), the sinusoidal positions, the keys more
 than n positions back, and the tie between the embedding and the LM head (the head replaced by
 an untied copy of the embedding with its rows shuffled). Each knock-out works on its own deep
-copy, so the loaded model, which other pages and other sessions share, never changes.
+copy, so the loaded model, which other pages and other sessions share, never changes. The window
+is no weight: the copy's attention layers get it as their `window` argument from a forward
+pre-hook, so the core model keeps no knock-out state.
 
 What it costs is measured on the model's own validation windows (train.validation_windows: the
 same ones before and after, and the ones its training measured), so the change in loss is the
@@ -12,6 +14,7 @@ knock-out's alone; `head_importance` zeroes each head alone in turn.
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,9 +74,18 @@ def knocked_out(model: MiniGPT, knockout: Knockout) -> MiniGPT:
             order = torch.randperm(model.config.vocab_size, generator=generator)
             embedding = twin.token_embed.weight.detach()
             twin.lm_head.weight = torch.nn.Parameter(embedding[order.to(embedding.device)].clone())  # untied
-    for block in twin.blocks:
-        block.self_attn.window = knockout.window
+    if knockout.window is not None:
+        for block in twin.blocks:
+            block.self_attn.register_forward_pre_hook(functools.partial(_within, knockout.window), with_kwargs=True)
     return twin
+
+
+def _within(window: int, attention: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The forward pre-hook of a window knock-out: the attention's `window` argument, the narrower
+    one where a knock-out of a knock-out brings two. A partial of a module-level function, not a
+    closure, so a copy can still be deep-copied and pickled."""
+    narrower = window if kwargs.get("window") is None else min(window, kwargs["window"])
+    return args, {**kwargs, "window": narrower}
 
 
 def head_importance(model: MiniGPT, windows: Windows) -> np.ndarray:

@@ -205,6 +205,8 @@ class ClassBoard:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def is_teacher(self, key: str | None) -> bool:
+        # digests, compared in constant time: how long a wrong key takes to refuse tells nothing of
+        # how close it came, and non-ASCII text (which compare_digest refuses as str) is just a wrong key
         return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)
 
 
@@ -257,7 +259,7 @@ class Classes:
                                  "longer use, or try again when one has ended.", limit=self.max_classes)
             while True:
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-                if code not in self._classes and code not in self._closed:
+                if code not in self._classes and code not in self._closed:  # an old link must not open a new class
                     break
             key, salt = secrets.token_urlsafe(16), secrets.token_bytes(16)
             self._classes[code] = ClassBoard(code, _salted(salt, key), salt, self._clock())
@@ -380,6 +382,7 @@ class Classes:
             post = board.posts.get(post_id)
             if post is None:
                 return
+            # as bytes: compare_digest raises TypeError on a str with non-ASCII characters (a forged key)
             if not (isinstance(key, str) and (secrets.compare_digest(key.encode(), post.key.encode())
                                               or secrets.compare_digest(_digest(key), post.run_key))):
                 raise BoardError("Only the learner who posted a run can withdraw it.")

@@ -21,7 +21,7 @@ attention maps and per-run determinism are the same code as in one process. The 
 each event and each change of state as it happens; `snapshot()` reads the server's copy and
 never waits for the child. Weights come back on request, as numpy arrays.
 
-Which one a server uses is a setting (app/runs.py, `MINIGPT_TRAIN_IN`).
+Which one a server uses is a setting (app/state/runs.py, `MINIGPT_TRAIN_IN`).
 """
 from __future__ import annotations
 
@@ -425,7 +425,7 @@ def warm_up() -> None:
     """Take a tiny run through what every run does (build, the first evaluation with the probe's
     sample and attention, a training step, an evaluation), and end it: the fork server does this
     once, so that what torch allocates on its first use lies in the pages every child shares.
-    Without it each child made those again, about 100 MB of its own (bench/RESULTS.md, "runs in
+    Without it each child made those again, in memory of its own (bench/RESULTS.md, "runs in
     worker processes against runs on threads"). No thread outlives it: the fork server must fork
     with one thread."""
     torch.set_num_threads(1)  # no OpenMP pool in a process that forks; the children train on one thread too
@@ -434,6 +434,8 @@ def warm_up() -> None:
     model = GPTConfig(vocab_size=tokenizer.vocab_size, max_len=32).validate()
     train = TrainConfig(max_steps=1, batch_size=2, block_size=16, eval_interval=1, eval_iters=1,
                         device="cpu").validate(model)
+    # nice=0: the fork server forks no child until this returns, so the first run waits on it; at 19
+    # beside a busy server it would get almost no CPU
     run = _build(RunSpec("warm-up", model, train, tuple(tokenizer.chars), text, probe_text=text[:16],
                          sample_prompt=text[:1], sample_chars=4, nice=0))
     ended = threading.Event()
@@ -447,7 +449,7 @@ def warm_up() -> None:
         run.close(timeout=None)  # joins the training thread, whatever happened
     if failed:
         raise RuntimeError(f"the fork server's warm-up run did not finish: {error}")
-    gc.collect()
+    gc.collect()  # the warm-up run's cycles go now: each child's gc.freeze() would keep them for good
 
 
 def _build(spec: RunSpec) -> TrainingRun:

@@ -4,8 +4,9 @@ and the helpers that lay figures out. Private to minigpt.viz.
 One style. A builder is a pure function from plain data (numpy arrays, lists, the library's
 records read by attribute) to a Plotly figure. It writes the figure's traces and layout as plain
 dicts and returns `figure(data, layout)`, which builds the figure without validating it: the
-views that redraw as a learner moves a slider are 10-20x faster so than through graph_objects'
-setters and make_subplots, and tests/minigpt/viz validates every builder's output through plotly.
+views that redraw as a learner moves a slider were measured much faster so than through
+graph_objects' setters and make_subplots (bench/RESULTS.md), and tests/minigpt/viz validates
+every builder's output through plotly.
 Reference lines are `hline` and `vline`, plotly's add_hline and add_vline written out as dicts.
 
 One translation convention. Every builder takes `tr: Translate = english` and begins

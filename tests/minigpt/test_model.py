@@ -108,6 +108,30 @@ def test_kv_cache_chunk_after_prefix_uses_offset_causal_mask():
         torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-5, rtol=0)
 
 
+def test_the_model_keeps_no_window_and_decode_one_runs_the_hooks_on_its_attention():
+    """A window reaches the attention only as an argument (a knock-out passes it through a forward
+    pre-hook): the model has no such attribute, and decode_one, whose fast path calls no module,
+    takes forward() while an attention layer is hooked, so the hook is not skipped."""
+    model = tiny_model()
+    assert not any(hasattr(block.self_attn, "window") for block in model.blocks)
+    ids = [3, 1, 4, 1, 5, 9]
+    with torch.no_grad():
+        plain, _ = model(torch.tensor([ids]))
+        calls = []
+        handle = model.blocks[1].self_attn.register_forward_pre_hook(
+            lambda m, args, kwargs: calls.append(1) or (args, {**kwargs, "window": 2}), with_kwargs=True)
+        try:
+            windowed, _ = model(torch.tensor([ids]))
+            cache = model.new_kv_cache()
+            decoded = torch.stack([model.decode_one(i, cache) for i in ids])
+        finally:
+            handle.remove()
+    assert len(calls) == 1 + len(ids)  # the full forward once, then every one-token step
+    torch.testing.assert_close(decoded, windowed[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(windowed[0, :2], plain[0, :2], atol=1e-6, rtol=0)  # a window of 2 cuts nothing yet
+    assert not torch.allclose(windowed[0, 2:], plain[0, 2:], atol=1e-4)
+
+
 def test_sequence_longer_than_max_len_is_refused():
     model = tiny_model()
     with pytest.raises(ValueError, match="max_len"):

@@ -145,8 +145,22 @@ def test_knockouts_leave_the_loaded_model_as_it_was(shipped):
                      Knockout(shuffled_head=True)):
         knocked_out(model, knockout)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    assert model.lm_head.weight is model.token_embed.weight and all(b.self_attn.window is None for b in model.blocks)
+    assert model.lm_head.weight is model.token_embed.weight
+    assert not any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())  # the window's hook is the copy's
+    assert not any(hasattr(b.self_attn, "window") for b in model.blocks)  # the core model keeps no knock-out state
     assert torch.equal(logits(model, ids), want)
+
+
+def test_a_knockout_of_a_knockout_keeps_the_first_ones_window(shipped):
+    """The window rides on the copy's attention layers (a forward pre-hook), and deep-copies with
+    it: knocking out more of a copy keeps its window, the narrower where both bring one."""
+    model, ids = shipped
+    narrow = knocked_out(model, Knockout(window=3))
+    torch.testing.assert_close(logits(knocked_out(narrow, Knockout(heads=frozenset({(0, 1)}))), ids),
+                               logits(knocked_out(model, Knockout(heads=frozenset({(0, 1)}), window=3)), ids),
+                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(logits(knocked_out(narrow, Knockout(window=5)), ids), logits(narrow, ids),
+                               atol=1e-6, rtol=0)
 
 
 def test_a_knockout_of_a_part_the_model_lacks_says_which():

@@ -16,7 +16,7 @@ from app.state.lesson_text import STEPS
 from app.views import uploads
 
 # the browser goes on drawing Home for about this long after the script ends; torch's import meanwhile
-# took the CPU it drew with, and the first load took 0.2-0.4 s longer (bench/RESULTS.md, issue 49)
+# took the CPU it drew with, and the first load took longer (bench/dashboard_latency.py, bench/RESULTS.md)
 HOME_DRAWN_S = 1.0
 
 navigation.setup_page(site.HOME.script)

@@ -34,7 +34,7 @@ def weight_view(loaded: LoadedModel, text: str, unscaled: bool, prefix: str = "i
     st.caption(_("The key that gets the most weight, {key}: its score, the score divided by {divisor:.2f}, and its "
                  "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
                  key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
-    # one chart for the three steps: Streamlit draws a changed chart from scratch, ~0.1 s each in the browser
+    # one chart for the three steps: Streamlit draws a changed chart from scratch, a visible wait each in the browser
     st.plotly_chart(weight_figure(row, text, tr=_), key=f"{prefix}_weight", config=chart_config())
     st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the "
                  "other heads' and goes through W_O.", query=labels[query]))

@@ -44,11 +44,11 @@ MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Com
 # how many runs train at once: unset, what this process may really use affords (minigpt.serve.capacity):
 # one per CPU of its affinity mask and control group quota, as many as its memory holds beside the server
 MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"
-RUN_BYTES = 60 * 2**20      # a run's process writes 25-45 MB of its own after the fork server's warm-up (bench/RESULTS.md)
+RUN_BYTES = 60 * 2**20      # what a run's process writes of its own after the fork server's warm-up, with room (bench/RESULTS.md)
 SERVER_BYTES = 256 * 2**20  # what the server itself still grows by with a class of 30 (bench/RESULTS.md)
-KEPT_RUN_BYTES = 3 * 2**19  # a finished challenge run kept small holds 1.16 MB (bench/kept_runs.py), rounded up
-# a run's process trains with one torch thread: two runs on two cores trained 0.83x as fast with two threads
-# each (python -m bench.run_threads), and one run alone on two busy cores was slower with two (bench/RESULTS.md)
+KEPT_RUN_BYTES = 3 * 2**19  # a finished challenge run kept small, rounded up (bench/kept_runs.py)
+# a run's process trains with one torch thread: two runs on two cores trained slower with two threads each
+# (python -m bench.run_threads), and so did one run alone on two busy cores (bench/RESULTS.md)
 MAX_RUN_THREADS = 1
 MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smallest box, and a bound on any box
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
@@ -62,10 +62,9 @@ MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length (registry
 NICE_ENV, DEFAULT_THREAD_NICE = "MINIGPT_TRAIN_NICE", 0
 # where a run trains: "process", a child at a low priority forked from a preloaded fork server
 # (minigpt/serve/worker.py), which never holds the lock the pages need, or "thread", in the server's
-# interpreter. Processes by default wherever there is a fork server: measured with a class of 30
-# beside 2 runs on one core under 690 MB (bench/RESULTS.md), learners waited half as long, the runs
-# trained faster, and the out-of-memory killer's first choice is a run, never the server; they cost
-# about 160 MB more. Without a fork server (Windows) each child would import torch again: threads.
+# interpreter. Processes by default wherever there is a fork server: measured with a class on the
+# smallest box (bench/class_load.py, bench/RESULTS.md), learners waited less, the runs trained faster,
+# and the out-of-memory killer's first choice is a run, never the server; they cost more memory. Without a fork server (Windows) each child would import torch again: threads.
 TRAIN_IN_ENV, TRAIN_IN_CHOICES = "MINIGPT_TRAIN_IN", ("thread", "process")
 DEFAULT_TRAIN_IN = "process" if "forkserver" in multiprocessing.get_all_start_methods() else "thread"
 

@@ -93,9 +93,9 @@ def _load(then: Callable[[], None] | None) -> None:
 
 def _configure() -> None:
     """One intra-op torch thread: under CPU contention (server, browser, trainers) more threads made
-    training ~100x slower, not faster. gc.freeze(): Streamlit collects garbage after every script run
+    training far slower, not faster. gc.freeze(): Streamlit collects garbage after every script run
     (`runner.postScriptGC`), and a full collection walked every object the libraries made at import
-    (torch, plotly, pandas, Streamlit: ~250,000), ~240 ms with the GIL held, after every widget move.
+    (torch, plotly, pandas, Streamlit), with the GIL held, after every widget move (bench/RESULTS.md).
     Those live as long as the process; frozen, a collection walks only what was made since, and
     frozen objects are still freed when nothing refers to them."""
     import torch

@@ -24,5 +24,5 @@ CLASS, TEACHER = "class", "teacher"
 
 def link(**params: str) -> str:
     """This page's address with only `params` as its query: a link to share or to keep."""
-    base = (st.context.url or "").split("?")[0]
+    base = (st.context.url or "").split("?")[0]  # the address the browser used: right behind a proxy too
     return f"{base}?{urlencode(params, safe=':,')}"

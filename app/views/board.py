@@ -278,6 +278,8 @@ def remember_key(code: str, key: str) -> None:
     if st.session_state.get(COOKIE_SENT_KEY) == code or cookies().get(COOKIE_PREFIX + code) == key:
         return
     st.session_state[COOKIE_SENT_KEY] = code
+    # Strict: no other site's page sends it along; no Secure flag, which a school server on plain http
+    # would refuse to keep (the key is no more exposed there than the page it controls)
     cookie = f"{COOKIE_PREFIX}{code}={key}; path=/; max-age={COOKIE_SECONDS}; SameSite=Strict"
     st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
 
@@ -317,6 +319,8 @@ COPY_BUTTON = """
     const text = link();
     if (!text) {{ said.textContent = words.missing; return; }}
     let done = false;
+    // browsers give the clipboard API to https and localhost only; a school server on plain http
+    // falls back to the old copy command, then to showing the link while the button is held
     if (navigator.clipboard && window.isSecureContext) {{
       try {{ await navigator.clipboard.writeText(text); done = true; }} catch (e) {{ done = false; }}
     }}

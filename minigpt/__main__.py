@@ -1,4 +1,4 @@
-"""`python -m minigpt`: the command line (cli.py)."""
+"""`python -m minigpt`: the command line (minigpt/cli/)."""
 import sys
 
 from .cli import main

@@ -34,7 +34,7 @@ def test_every_library_module_imports_no_streamlit_and_no_app():
     assert _loaded_after(code) == []
 
 
-# what Home uses of the library, before torch has loaded (app.warmup): the corpora (the task corpora
+# what Home uses of the library, before torch has loaded (app.state.warmup): the corpora (the task corpora
 # among them), the shipped model's config.json, the run registry and the names of `import minigpt`
 TORCH_FREE = ("minigpt", "minigpt.corpus", "minigpt.header", "minigpt.pretrained", "minigpt.lab.tasks",
               "minigpt.lab.diagnosis", "minigpt.serve.registry")
@@ -59,16 +59,18 @@ def test_the_library_tests_import_no_streamlit_and_no_app():
 # The library's own layers: what each part may import at run time (imports under TYPE_CHECKING
 # are annotations only, and free). The core trains, samples and saves a model without any
 # instrument; the instruments measure it; serving runs it for many sessions; the figures draw
-# plain data.
+# plain data; the command line (minigpt/cli/, with __main__.py) drives the core and the instruments.
 CORE = ("messages", "config", "device", "tokenizer", "corpus", "data", "model", "train", "sample", "header",
         "checkpoint", "archive", "distributed", "pretrained")
-MAY_IMPORT = {"core": {"core"}, "lab": {"core", "lab"}, "serve": {"core", "lab", "serve"}, "viz": {"viz", "messages"}}
+MAY_IMPORT = {"core": {"core"}, "lab": {"core", "lab"}, "serve": {"core", "lab", "serve"}, "viz": {"viz", "messages"},
+              "cli": {"core", "lab", "serve", "cli"}}
 
 
 def _part(module: str) -> str:
-    """minigpt.lab.tasks -> lab; minigpt.train -> core; minigpt.messages -> messages when asked by viz."""
+    """minigpt.lab.tasks -> lab; minigpt.cli.train -> cli; minigpt.train -> core; minigpt.messages ->
+    messages when asked by viz."""
     parts = module.split(".")
-    if parts[1] in ("lab", "serve", "viz"):
+    if parts[1] in ("lab", "serve", "viz", "cli"):
         return parts[1]
     return "core" if parts[1] in CORE else parts[1]
 
@@ -100,6 +102,8 @@ def test_each_part_of_the_library_imports_only_the_parts_below_it(part):
     serving part and no figure; the figures import nothing of the model at run time."""
     files = ([ROOT / "minigpt" / f"{name}.py" for name in CORE] if part == "core"
              else sorted((ROOT / "minigpt" / part).glob("*.py")))
+    if part == "cli":
+        files.append(ROOT / "minigpt" / "__main__.py")  # `python -m minigpt` is the command line's door
     allowed = MAY_IMPORT[part]
     wrong = [f"{path.relative_to(ROOT)} imports {module}" for path in files for module in sorted(_runtime_imports(path))
              if _part(module) not in allowed and not (part == "viz" and module == "minigpt.messages")]
@@ -137,7 +141,7 @@ def test_the_public_api_is_what_the_app_uses_and_each_name_is_its_modules_own():
     import minigpt
 
     used = set()
-    for path in [ROOT / "streamlit_app.py", *(ROOT / "app").glob("*.py"), *(ROOT / "pages").glob("*.py")]:
+    for path in [ROOT / "streamlit_app.py", *(ROOT / "app").rglob("*.py"), *(ROOT / "pages").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "minigpt" and node.level == 0:
                 used.update(alias.name for alias in node.names)

@@ -1,4 +1,4 @@
-"""minigpt/cli.py: train, sample, resume and the tasks end to end in subprocesses, as a user runs
+"""minigpt/cli/: train, sample, resume and the tasks end to end in subprocesses, as a user runs
 them; bad input in-process, where each case is one call of main().
 
     pytest tests/minigpt/test_cli.py

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from bench.common import print_table
 from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer, percentile
-from minigpt import DEFAULT_CORPUS, generate, load_corpus, load_pretrained
+from minigpt import DEFAULT_CORPUS, Sampling, generate, load_corpus, load_pretrained
 from minigpt.viz import position_labels
 
 TIMEOUT_MS = 120_000
@@ -71,7 +71,8 @@ def tasks(count: int, round_: int, new_tokens: int) -> list[Task]:
         start = (round_ * count + i) * 11 % (len(corpus) - 40)
         prompt, text = corpus[start:start + 2 + i % 3], corpus[start + 5:start + 17 + i % 7]
         expected = generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=new_tokens,
-                            temperature=0.0, top_p=1.0, seed=100 * round_ + i, block_size=checkpoint.block_size)
+                            sampling=Sampling(temperature=0.0, top_p=1.0), seed=100 * round_ + i,
+                            block_size=checkpoint.block_size)
         out.append(Task(prompt, 100 * round_ + i, text, expected, position_labels(text)))
     assert len({t.expected for t in out}) == count and len({t.text for t in out}) == count, "answers must differ"
     return out

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from minigpt import CharTokenizer, GPTConfig, MiniGPT, load_corpus, load_pretrained, stream
+from minigpt import CharTokenizer, GPTConfig, MiniGPT, Sampling, load_corpus, load_pretrained, stream
 
 from .baselines import DemoGPT
 from .common import (
@@ -59,7 +59,8 @@ def cases_for(config: str, window: int, prompt_chars: int, args: argparse.Namesp
     ids = tokenizer.encode(prompt)
 
     def project(use_cache: bool) -> Callable[[], None]:
-        return lambda: list(stream(model, tokenizer, prompt, args.new_tokens, temperature=0.8, seed=0, use_cache=use_cache))
+        return lambda: list(stream(model, tokenizer, prompt, args.new_tokens, Sampling(temperature=0.8), seed=0,
+                                   use_cache=use_cache))
 
     cases = {
         "demo": lambda: demo_generate(demo, ids, args.new_tokens, window),
@@ -90,7 +91,7 @@ def bench_windows(args: argparse.Namespace) -> None:
 
 
 def first_token(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, use_cache: bool) -> None:
-    next(stream(model, tokenizer, prompt, 200, temperature=0.8, seed=0, use_cache=use_cache))
+    next(stream(model, tokenizer, prompt, 200, Sampling(temperature=0.8), seed=0, use_cache=use_cache))
 
 
 def bench_first_token(args: argparse.Namespace) -> None:

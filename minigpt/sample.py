@@ -1,8 +1,10 @@
 """Sampling: temperature, top-k, top-p and a KV cache, streamed one token at a time.
 
-`stream()` yields a `SampledToken` per new token: its text, the probability the model gave
-it and the model's five likeliest alternatives (both from the untempered softmax,
-so a learner sees what the model believed, not what the filters left).
+The settings travel as one record, `Sampling`, checked once when it is made: from the page's
+sliders (or the command line's flags) to `filter_logits`, whole. `stream()` yields a
+`SampledToken` per new token: its text, the probability the model gave it and the model's five
+likeliest alternatives (both from the untempered softmax, so a learner sees what the model
+believed, not what the filters left).
 Temperature 0 means greedy decoding, never a division by zero.
 
 The model sees at most `block_size` tokens, the length it was trained on
@@ -42,6 +44,42 @@ class SamplingError(LabError, ValueError):
     """A sampling setting outside its meaningful range, or a model that cannot be sampled."""
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How each next token is drawn: the temperature, then the top-k and top-p cut-offs.
+
+    Checked when it is made, so a Sampling in hand can be used; frozen and hashable, so it can key
+    a cache as a whole. Temperature 0 means greedy decoding (the likeliest token, no division by
+    zero). A cut-off at its "off" value (None, top_k 0, top_p 1) leaves every token in."""
+    temperature: float = 0.8     # the logits are divided by it before softmax; 0 = greedy
+    top_k: int | None = None     # draw among the k likeliest tokens only; None or 0 = off
+    top_p: float | None = None   # draw among the likeliest tokens whose probabilities reach p; None or 1 = off
+
+    def __post_init__(self) -> None:
+        """Raise SamplingError with a clear sentence for any setting that cannot work."""
+        temperature, top_k, top_p = self.temperature, self.top_k, self.top_p
+        if not _is_number(temperature) or not math.isfinite(temperature) or temperature < 0:
+            raise SamplingError("temperature must be a number >= 0 (0 = greedy), got {temperature!r}.",
+                                temperature=temperature)
+        if temperature > MAX_TEMPERATURE:
+            raise SamplingError("temperature {temperature:g} is above {limit:g}: the output would be noise.",
+                                temperature=temperature, limit=MAX_TEMPERATURE)
+        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
+            raise SamplingError("top_k must be a whole number >= 0 (0 = off), got {top_k!r}.", top_k=top_k)
+        if top_p is not None:
+            if not _is_number(top_p) or not math.isfinite(top_p) or not 0 < top_p <= 1:
+                raise SamplingError("top_p must lie in (0, 1] (1 = off), got {top_p!r}.", top_p=top_p)
+
+    @property
+    def cuts_off(self) -> bool:
+        """Whether a cut-off is on, so that it may leave a token out."""
+        return bool(self.top_k) or (self.top_p is not None and self.top_p < 1)
+
+    def temperature_only(self) -> Sampling:
+        """The same temperature with every cut-off off: what the temperature alone leaves."""
+        return type(self)(temperature=self.temperature)
+
+
 @dataclass
 class SampledToken:
     token: int
@@ -57,19 +95,9 @@ class Prompt:
     notes: list[Message]                         # what was done to the prompt, for the user
 
 
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
-    """Raise SamplingError with a clear sentence for any setting that cannot work."""
-    if not _is_number(temperature) or not math.isfinite(temperature) or temperature < 0:
-        raise SamplingError("temperature must be a number >= 0 (0 = greedy), got {temperature!r}.",
-                            temperature=temperature)
-    if temperature > MAX_TEMPERATURE:
-        raise SamplingError("temperature {temperature:g} is above {limit:g}: the output would be noise.",
-                            temperature=temperature, limit=MAX_TEMPERATURE)
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
-        raise SamplingError("top_k must be a whole number >= 0 (0 = off), got {top_k!r}.", top_k=top_k)
-    if top_p is not None:
-        if not _is_number(top_p) or not math.isfinite(top_p) or not 0 < top_p <= 1:
-            raise SamplingError("top_p must lie in (0, 1] (1 = off), got {top_p!r}.", top_p=top_p)
+def check_max_new_tokens(max_new_tokens: int) -> None:
+    """Raise SamplingError with a clear sentence for a number of new tokens that cannot work (the
+    other settings are checked when their `Sampling` is made)."""
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise SamplingError("max_new_tokens must be a whole number from 1 to {limit}, got {max_new_tokens!r}.",
                             limit=MAX_NEW_TOKENS, max_new_tokens=max_new_tokens)
@@ -98,33 +126,36 @@ def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Pr
     return Prompt(ids, notes)
 
 
-def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
-    """Set to -inf every logit outside the top-k and outside the top-p nucleus. logits: (..., V)."""
-    if top_k and top_k < logits.size(-1):
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+def filter_logits(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """Set to -inf every logit outside the top-k and outside the top-p nucleus. logits: (..., V).
+    The temperature is not applied here: `next_token_distribution` divides by it first."""
+    if sampling.top_k and sampling.top_k < logits.size(-1):
+        kth = torch.topk(logits, sampling.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
+    if sampling.top_p is not None and sampling.top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         probs = F.softmax(sorted_logits, dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above
-        drop_sorted = mass_before >= top_p           # the token that crosses top_p is kept
+        drop_sorted = mass_before >= sampling.top_p  # the token that crosses top_p is kept
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
 
 
-def next_token_distribution(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
-    """Probabilities to sample from; a one-hot on the argmax when temperature is 0."""
-    if temperature == 0:
+def next_token_distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """Probabilities to sample from; a one-hot on the argmax when the temperature is 0."""
+    if sampling.temperature == 0:
         return F.one_hot(logits.argmax(dim=-1), logits.size(-1)).to(logits.dtype)
-    return F.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)
+    return F.softmax(filter_logits(logits / sampling.temperature, sampling), dim=-1)
 
 
 def sample_index(probs: torch.Tensor, generator: torch.Generator) -> int:
     """Draw an index of `probs` (V,) with those probabilities: one uniform draw u from [0, total)
     and a binary search for the first cumulative probability above u, so an index of probability
     0 is never drawn. The same distribution as torch.multinomial(probs, 1), for less work per
-    call: 13 µs against 26 µs at 65 tokens and 16 µs against 122 µs at 3,000 (one core of a Xeon)."""
+    call: a cumulative sum and one binary search, where multinomial's general machinery costs more
+    per draw, and more as the vocabulary grows (bench/RESULTS.md, "Figures moved out of
+    docstrings", has the timings)."""
     cumulative = probs.cumsum(0)
     u = torch.rand(1, generator=generator, device=probs.device).mul_(cumulative[-1])
     index = int(torch.searchsorted(cumulative, u, right=True))
@@ -139,17 +170,18 @@ def stream(
     tokenizer: CharTokenizer,
     prompt: str | Prompt,
     max_new_tokens: int = 200,
-    temperature: float = 0.8,
-    top_k: int | None = None,
-    top_p: float | None = None,
+    sampling: Sampling = Sampling(),
     seed: int | None = None,
     use_cache: bool = True,
     block_size: int | None = None,
 ) -> Iterator[SampledToken]:
     """Yield one SampledToken per generated token. Settings are checked before anything runs.
 
+    sampling: how each token is drawn, checked when it was made.
     block_size: tokens of context, the length the model was trained on (default and cap: max_len)."""
-    check_sampling(temperature, top_k, top_p, max_new_tokens)
+    if not isinstance(sampling, Sampling):
+        raise TypeError(f"sampling must be a Sampling, e.g. Sampling(temperature=0.8), got {sampling!r}")
+    check_max_new_tokens(max_new_tokens)
     block_size = min(block_size or model.config.max_len, model.config.max_len)
     if not isinstance(prompt, Prompt):
         prompt = prepare_prompt(tokenizer, prompt, block_size)
@@ -163,7 +195,7 @@ def stream(
     next_logits = _cached_logits if use_cache else _rerun_logits
     state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None, block_size,
                      weights=model.decode_weights() if use_cache else None)
-    untempered = temperature == 1 and not top_k and (top_p is None or top_p >= 1)
+    untempered = sampling.temperature == 1 and not sampling.cuts_off  # the model's own softmax
     for _ in range(max_new_tokens):
         logits = next_logits(model, state).float()  # (V,)
         if not math.isfinite(logits.sum().item()):  # one NaN or inf makes the sum one
@@ -172,10 +204,10 @@ def stream(
                 "write. Train it again with a lower learning rate."
             )
         model_probs = F.softmax(logits, dim=-1)
-        if temperature == 0:
+        if sampling.temperature == 0:
             token = int(logits.argmax())
         else:
-            probs = model_probs if untempered else next_token_distribution(logits, temperature, top_k, top_p)
+            probs = model_probs if untempered else next_token_distribution(logits, sampling)
             token = sample_index(probs, generator)
         top_probs, top_ids = torch.topk(model_probs, min(5, model_probs.numel()))
         read = state.cache.length if use_cache else min(len(state.ids), block_size)  # after a refill, fewer
@@ -190,7 +222,7 @@ def stream(
 
 
 def generate(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, **kwargs) -> str:
-    """The prompt followed by the generated text."""
+    """The prompt followed by the generated text; `kwargs` are `stream`'s (sampling=Sampling(...))."""
     return prompt + "".join(step.text for step in stream(model, tokenizer, prompt, **kwargs))
 
 

@@ -15,14 +15,15 @@ loaded = navigation.open_model_page(site.GENERATE, N_(
     lesson_steps=(13, 14))
 
 prompt_key = generation.prompt_key(loaded)
-sampling = generation.sampling_settings(loaded)
+settings = generation.settings(loaded)
 prompt, clicked = generation.prompt_form(prompt_key)
 
 typed = st.session_state.get(prompt_key, "")
-beliefs.next_character(loaded, typed, sampling.temperature, sampling.top_k, sampling.top_p)
-beliefs.three_temperatures(loaded, typed, sampling.seed or 0, sampling.top_k, sampling.top_p)
+if settings.sampling is not None:  # a setting out of its range has said so under its box
+    beliefs.next_character(loaded, typed, settings.sampling)
+    beliefs.three_temperatures(loaded, typed, settings.seed or 0, settings.sampling)
 
 output = st.empty()  # one slot: a new request replaces the old answer at once, never under it
-if clicked and sampling.seed is not None:  # a seed out of range has said so under its box
-    generation.write(loaded, prompt, prompt_key, sampling, output)
+if clicked and settings.complete:  # a setting or seed out of range has said so under its box
+    generation.write(loaded, prompt, prompt_key, settings, output)
 generation.show_result(loaded, output)

@@ -75,7 +75,7 @@ MUTANTS = {
         "        x = self.norm1(x + self.dropout(attn_out))\n"
         "        x = self.norm2(x + self.dropout(self.ffn(x)))")]),
     "sampling multiplies by temperature": ("minigpt/sample.py", [(
-        "filter_logits(logits / temperature,", "filter_logits(logits * temperature,")]),
+        "filter_logits(logits / sampling.temperature,", "filter_logits(logits * sampling.temperature,")]),
     "val loss on the training split": ("minigpt/train.py", [(
         "self.val_windows = eval_windows(self.val_data,", "self.val_windows = eval_windows(self.train_data,")]),
     "a page's val loss on the training split": ("minigpt/train.py", [(
@@ -128,9 +128,10 @@ MUTANTS = {
     "no final LayerNorm": ("minigpt/model.py", [(
         "self.lm_head(self.final_norm(x))", "self.lm_head(x)")]),
     "top-k keeps k + 1": ("minigpt/sample.py", [(
-        "torch.topk(logits, top_k, dim=-1)", "torch.topk(logits, min(top_k + 1, logits.size(-1)), dim=-1)")]),
+        "torch.topk(logits, sampling.top_k, dim=-1)",
+        "torch.topk(logits, min(sampling.top_k + 1, logits.size(-1)), dim=-1)")]),
     "top-p drops the token that crosses p": ("minigpt/sample.py", [(
-        "drop_sorted = mass_before >= top_p", "drop_sorted = mass_before + probs > top_p")]),
+        "drop_sorted = mass_before >= sampling.top_p", "drop_sorted = mass_before + probs > sampling.top_p")]),
     "step probability after temperature": ("minigpt/sample.py", [(
         "model_probs = F.softmax(logits, dim=-1)", "model_probs = probs")]),
     "stream(seed=None) reseeds the global generator": ("minigpt/sample.py", [(
@@ -157,9 +158,10 @@ MUTANTS = {
         '"y": table[f"{metric}_scaled"].to_numpy(), "name": _("no scaling")')]),
     "layer view shows the max over heads": ("minigpt/viz/attention.py", [(
         "attention[l].mean(axis=0)", "attention[l].max(axis=0)")]),
-    "Generate page ignores the temperature": ("app/views/generation.py", [(
-        "shared_results.written(loaded, prepared, s.max_new, s.temperature,",
-        "shared_results.written(loaded, prepared, s.max_new, 0.8,")]),
+    "Generate page ignores the temperature": ("app/views/generation.py", [
+        ("from dataclasses import dataclass\n", "from dataclasses import dataclass, replace\n"),
+        ("shared_results.written(loaded, prepared, s.max_new, s.sampling,",
+         "shared_results.written(loaded, prepared, s.max_new, replace(s.sampling, temperature=0.8),")]),
     "loader skips the sha256 check": ("minigpt/checkpoint.py", [(
         "if _sha256(data) != sha256:", "if False:")]),
     "run folder loads the oldest checkpoint": ("minigpt/checkpoint.py", [(
@@ -239,8 +241,8 @@ MUTANTS = {
         '"ticktext": ticks, "tickangle": 0,', '"ticktext": ticks, "tickangle": 90,')]),
     "B8 long texts not paged": ("minigpt/viz/attention.py", [(
         "POSITIONS_PER_HEATMAP = 24  #", "POSITIONS_PER_HEATMAP = 1000  #")]),
-    "1 layers": ("app/state/loaded_model.py", [('layers=n_("{n} layer", "{n} layers", c.num_layers)',
-                                    'layers=_("{n} layers", n=c.num_layers)')]),
+    "1 layers": ("app/state/train_settings.py", [('layers=n_("{n} layer", "{n} layers", model.num_layers)',
+                                                  'layers=_("{n} layers", n=model.num_layers)')]),
     "scaling caption claims the demo's numbers at any settings": ("app/views/scaling_view.py", [(
         "if demo_settings:", "if True:")]),
     "a kept knock-out's numbers shown for another knock-out": ("app/state/shared_results.py", [(
@@ -264,9 +266,10 @@ MUTANTS = {
         "divisor = 1.0 / model.attention_scale(scale_attention)", "divisor = model.config.d_k")]),
     "previous-character score reads the same key (inside)": ("minigpt/lab/explain.py", [(
         "previous=float(w[t, t - 1].mean())", "previous=float(w[t, t].mean())")]),
-    "next-character bars ignore top-k (inside)": ("minigpt/lab/explain.py", [(
-        "final = next_token_distribution(logits, temperature, top_k or None, top_p).numpy()",
-        "final = next_token_distribution(logits, temperature, None, top_p).numpy()")]),
+    "next-character bars ignore top-k (inside)": ("minigpt/lab/explain.py", [
+        ("from dataclasses import dataclass\n", "from dataclasses import dataclass, replace\n"),
+        ("final = next_token_distribution(logits, sampling).numpy()",
+         "final = next_token_distribution(logits, replace(sampling, top_k=None)).numpy()")]),
     "logit lens skips the final LayerNorm (inside)": ("minigpt/lab/explain.py", [(
         "model.lm_head(model.final_norm(x))[0]", "model.lm_head(x)[0]")]),
     # tasks whose answer is known: each of these scores a model wrongly, or trains it on broken lines
@@ -487,17 +490,17 @@ MUTANTS = {
     "the next character's scores keyed on the vocabulary, not the weights (shared)": ("app/state/shared_results.py", [(
         "return _next_logits(loaded.identity, prompt, loaded)", "return _next_logits(loaded.vocab_id, prompt, loaded)")]),
     "a generation kept without its seed (shared)": ("app/state/shared_results.py", [(
-        "max_new_tokens, temperature, top_k, top_p, seed)\n    steps = _generations().get(key)",
-        "max_new_tokens, temperature, top_k, top_p)\n    steps = _generations().get(key)")]),
+        "max_new_tokens, sampling, seed)\n    steps = _generations().get(key)",
+        "max_new_tokens, sampling)\n    steps = _generations().get(key)")]),
     "a generation kept without its top-k (shared, issue 49)": ("app/state/shared_results.py", [(
-        "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
-        "tuple(prompt.ids), max_new_tokens, temperature, top_p, seed)")]),
+        "tuple(prompt.ids), max_new_tokens, sampling, seed)",
+        "tuple(prompt.ids), max_new_tokens, sampling.temperature, sampling.top_p, seed)")]),
     "a generation kept without its top-p (shared, issue 49)": ("app/state/shared_results.py", [(
-        "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
-        "tuple(prompt.ids), max_new_tokens, temperature, top_k, seed)")]),
+        "tuple(prompt.ids), max_new_tokens, sampling, seed)",
+        "tuple(prompt.ids), max_new_tokens, sampling.temperature, sampling.top_k, seed)")]),
     "a generation kept without its temperature (shared, issue 49)": ("app/state/shared_results.py", [(
-        "tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)",
-        "tuple(prompt.ids), max_new_tokens, top_k, top_p, seed)")]),
+        "tuple(prompt.ids), max_new_tokens, sampling, seed)",
+        "tuple(prompt.ids), max_new_tokens, sampling.top_k, sampling.top_p, seed)")]),
     # the localisation
     "a nested error's own words left untranslated (L10n)": ("app/chrome/i18n.py", [(
         "    if isinstance(value, (LabError, Message)):\n        return error_text(value)\n", "")]),

@@ -3,9 +3,11 @@ sampling settings move, one prompt at three temperatures at once, and a generati
 the probability of each character, with the top five and the attention behind any one."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
-from minigpt import SampledToken, SamplingError, check_sampling, generate
+from minigpt import SampledToken, Sampling, generate
 from minigpt.lab.explain import beliefs
 from minigpt.viz import beliefs_figure, step_attention_figure
 
@@ -21,35 +23,31 @@ THREE_TEMPERATURES_KEY = "three_temperatures_shown"   # session_state: the last 
 COLOURS = ((0.5, "green"), (0.2, "blue"), (0.05, "orange"), (0.0, "red"))
 
 
-def next_character(loaded: LoadedModel, prompt: str, temperature: float, top_k: int, top_p: float) -> None:
+def next_character(loaded: LoadedModel, prompt: str, sampling: Sampling) -> None:
     """The bars of the next character after `prompt`, redrawn at every move of a slider."""
     st.subheader(_("What the model believes next"))
     if not prompt or loaded.tokenizer.unknown_chars(prompt):
         st.caption(_("Type a prompt the model can read to see its next-character distribution."))
         return
-    try:
-        check_sampling(temperature, top_k, top_p, 1)
-    except SamplingError:
-        return  # the generate button says why
-    k = top_k if 0 < top_k < loaded.tokenizer.vocab_size else None
-    belief = beliefs(shared_results.next_logits(loaded, prompt), temperature, k, top_p)
+    belief = beliefs(shared_results.next_logits(loaded, prompt), sampling)
     st.plotly_chart(beliefs_figure(belief, loaded.tokenizer.chars, tr=_), key="beliefs", config=chart_config())
     st.caption(_("After “{prompt}”, at temperature {temperature:g}: the entropy is {entropy:.2f} nats, as unsure "
                  "as a fair choice among {choices:.1f} characters; top-k and top-p cut off {cut} of them.",
-                 prompt=md(prompt[-20:]), temperature=temperature, entropy=belief.entropy,
+                 prompt=md(prompt[-20:]), temperature=sampling.temperature, entropy=belief.entropy,
                  choices=belief.effective_choices, cut=int(belief.removed.sum())))
 
 
-def three_temperatures(loaded: LoadedModel, prompt: str, seed: int, top_k: int, top_p: float) -> None:
-    """One button: the same prompt and seed at three temperatures, side by side."""
+def three_temperatures(loaded: LoadedModel, prompt: str, seed: int, sampling: Sampling) -> None:
+    """One button: the same prompt and seed at three temperatures, side by side, with the other
+    settings of `sampling`."""
     if st.button(_("The same prompt at temperatures {a:g}, {b:g} and {c:g}", a=TEMPERATURES[0], b=TEMPERATURES[1],
                    c=TEMPERATURES[2]), key="three_temperatures"):
         if not prompt or loaded.tokenizer.unknown_chars(prompt):
             st.warning(_("First give a prompt whose characters the model knows (Generate marks the others)."))
         else:
-            k = top_k if 0 < top_k < loaded.tokenizer.vocab_size else None
-            texts = [generate(loaded.model, loaded.tokenizer, prompt, max_new_tokens=60, temperature=t, top_k=k, top_p=top_p,
-                              seed=seed, block_size=loaded.block_size) for t in TEMPERATURES]
+            texts = [generate(loaded.model, loaded.tokenizer, prompt, max_new_tokens=60,
+                              sampling=replace(sampling, temperature=t), seed=seed, block_size=loaded.block_size)
+                     for t in TEMPERATURES]
             st.session_state[THREE_TEMPERATURES_KEY] = {"vocab": loaded.vocab_id, "texts": texts, "seed": seed}
     shown = st.session_state.get(THREE_TEMPERATURES_KEY)
     if shown and shown["vocab"] == loaded.vocab_id:

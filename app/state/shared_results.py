@@ -34,7 +34,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from minigpt import MiniGPT, Prompt, SampledToken, SamplingError, Windows, estimate_loss, generate, stream
+from minigpt import MiniGPT, Prompt, SampledToken, Sampling, SamplingError, Windows, estimate_loss, generate, stream
 from minigpt.lab import explain
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
 from minigpt.serve.turns import TurnQueue
@@ -216,7 +216,8 @@ def _measured(identity: str, knockout_key: tuple, prompt: str, has_windows: bool
     loss = estimate_loss(model, _windows) if _windows is not None else None
     try:
         sample = generate(model, _loaded.tokenizer, prompt, max_new_tokens=SAMPLE_TOKENS,
-                          temperature=SAMPLE_TEMPERATURE, seed=SAMPLE_SEED, block_size=_loaded.block_size)
+                          sampling=Sampling(temperature=SAMPLE_TEMPERATURE), seed=SAMPLE_SEED,
+                          block_size=_loaded.block_size)
     except SamplingError as err:  # a model whose training diverged
         sample = err
     return loss, sample
@@ -264,19 +265,20 @@ def _generations() -> _Kept:
     return _Kept(KEEP_RESULTS, KEEP_SECONDS)
 
 
-def written(loaded: LoadedModel, prompt: Prompt, max_new_tokens: int, temperature: float, top_k: int | None,
-            top_p: float, seed: int) -> Iterator[SampledToken]:
+def written(loaded: LoadedModel, prompt: Prompt, max_new_tokens: int, sampling: Sampling,
+            seed: int) -> Iterator[SampledToken]:
     """The model's writing from `prompt`, step by step: as the model draws it, or, when another
     session has asked the same model the same (prompt, settings and seed), the steps it drew then.
+    The settings key it as one record: two that differ in any one setting are two questions.
     Only a whole generation is kept."""
-    key = (loaded.identity, tuple(prompt.ids), max_new_tokens, temperature, top_k, top_p, seed)
+    key = (loaded.identity, tuple(prompt.ids), max_new_tokens, sampling, seed)
     steps = _generations().get(key)
     if steps is not None:
         yield from steps
         return
     steps = []
-    for step in stream(loaded.model, loaded.tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                       top_k=top_k, top_p=top_p, seed=seed, block_size=loaded.block_size):
+    for step in stream(loaded.model, loaded.tokenizer, prompt, max_new_tokens=max_new_tokens, sampling=sampling,
+                       seed=seed, block_size=loaded.block_size):
         steps.append(step)
         yield step
     _generations().put(key, steps)

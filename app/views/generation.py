@@ -9,14 +9,14 @@ from typing import TypeVar
 
 import streamlit as st
 
-from minigpt import MAX_NEW_TOKENS, Message, SamplingError, check_sampling, demo_prompts, prepare_prompt
+from minigpt import MAX_NEW_TOKENS, Message, Sampling, SamplingError, check_max_new_tokens, demo_prompts, prepare_prompt
 from minigpt.viz import steps_table
 
 from app.chrome import fields
 from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, error_text
 from app.chrome.text import markdown_stream, md
-from app.parts import beliefs, prompts
+from app.parts import beliefs, prompts, sampling
 from app.state import loaded_model, shared_results
 from app.state.loaded_model import LoadedModel
 
@@ -40,12 +40,15 @@ def paced(items: Iterable[T], interval: float, clock: Callable[[], float] = time
 
 
 @dataclass(frozen=True)
-class Sampling:
-    temperature: float
-    top_k: int
-    top_p: float
+class Settings:
+    """What the learner asks the model for: how to draw, how many characters, from which seed."""
+    sampling: Sampling | None  # None: a setting out of its range, and an error under it says so
     max_new: int
-    seed: int | None  # None: the box holds a number out of its range, and says so
+    seed: int | None           # None: the box holds a number out of its range, and says so
+
+    @property
+    def complete(self) -> bool:
+        return self.sampling is not None and self.seed is not None
 
 
 def prompt_key(loaded: LoadedModel) -> str:
@@ -60,24 +63,16 @@ def prompt_key(loaded: LoadedModel) -> str:
     return key
 
 
-def sampling_settings(loaded: LoadedModel) -> Sampling:
-    cols = st.columns(5)
+def settings(loaded: LoadedModel) -> Settings:
+    """The sampling settings' widgets (the part's), then the length and the seed, in one row."""
+    cols = st.columns(sampling.COLUMNS + 2)
     r = REMEMBERED
-    temperature = cols[0].slider(_("Temperature"), 0.0, 2.0, value=0.8, step=0.05, key="temperature", **r,
-                                 help=_("The scores are divided by the temperature before softmax: below 1 the "
-                                        "likeliest characters win more often, above 1 the choice spreads out. 0 = "
-                                        "greedy: always the likeliest character."))
-    top_k = cols[1].number_input(_("Top-k (0 = off)"), value=0, step=1, key="top_k", **r,
-                                 help=_("Draw only among the k likeliest characters. At or above the {vocab} this "
-                                        "model knows, every character stays in.", vocab=loaded.tokenizer.vocab_size))
-    top_p = cols[2].slider(_("Top-p"), 0.05, 1.0, value=1.0, step=0.05, key="top_p", **r,
-                           help=_("Draw only among the likeliest characters whose probabilities add up to p (1 = "
-                                  "off)."))
-    max_new = cols[3].number_input(_("Max new tokens"), value=200, step=10, key="max_new_tokens", **r,
-                                   help=_("How many characters to write, from 1 to {limit:,}.", limit=MAX_NEW_TOKENS))
-    seed = fields.whole_number(_("Seed"), 0, 2**31 - 1, value=0, key="gen_seed", where=cols[4], **r,
+    chosen = sampling.sliders(cols, loaded.tokenizer.vocab_size, remember=True)
+    max_new = cols[-2].number_input(_("Max new tokens"), value=200, step=10, key="max_new_tokens", **r,
+                                    help=_("How many characters to write, from 1 to {limit:,}.", limit=MAX_NEW_TOKENS))
+    seed = fields.whole_number(_("Seed"), 0, 2**31 - 1, value=0, key="gen_seed", where=cols[-1], **r,
                                help=_("The same seed and settings give the same text."))
-    return Sampling(temperature, int(top_k), top_p, int(max_new), seed)
+    return Settings(chosen, int(max_new), seed)
 
 
 def prompt_form(key: str) -> tuple[str, bool]:
@@ -89,14 +84,14 @@ def prompt_form(key: str) -> tuple[str, bool]:
         return prompt, st.form_submit_button(_("Generate"), type="primary", key="generate")
 
 
-def write(loaded: LoadedModel, prompt: str, prompt_key: str, s: Sampling, output) -> None:
-    """Generate from `prompt`, streamed into `output` (one slot: a new request replaces the old
-    answer at once, never under it), and keep the result for `show_result`."""
+def write(loaded: LoadedModel, prompt: str, prompt_key: str, s: Settings, output) -> None:
+    """Generate from `prompt` with complete settings, streamed into `output` (one slot: a new request
+    replaces the old answer at once, never under it), and keep the result for `show_result`."""
     st.session_state.pop(GENERATION_KEY, None)
     unknown = loaded.tokenizer.unknown_chars(prompt)
-    k = s.top_k
+    k = s.sampling.top_k or 0
     try:
-        check_sampling(s.temperature, k, s.top_p, s.max_new)
+        check_max_new_tokens(s.max_new)
         prepared = None if unknown else prepare_prompt(loaded.tokenizer, prompt, loaded.block_size)
     except SamplingError as err:
         output.error(md(error_text(err)))
@@ -108,10 +103,9 @@ def write(loaded: LoadedModel, prompt: str, prompt_key: str, s: Sampling, output
             if k >= loaded.tokenizer.vocab_size:
                 notes.append(Message("top-k {k} is not below the {vocab} characters this model knows: every "
                                      "character stays in, as with top-k 0.", k=k, vocab=loaded.tokenizer.vocab_size))
-                k = 0
             steps = []
-            written = paced(shared_results.written(loaded, prepared, s.max_new, s.temperature, k or None, s.top_p,
-                                                   s.seed), st.session_state.get(STREAM_DELAY_KEY, STREAM_PACE))
+            written = paced(shared_results.written(loaded, prepared, s.max_new, s.sampling, s.seed),
+                            st.session_state.get(STREAM_DELAY_KEY, STREAM_PACE))
 
             def pieces():
                 yield prompt

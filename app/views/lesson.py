@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from minigpt import PRESETS, REFILL_KEPT, SamplingError, generate, lr_schedule
+from minigpt import PRESETS, REFILL_KEPT, Sampling, SamplingError, generate, lr_schedule
 from minigpt.lab.diagnosis import overfitting, uniform_loss
 from minigpt.lab.explain import character_table, position_similarity, surprisal
 from minigpt.lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
@@ -24,12 +24,13 @@ from minigpt.viz import (
     similarity_figure,
 )
 
-from app.chrome import fields, url
+from app.chrome import url
 from app.chrome.charts import config as chart_config
+from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, error_text, language, n_, number, textbook
 from app.chrome.site import HOME, LESSON, PAGES
 from app.chrome.text import md
-from app.parts import beliefs, class_lesson, heatmaps, line, one_weight, prompts
+from app.parts import beliefs, class_lesson, heatmaps, line, one_weight, prompts, sampling
 from app.parts.lens import logit_lens_view
 from app.state import kept_runs, loaded_model, runs, shared_results, train_settings
 from app.state.corpora import builtin_corpus, current_corpus
@@ -38,6 +39,7 @@ from app.state.lesson_text import STEPS
 from app.state.loaded_model import LoadedModel
 
 KV_SHOWN_KEY = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
+MODELS_OWN = Sampling(temperature=1.0)  # the model's own next-character distribution: nothing tempered or cut off
 
 
 def show(n: int, loaded: LoadedModel) -> None:
@@ -72,7 +74,7 @@ def _prompt(loaded: LoadedModel) -> str | None:
     """The lesson's prompt (its own: a widget key shared with Generate's form would lose its text)."""
     key = f"lesson_prompt:{loaded.vocab_id}"
     st.session_state.setdefault(key, loaded_model.first_prompt(loaded))
-    prompt = st.text_input(_("Prompt"), key=key, persist_state="session")
+    prompt = st.text_input(_("Prompt"), key=key, **REMEMBERED)
     if not prompt:
         st.info(_("Type a prompt."))
         return None
@@ -82,7 +84,7 @@ def _prompt(loaded: LoadedModel) -> str | None:
 def next_view(loaded: LoadedModel) -> None:
     prompt = _prompt(loaded)
     if prompt:
-        beliefs.next_character(loaded, prompt, 1.0, 0, 1.0)
+        beliefs.next_character(loaded, prompt, MODELS_OWN)
 
 
 def embed_view(loaded: LoadedModel) -> None:
@@ -180,7 +182,7 @@ def head_view(loaded: LoadedModel) -> None:
     st.dataframe({_("next character"): [repr(loaded.tokenizer.chars[i])[1:-1] for i in top],
                   _("logit"): [round(float(logits[i]), 3) for i in top],
                   _("probability"): [round(float(probs[i]), 4) for i in top]}, hide_index=True, key="lesson_logits")
-    beliefs.next_character(loaded, prompt, 1.0, 0, 1.0)
+    beliefs.next_character(loaded, prompt, MODELS_OWN)
 
 
 def loss_view(loaded: LoadedModel) -> None:
@@ -263,15 +265,11 @@ def fit_view(loaded: LoadedModel) -> None:
 
 
 def sampling_view(loaded: LoadedModel) -> None:
-    cols = st.columns(3)
-    temperature = cols[0].slider(_("Temperature"), 0.0, 2.0, value=0.8, step=0.05, key="lesson_temperature")
-    top_k = fields.whole_number(_("Top-k (0 = off)"), 0, loaded.tokenizer.vocab_size, value=0, key="lesson_top_k",
-                                where=cols[1])
-    top_p = cols[2].slider(_("Top-p"), 0.05, 1.0, value=1.0, step=0.05, key="lesson_top_p")
+    chosen = sampling.sliders(st.columns(sampling.COLUMNS), loaded.tokenizer.vocab_size, prefix="lesson_")
     prompt = _prompt(loaded)
-    if prompt and top_k is not None:
-        beliefs.next_character(loaded, prompt, temperature, top_k, top_p)
-        beliefs.three_temperatures(loaded, prompt, 0, top_k, top_p)
+    if prompt and chosen is not None:
+        beliefs.next_character(loaded, prompt, chosen)
+        beliefs.three_temperatures(loaded, prompt, 0, chosen)
 
 
 def kv_view(loaded: LoadedModel) -> None:
@@ -279,7 +277,7 @@ def kv_view(loaded: LoadedModel) -> None:
     if not prompt:
         return
     if st.button(_("Write {n} characters both ways", n=KV_CHARS), key="lesson_kv"):
-        settings = dict(temperature=0.8, seed=0, block_size=loaded.block_size)
+        settings = dict(sampling=Sampling(temperature=0.8), seed=0, block_size=loaded.block_size)
         seconds, texts = {True: [], False: []}, {}
         try:
             for cache in (True, False):  # warm-up: the first call of each pays for allocations

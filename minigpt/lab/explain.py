@@ -24,7 +24,7 @@ import torch
 
 from ..messages import N_
 from ..model import MiniGPT, eval_mode
-from ..sample import next_token_distribution
+from ..sample import Sampling, next_token_distribution
 
 # a head "clearly matches" a pattern when, averaged over its queries, this much of its weight
 # lands where the pattern says (or, for near-uniform, its entropy is this close to the most possible)
@@ -142,13 +142,12 @@ class Beliefs:
         return (self.tempered > 0) & (self.final == 0)
 
 
-def beliefs(logits: np.ndarray | torch.Tensor, temperature: float, top_k: int | None = None,
-            top_p: float | None = None) -> Beliefs:
+def beliefs(logits: np.ndarray | torch.Tensor, sampling: Sampling) -> Beliefs:
     """The next-character distribution of these logits (V,) under the sampling settings, as
-    `stream` draws from it."""
+    `stream` draws from it, and under the temperature alone."""
     logits = torch.as_tensor(np.asarray(logits, dtype=np.float64))
-    final = next_token_distribution(logits, temperature, top_k or None, top_p).numpy()
-    tempered = next_token_distribution(logits, temperature, None, None).numpy()
+    final = next_token_distribution(logits, sampling).numpy()
+    tempered = next_token_distribution(logits, sampling.temperature_only()).numpy()
     return Beliefs(tempered, final, float(_entropy(final)) + 0.0)  # + 0.0: no -0.0 for a sure choice
 
 

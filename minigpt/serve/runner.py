@@ -38,7 +38,7 @@ import torch
 
 from ..messages import Message
 from ..model import MiniGPT
-from ..sample import generate
+from ..sample import Sampling, generate
 from ..train import Trainer, TrainEvent
 from .run import EvalRecord, RunSnapshot
 
@@ -264,7 +264,8 @@ class TrainingRun:
         model, tokenizer = self.trainer.model, self.trainer.tokenizer
         try:
             text = generate(model, tokenizer, self.sample_prompt, max_new_tokens=self.sample_chars,
-                            temperature=SAMPLE_TEMPERATURE, seed=0, block_size=self.trainer.cfg.block_size)
+                            sampling=Sampling(temperature=SAMPLE_TEMPERATURE), seed=0,
+                            block_size=self.trainer.cfg.block_size)
             attention = None
             if self.probe_ids is not None:
                 attention = model.attention_maps(self.probe_ids.to(self.trainer.device)).cpu().numpy()

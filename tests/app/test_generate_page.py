@@ -12,7 +12,7 @@ import pytest
 from helpers.apptest import POEM, home, page, plotly_spec, unescaped, upload_and_train
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
-from minigpt import DEFAULT_CORPUS, CharTokenizer, load_pretrained
+from minigpt import DEFAULT_CORPUS, CharTokenizer, Sampling, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.explain import beliefs, next_logits
 from app.views.generation import STREAM_DELAY_KEY, paced
@@ -35,7 +35,7 @@ def test_the_generate_bars_follow_temperature_and_top_k_without_generating(shipp
         at.slider(key="temperature").set_value(temperature)
         at.number_input(key="top_k").set_value(top_k).run()
         bars = plotly_spec(at, 0)["data"][0]
-        want = beliefs(logits, temperature, top_k or None)
+        want = beliefs(logits, Sampling(temperature=temperature, top_k=top_k))
         order = np.argsort(-want.tempered, kind="stable")[:20]
         shown = np.where(want.removed[order], want.tempered[order], want.final[order])
         np.testing.assert_allclose(plotly_array(bars["y"]), shown, atol=1e-9)
@@ -78,6 +78,18 @@ def test_top_k_above_the_vocabulary_is_clamped_and_said_and_zero_tokens_is_refus
     at.number_input(key="max_new_tokens").set_value(0).run()
     at.button(key="generate").click().run()
     assert any("max_new_tokens must be" in unescaped(e.value) for e in at.error) and "generation" not in at.session_state
+
+
+def test_a_negative_top_k_is_said_under_the_settings_and_neither_bars_nor_text_are_drawn():
+    at = page(home(), GENERATE.script)
+    at.session_state[STREAM_DELAY_KEY] = 0
+    at.number_input(key="top_k").set_value(-1).run()
+    assert [unescaped(e.value) for e in at.error] == ["top_k must be a whole number >= 0 (0 = off), got -1."]
+    assert not at.get("plotly_chart") and "three_temperatures" not in [b.key for b in at.button]
+    at.button(key="generate").click().run()
+    assert not at.exception and "generation" not in at.session_state
+    at.number_input(key="top_k").set_value(3).run()
+    assert not at.error and at.get("plotly_chart")
 
 
 def test_generate_with_temperature_zero_is_deterministic():

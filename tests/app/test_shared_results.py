@@ -5,6 +5,7 @@ knock-out or model gets its own answer, checked against the forward pass by hand
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -20,7 +21,8 @@ from helpers.apptest import home, page, plotly_spec, start_tiny_run, wait_for_st
 from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from helpers.waiting import wait_until
-from minigpt import DEFAULT_CORPUS, MiniGPT, generate, load_corpus, load_pretrained, prepare_prompt
+from minigpt import (DEFAULT_CORPUS, MiniGPT, SampledToken, Sampling, SamplingError, generate, load_corpus,
+                     load_pretrained, prepare_prompt)
 from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab import explain
 
@@ -140,8 +142,8 @@ def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_i
         return at.session_state[GENERATION_KEY]["text"]
 
     def by_the_library(seed: int) -> str:
-        return generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=40, temperature=0.8,
-                        top_p=1.0, seed=seed, block_size=checkpoint.block_size)
+        return generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=40,
+                        sampling=Sampling(temperature=0.8, top_p=1.0), seed=seed, block_size=checkpoint.block_size)
 
     assert [written(at, 0) for at in sessions] == [by_the_library(0)] * 2
     assert len(draws) == 1  # the second learner read the steps the first one's model drew
@@ -150,14 +152,62 @@ def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_i
 
 
 PICKY = {"temperature": 0.0, "top_k": 1, "top_p": 1e-6}  # each alone makes the draw greedy
+UNPICKY = Sampling(temperature=1.0)  # the model's own distribution: nothing cut off
+
+
+CANDIDATES = (0.0, 1e-6, 0.5, 1, 3, None)  # values to try in a field; the record refuses the ones it cannot take
+
+
+def _changed(sampling: Sampling, name: str) -> Sampling:
+    """`sampling` with its field `name` alone changed, to the first candidate the record accepts."""
+    for value in CANDIDATES:
+        try:
+            changed = dataclasses.replace(sampling, **{name: value})
+        except SamplingError:
+            continue
+        if changed != sampling:
+            return changed
+    raise AssertionError(f"no candidate value changes {name}: add one to CANDIDATES")
+
+
+def test_the_kept_generations_tell_apart_records_that_differ_in_any_one_setting(monkeypatch):
+    """The generations are keyed on the whole Sampling record: for each of its fields, a field added
+    later too, a request whose record differs in that field alone is drawn anew, and the first
+    request's text is still kept for whoever asks it again. (The model's drawing is replaced by one
+    step that names the record it was asked with.)"""
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    loaded = LoadedModel(checkpoint.model, checkpoint.tokenizer, source="test", corpus=DEFAULT_CORPUS, status="",
+                         steps="", detail="", sample_text="注意力", block_size=checkpoint.block_size,
+                         identity="shipped-for-every-field")
+    prompt = prepare_prompt(checkpoint.tokenizer, "注意力", checkpoint.block_size)
+    drawn = []
+
+    def one_step_naming_its_record(*args, sampling: Sampling, **kwargs):
+        drawn.append(sampling)
+        yield SampledToken(token=0, text=repr(sampling), prob=1.0)
+
+    monkeypatch.setattr(shared_results, "stream", one_step_naming_its_record)
+
+    def text(sampling: Sampling) -> str:
+        return "".join(step.text for step in shared_results.written(loaded, prompt, 5, sampling, seed=0))
+
+    first = UNPICKY
+    assert text(first) == repr(first)
+    names = [field.name for field in dataclasses.fields(Sampling)]
+    for name in names:
+        other = _changed(first, name)
+        assert text(other) == repr(other), name  # its own text, not the first request's
+    assert text(first) == repr(first)
+    assert drawn == [first, *(_changed(first, name) for name in names)]  # the first text was read, not redrawn
 
 
 @pytest.mark.parametrize("setting", list(PICKY))
-def test_a_learner_who_changes_only_one_sampling_setting_gets_their_own_text_not_the_shared_one(setting):
-    """Two requests to the shipped model, same prompt, length and seed, that differ in `setting`
-    alone: the second must not read the text the first one drew. Temperature 0, top-k 1 and top-p
-    1e-6 each leave only the most likely character, so the second text is the greedy one, written
-    here by a plain argmax over the model's logits; the first is drawn at temperature 1."""
+def test_a_learner_who_changes_only_one_sampling_setting_gets_their_own_text_not_the_shared_one(setting,
+                                                                                                monkeypatch):
+    """Two requests to the shipped model, same prompt, length and seed, whose records differ in
+    `setting` alone: the second must not read the text the first one drew. Temperature 0, top-k 1 and
+    top-p 1e-6 each leave only the most likely character, so the second text is the greedy one,
+    written here by a plain argmax over the model's logits; the first is drawn at temperature 1."""
     checkpoint = load_pretrained(DEFAULT_CORPUS)
     model, tokenizer = checkpoint.model, checkpoint.tokenizer
     loaded = LoadedModel(model, tokenizer, source="test", corpus=DEFAULT_CORPUS, status="", steps="", detail="",
@@ -168,17 +218,17 @@ def test_a_learner_who_changes_only_one_sampling_setting_gets_their_own_text_not
         for _ in range(12):  # 3 + 12 characters: within the block, so nothing is cropped
             ids.append(int(model(torch.tensor([ids]))[0][0, -1].argmax()))
     greedy = "".join(tokenizer.chars[i] for i in ids[3:])
+    draws = counted(monkeypatch, shared_results, "stream")
 
-    def text(**changed) -> str:
-        settings = {"temperature": 1.0, "top_k": None, "top_p": 1.0, **changed}
-        steps = shared_results.written(loaded, prompt, 12, settings["temperature"], settings["top_k"],
-                                       settings["top_p"], seed=0)
-        return "".join(step.text for step in steps)
+    def text(sampling: Sampling) -> str:
+        return "".join(step.text for step in shared_results.written(loaded, prompt, 12, sampling, seed=0))
 
-    first = text()
+    first = text(UNPICKY)
     assert first != greedy  # else the test could not tell a shared text from a fresh one
-    assert text(**{setting: PICKY[setting]}) == greedy
-    assert text() == first  # the first request's text is still there for whoever asks it again
+    picky = dataclasses.replace(UNPICKY, **{setting: PICKY[setting]})
+    assert text(picky) == greedy
+    assert text(UNPICKY) == first  # the first request's text is still there for whoever asks it again
+    assert len(draws) == 2  # ...and read, not drawn again
 
 
 class Held:

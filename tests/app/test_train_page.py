@@ -402,7 +402,8 @@ def test_a_run_in_a_child_process_or_a_thread_steps_as_asked_and_generate_writes
     at.button(key="generate").click().run()
     assert not at.exception
     prompt = at.text_input[0].value
-    expected = minigpt.generate(alone.model.eval(), alone.tokenizer, prompt, max_new_tokens=20, temperature=0.0,
+    expected = minigpt.generate(alone.model.eval(), alone.tokenizer, prompt, max_new_tokens=20,
+                                sampling=minigpt.Sampling(temperature=0.0),
                                 block_size=trainer.cfg.block_size)
     assert at.session_state["generation"]["text"] == expected
     page(at, TRAIN.script)

@@ -17,7 +17,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,15 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app import choices, runs, uploads
-from app.corpora import UPLOADED_CORPUS_KEY
+from app.state import choices, runs
+from app.views import uploads
+from app.state.corpora import UPLOADED_CORPUS_KEY
 from helpers.apptest import home
 from helpers.checkpoints import (RunsCode, TOKENIZER, bomb_zip, edit, folder_files, make_zip, mutate,
                                  replace_weights, saved, weights_path)
-from minigpt import (CharTokenizer, CheckpointError, ConfigError, CorpusError, GPTConfig, SamplingError, TrainConfig,
-                     Trainer, build_model, check_corpus_fits, check_memory_budget, check_sampling, generate,
+from minigpt import (CharTokenizer, CheckpointError, ConfigError, CorpusError, GPTConfig, Sampling, SamplingError,
+                     TrainConfig, Trainer, build_model, check_corpus_fits, check_max_new_tokens, check_memory_budget,
+                     generate,
                      load_corpus, load_pretrained, load_zip, prepare_prompt, stream)
 from minigpt.checkpoint import from_pretrained
 from minigpt.corpus import MAX_CORPUS_BYTES, decode_corpus
@@ -40,7 +42,7 @@ from minigpt.tokenizer import UnknownCharactersError
 from minigpt.header import CONFIG_NAME
 from minigpt.cli import main
 from minigpt.sample import MAX_PROMPT_CHARS
-from app.site import GENERATE, TRAIN
+from app.chrome.site import GENERATE, TRAIN
 
 TRAIN_PAGE, GENERATE_PAGE = TRAIN.script, GENERATE.script
 
@@ -187,7 +189,7 @@ TABLE = [
          "has 10000 characters; the model sees only the last 30"),
     Case("prompt/over-the-paste-limit", "深" * (MAX_PROMPT_CHARS + 1), SamplingError, "the limit is 100,000"),
 
-    # sampling settings: keyword arguments of check_sampling / generate
+    # sampling settings: fields of a Sampling record, or the number of new tokens
     Case("sampling/temperature-0", dict(temperature=0.0), None, "greedy",
          app=Widgets(GENERATE_PAGE, {"temperature": 0.0}, says="0 = greedy"), cli=_sampling_cli("--temperature", "0")),
     Case("sampling/temperature-negative", dict(temperature=-1.0), SamplingError, "temperature must be a number >= 0",
@@ -329,26 +331,28 @@ def library_prompt(prompt: str) -> str:
     checkpoint, window = shipped()
     prepared = prepare_prompt(checkpoint.tokenizer, prompt, window)
     assert len(prepared.ids) <= window
-    steps = list(stream(checkpoint.model, checkpoint.tokenizer, prepared, max_new_tokens=3, temperature=0.0,
-                        block_size=window))
+    steps = list(stream(checkpoint.model, checkpoint.tokenizer, prepared, max_new_tokens=3,
+                        sampling=Sampling(temperature=0.0), block_size=window))
     assert len(steps) == 3
     return " ".join(str(note) for note in prepared.notes)
 
 
 def library_sampling(settings: dict) -> str:
-    """Check the settings, then show what an accepted one does by comparing with a plain sample."""
-    full = dict(temperature=0.8, top_k=None, top_p=None, max_new_tokens=8) | settings
-    check_sampling(**full)
+    """Make the settings' record (it checks itself) and check the length, then show what an accepted
+    setting does by comparing with a plain sample."""
+    length = settings.get("max_new_tokens", 8)
+    check_max_new_tokens(length)
+    sampling = Sampling(**{name: value for name, value in settings.items() if name != "max_new_tokens"})
     checkpoint, window = shipped()
 
-    def sample(seed: int, **overrides) -> str:
-        return generate(checkpoint.model, checkpoint.tokenizer, "深度", seed=seed, block_size=window,
-                        **(full | overrides))
+    def sample(seed: int, chosen: Sampling = sampling) -> str:
+        return generate(checkpoint.model, checkpoint.tokenizer, "深度", max_new_tokens=length, sampling=chosen,
+                        seed=seed, block_size=window)
     if settings.get("temperature") == 0:
         assert sample(1) == sample(2)
         return "greedy: every seed gives the same text"
     if "top_k" in settings:
-        assert sample(3) == sample(3, top_k=None)
+        assert sample(3) == sample(3, replace(sampling, top_k=None))
         return "off" if settings["top_k"] == 0 else "keeps every character"
     return sample(0)
 
@@ -543,7 +547,7 @@ def cli_args(case: Case, tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("case", cases(channel="cli"))
 def test_cli(case: Case, tmp_path, capsys, monkeypatch):
     # The CLI's budget is the device's free memory; fix it so the case means the same everywhere.
-    monkeypatch.setattr("minigpt.cli.available_memory_bytes", lambda device: 8 * 2**30)
+    monkeypatch.setattr("minigpt.cli.train.available_memory_bytes", lambda device: 8 * 2**30)
     status = main(cli_args(case, tmp_path))
     err = capsys.readouterr().err
     assert "Traceback" not in err

@@ -18,7 +18,7 @@ import torch
 
 from helpers.maths import hand_forward, hand_lr, hand_positions, hand_softmax
 from helpers.tiny import tiny_config, tiny_tokenizer
-from minigpt import CharTokenizer, TrainConfig, Trainer, build_model, load_pretrained, stream
+from minigpt import CharTokenizer, Sampling, TrainConfig, Trainer, build_model, load_pretrained, stream
 from minigpt.train import lr_at
 from minigpt.model import sinusoidal_positions
 from minigpt.sample import next_token_distribution
@@ -124,7 +124,7 @@ def test_next_token_distribution_is_softmax_of_logits_over_temperature(temperatu
     logits = torch.randn(40, generator=torch.Generator().manual_seed(0)) * 3
     exps = [math.exp(v / temperature) for v in logits.tolist()]
     expected = torch.tensor([e / sum(exps) for e in exps])
-    got = next_token_distribution(logits, temperature, top_k=None, top_p=None)
+    got = next_token_distribution(logits, Sampling(temperature=temperature))
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
 
 
@@ -141,7 +141,7 @@ def test_sampled_characters_follow_softmax_over_temperature(pydoc_en, temperatur
     n = 2000
     counts = torch.zeros(tok.vocab_size, dtype=torch.float64)
     for seed in range(n):
-        step = next(stream(model, tok, prompt, max_new_tokens=1, temperature=temperature, seed=seed))
+        step = next(stream(model, tok, prompt, max_new_tokens=1, sampling=Sampling(temperature=temperature), seed=seed))
         counts[step.token] += 1
     tv = 0.5 * (counts / n - expected).abs().sum().item()
     assert 0.5 * (wrong - expected).abs().sum().item() > 0.3  # the test can tell the two apart
@@ -151,7 +151,7 @@ def test_sampled_characters_follow_softmax_over_temperature(pydoc_en, temperatur
 def test_step_probabilities_are_the_models_untempered_softmax(pydoc_en):
     model, tok = pydoc_en.model, pydoc_en.tokenizer
     prompt = "import "
-    steps = list(stream(model, tok, prompt, max_new_tokens=3, temperature=1.7, top_k=5, seed=0))
+    steps = list(stream(model, tok, prompt, max_new_tokens=3, sampling=Sampling(temperature=1.7, top_k=5), seed=0))
     text = prompt
     for step in steps:
         with torch.no_grad():

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers.maths import hand_forward
-from minigpt import (BUILTIN_CORPORA, DEFAULT_CORPUS, TrainConfig, generate, load_corpus, load_pretrained,
+from minigpt import (BUILTIN_CORPORA, DEFAULT_CORPUS, Sampling, TrainConfig, generate, load_corpus, load_pretrained,
                      validation_windows)
 from minigpt.lab.diagnosis import uniform_loss
 from minigpt.lab.tasks import TASKS, task_for_corpus
@@ -51,13 +51,14 @@ def test_the_default_model_generalises_where_the_demo_paragraph_can_only_be_reci
     assert demo_val > demo_uniform  # the reference demo's corpus stays one click away, and memorises
     text = load_corpus(DEFAULT_CORPUS)
     checkpoint = load_pretrained(DEFAULT_CORPUS)
-    samples = {t: generate(checkpoint.model, checkpoint.tokenizer, "注意力", max_new_tokens=80, temperature=t,
-                           seed=0, block_size=checkpoint.block_size)[3:] for t in (0.5, 1.2)}
+    samples = {t: generate(checkpoint.model, checkpoint.tokenizer, "注意力", max_new_tokens=80,
+                           sampling=Sampling(temperature=t), seed=0, block_size=checkpoint.block_size)[3:]
+               for t in (0.5, 1.2)}
     assert all(_longest_copied_run(s, text) < 20 for s in samples.values())  # new text, not a recital
     assert samples[0.5] != samples[1.2]
     demo = load_pretrained("demo-zh")
-    recital = generate(demo.model, demo.tokenizer, "深度", max_new_tokens=40, temperature=0.8, seed=0,
-                       block_size=demo.block_size)
+    recital = generate(demo.model, demo.tokenizer, "深度", max_new_tokens=40, sampling=Sampling(temperature=0.8),
+                       seed=0, block_size=demo.block_size)
     assert _longest_copied_run(recital, load_corpus("demo-zh")) >= 30
 
 

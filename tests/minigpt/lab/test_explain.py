@@ -15,7 +15,7 @@ import torch
 
 from helpers.maths import hand_forward, hand_positions
 from helpers.tiny import tiny_lm
-from minigpt import load_pretrained
+from minigpt import Sampling, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
 from minigpt.lab.diagnosis import uniform_loss
 from minigpt.lab.explain import character_table, surprisal
@@ -150,19 +150,19 @@ def hand_softmax_list(xs: list[float]) -> list[float]:
 
 def test_beliefs_are_softmax_over_temperature_then_the_cut_offs_by_hand():
     logits = [2.0, 1.0, 0.0, -1.0]
-    at_2 = beliefs(np.array(logits), 2.0)
+    at_2 = beliefs(np.array(logits), Sampling(temperature=2.0))
     np.testing.assert_allclose(at_2.tempered, hand_softmax_list([x / 2 for x in logits]), atol=1e-12)
     np.testing.assert_allclose(at_2.final, at_2.tempered, atol=1e-12) and not at_2.removed.any()
-    top2 = beliefs(np.array(logits), 1.0, top_k=2)
+    top2 = beliefs(np.array(logits), Sampling(temperature=1.0, top_k=2))
     np.testing.assert_allclose(top2.final, hand_softmax_list(logits[:2]) + [0, 0], atol=1e-12)
     assert list(top2.removed) == [False, False, True, True]
     p = hand_softmax_list(logits)  # 0.644, 0.237, 0.087, 0.032: top-p 0.85 keeps the first two, 0.9 three
-    assert list(beliefs(np.array(logits), 1.0, top_p=0.85).removed) == [False, False, True, True]
-    assert list(beliefs(np.array(logits), 1.0, top_p=0.9).removed) == [False, False, False, True]
+    assert list(beliefs(np.array(logits), Sampling(temperature=1.0, top_p=0.85)).removed) == [False, False, True, True]
+    assert list(beliefs(np.array(logits), Sampling(temperature=1.0, top_p=0.9)).removed) == [False, False, False, True]
     kept = p[:2]
     entropy = -sum(q / sum(kept) * math.log(q / sum(kept)) for q in kept)
     assert top2.entropy == pytest.approx(entropy) and top2.effective_choices == pytest.approx(math.exp(entropy))
-    greedy = beliefs(np.array(logits), 0.0)
+    greedy = beliefs(np.array(logits), Sampling(temperature=0.0))
     assert list(greedy.final) == [1, 0, 0, 0] and greedy.entropy == 0.0 and greedy.effective_choices == 1.0
 
 

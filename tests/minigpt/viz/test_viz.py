@@ -190,6 +190,7 @@ def test_every_figure_the_fast_views_build_is_valid_plotly():
     from minigpt.corpus import DEMO_SENTENCE
     from minigpt.lab.tasks import TASKS, right_key_mask
     from minigpt.lab.explain import attention_row, beliefs, next_logits
+    from minigpt.sample import Sampling
 
     checkpoint = load_pretrained("course-zh")
     ids = checkpoint.tokenizer.encode(DEMO_SENTENCE)
@@ -197,7 +198,8 @@ def test_every_figure_the_fast_views_build_is_valid_plotly():
     figures = [viz.attention_heatmap(maps[0, 1], DEMO_SENTENCE, "t", 2, 12),
                viz.attention_heatmap(maps[0, 0][:13, :13], "dbahcf<fchabd",
                                      expected=right_key_mask(TASKS["reverse"], "dbahcf", 13)),
-               viz.beliefs_figure(beliefs(next_logits(checkpoint.model, ids), 0.8, 5, 0.9), checkpoint.tokenizer.chars),
+               viz.beliefs_figure(beliefs(next_logits(checkpoint.model, ids), Sampling(0.8, top_k=5, top_p=0.9)),
+                                  checkpoint.tokenizer.chars),
                viz.step_attention_figure(maps[:, 0, -1, :], DEMO_SENTENCE)]
     for scale in (None, False):
         row = attention_row(checkpoint.model, ids, 1, 2, 10, scale_attention=scale)

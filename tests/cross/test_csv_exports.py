@@ -137,7 +137,7 @@ def test_every_csv_download_in_the_app_writes_through_csv_text_and_streamlits_ow
     (Streamlit 1.67 writes each cell as it is, quoted, never neutralised) would export the same run
     names raw, from every table: the app turns it off."""
     downloads = {}
-    for path in [*sorted((ROOT / "app").glob("*.py")), *sorted((ROOT / "pages").glob("*.py"))]:
+    for path in [*sorted((ROOT / "app").rglob("*.py")), *sorted((ROOT / "pages").glob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                     node.func.attr == "download_button":

@@ -262,7 +262,7 @@ def test_every_chart_offers_plotlys_png_download():
     import ast
 
     missing = []
-    for path in [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").glob("*.py"))]:
+    for path in [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "plotly_chart":
                 config = next((ast.unparse(k.value) for k in node.keywords if k.arg == "config"), None)

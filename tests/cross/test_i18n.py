@@ -33,7 +33,7 @@ from app.chrome.site import ATTENTION, GENERATE, GLOSSARY, LESSON, TRAIN
 
 LANGS = [code for code in i18n.languages() if code != i18n.SOURCE]
 
-SOURCES = [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").glob("*.py"))]
+SOURCES = [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").rglob("*.py"))]
 
 
 def source_messages() -> dict[str | tuple[str, str], str]:
@@ -173,7 +173,7 @@ def test_every_marked_message_is_written_where_babel_can_read_it():
     """_(f"…{x}") or _("a" + b) would reach no catalog: Babel extracts string literals only. A
     variable is fine where it holds an N_-marked literal (a table of labels)."""
     problems = []
-    for path in [*SOURCES, *sorted((ROOT / "minigpt").glob("*.py"))]:
+    for path in [*SOURCES, *sorted((ROOT / "minigpt").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in MARKERS:
                 first = node.args[0] if node.args else None

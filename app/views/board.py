@@ -20,7 +20,7 @@ import streamlit as st
 
 from minigpt import BUILTIN_CORPORA, N_
 from minigpt.lab.run_records import csv_text
-from minigpt.serve.board import BoardError, BoardView, Challenge
+from minigpt.serve.board import COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
 
 from app.chrome import site, url
 from app.chrome.charts import config as chart_config
@@ -50,10 +50,6 @@ COOKIE_SENT_KEY = "board_cookie_sent"  # session_state: the class whose key this
 FORGET_KEY = "board_forget"           # session_state: a closed class whose cookie the next page run clears
 TAB_KEY = "board_tab"                 # session_state: the teacher's open tab (its label)
 MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
-COLUMNS = {  # the table's own columns (the settings that differ are named as on Experiments)
-    "run": N_("run"), "best_val": N_("best val loss"), "steps": N_("steps"), "tokens": N_("characters seen"),
-    "params": N_("parameters"), "seconds": N_("time (s)"),
-}
 STATES = {"waiting": N_("waiting"), "starting": N_("starting"),
           "running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
           "error": N_("stopped by an error"), "released": N_("ended (its owner left)"), "idle": N_("starting"),
@@ -184,8 +180,8 @@ def draw(view: BoardView, teacher: bool) -> None:
     table = shown_table(view)
     swipe_hint("board_table")
     st.dataframe(table, hide_index=True, key="board_table", column_config={
-        _(COLUMNS["run"]): st.column_config.TextColumn(_(COLUMNS["run"]), pinned=True),
-        _(COLUMNS["best_val"]): st.column_config.NumberColumn(_(COLUMNS["best_val"]), format="%.3f"),
+        _(RUN_LABEL): st.column_config.TextColumn(_(RUN_LABEL), pinned=True),
+        _(COLUMNS["best_val"].label): st.column_config.NumberColumn(_(COLUMNS["best_val"].label), format="%.3f"),
     })
     st.markdown(_("**Each run's latest sample:**"))
     swipe_hint("board_samples")
@@ -218,7 +214,7 @@ def _table(code: str, view_key: tuple, lang: str, _view: BoardView):
     settings = [name for name in table.columns if name in SETTING_LABELS]
     table[settings] = table[settings].map(setting_text)
     return table.rename(columns={**{name: _(label) for name, label in SETTING_LABELS.items()},
-                                 **{name: _(label) for name, label in COLUMNS.items()}})
+                                 "run": _(RUN_LABEL), **{name: _(column.label) for name, column in COLUMNS.items()}})
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)

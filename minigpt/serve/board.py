@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..lab.run_records import RunRecord, labels
-from ..messages import LabError, Message
+from ..messages import N_, LabError, Message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,6 +116,27 @@ class BoardRow:
 
 
 @dataclass(frozen=True)
+class Column:
+    """One of the board's own columns: its header, marked for the catalogs (the app shows it in the
+    learner's language, the CSV too), and its value in a row."""
+
+    label: str
+    value: Callable[[BoardRow], object]
+
+
+RUN_LABEL = N_("run")  # the first column: each run's name on the board
+# the board's own columns, after the name and the settings that differ between the runs: a new one
+# is one line here
+COLUMNS = {
+    "best_val": Column(N_("best val loss"), lambda row: row.best_val),
+    "steps": Column(N_("steps"), lambda row: row.step),
+    "tokens": Column(N_("characters seen"), lambda row: row.tokens),
+    "params": Column(N_("parameters"), lambda row: row.params),
+    "seconds": Column(N_("time (s)"), lambda row: round(row.record.elapsed, 1)),
+}
+
+
+@dataclass(frozen=True)
 class BoardView:
     """A class's board at one update: every run's row (pinned first, then in posting order) and,
     with a challenge, the ranking. `key` changes whenever anything shown changes."""
@@ -149,8 +170,8 @@ class BoardView:
         return [tuple(row.label for row in group) for group in groups if len(group) > 1]
 
     def table(self) -> pd.DataFrame:
-        """One row per visible run: its name, the settings that differ between the runs, best
-        validation loss, steps, characters seen, parameters and time (for the page and the CSV)."""
+        """One row per visible run: its name, the settings that differ between the runs, then
+        COLUMNS (for the page and the CSV)."""
         import pandas as pd  # here: a page start-up does without pandas
         from ..lab.run_records import differing_settings
         rows = self.visible()
@@ -159,11 +180,8 @@ class BoardView:
         settings.index = range(len(rows))
         table = pd.DataFrame({"run": [row.label for row in rows]})
         table = pd.concat([table, settings], axis=1)
-        table["best_val"] = [row.best_val for row in rows]
-        table["steps"] = [row.step for row in rows]
-        table["tokens"] = [row.tokens for row in rows]
-        table["params"] = [row.params for row in rows]
-        table["seconds"] = [round(row.record.elapsed, 1) for row in rows]
+        for name, column in COLUMNS.items():
+            table[name] = [column.value(row) for row in rows]
         return table
 
 

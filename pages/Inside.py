@@ -2,7 +2,7 @@
 import streamlit as st
 
 from minigpt import N_
-from minigpt.lab.explain import PATTERNS, head_table
+from minigpt.lab.heads import PATTERNS, head_table
 from minigpt.viz import attention_heatmap
 
 from app import navigation

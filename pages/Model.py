@@ -3,7 +3,7 @@ the prediction read out after every layer (the logit lens)."""
 import streamlit as st
 
 from minigpt import N_
-from minigpt.lab.explain import nearest_rows
+from minigpt.lab.embeddings import nearest_rows
 from minigpt.viz import embeddings_figure, positions_figure, similarity_figure
 
 from app import navigation

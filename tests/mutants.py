@@ -260,17 +260,17 @@ MUTANTS = {
         '        st.plotly_chart(score_std_figure(table, tr=_), key="score_std_chart", config=charts.config())\n',
         "        pass\n")]),
     # looking inside: each of these shows a learner a wrong number
-    "a row's mask lets the query see the future (inside)": ("minigpt/lab/explain.py", [(
+    "a row's mask lets the query see the future (inside)": ("minigpt/lab/heads.py", [(
         "allowed = np.arange(len(ids)) <= query", "allowed = np.arange(len(ids)) >= 0")]),
-    "a row divides by d_k, not its root (inside)": ("minigpt/lab/explain.py", [(
+    "a row divides by d_k, not its root (inside)": ("minigpt/lab/heads.py", [(
         "divisor = 1.0 / model.attention_scale(scale_attention)", "divisor = model.config.d_k")]),
-    "previous-character score reads the same key (inside)": ("minigpt/lab/explain.py", [(
+    "previous-character score reads the same key (inside)": ("minigpt/lab/heads.py", [(
         "previous=float(w[t, t - 1].mean())", "previous=float(w[t, t].mean())")]),
-    "next-character bars ignore top-k (inside)": ("minigpt/lab/explain.py", [
+    "next-character bars ignore top-k (inside)": ("minigpt/lab/predictions.py", [
         ("from dataclasses import dataclass\n", "from dataclasses import dataclass, replace\n"),
         ("final = next_token_distribution(logits, sampling).numpy()",
          "final = next_token_distribution(logits, replace(sampling, top_k=None)).numpy()")]),
-    "logit lens skips the final LayerNorm (inside)": ("minigpt/lab/explain.py", [(
+    "logit lens skips the final LayerNorm (inside)": ("minigpt/lab/predictions.py", [(
         "model.lm_head(model.final_norm(x))[0]", "model.lm_head(x)[0]")]),
     # tasks whose answer is known: each of these scores a model wrongly, or trains it on broken lines
     "reverse's right key one to the right (task)": ("minigpt/lab/tasks.py", [(
@@ -296,9 +296,9 @@ MUTANTS = {
     "knock-outs change the shared model (knock-out)": ("minigpt/lab/knockout.py", [(
         "twin = copy.deepcopy(model).eval()  # deepcopy", "twin = model.eval()  # deepcopy")]),
     # the lesson: each of these teaches a wrong number, or lets a wrong answer or a wrong step through
-    "the loss table reads the character at the same position, not the next (lesson)": ("minigpt/lab/explain.py", [(
+    "the loss table reads the character at the same position, not the next (lesson)": ("minigpt/lab/predictions.py", [(
         "torch.tensor(ids[1:])]).cpu()", "torch.tensor(ids[:-1])]).cpu()")]),
-    "the embedding length left unscaled (lesson)": ("minigpt/lab/explain.py", [(
+    "the embedding length left unscaled (lesson)": ("minigpt/lab/predictions.py", [(
         '"scaled": length * model.config.d_model ** 0.5}', '"scaled": length * model.config.d_model}')]),
     "the learning-rate chart one step late (lesson)": ("minigpt/train.py", [(
         "return [lr_at(step, cfg) for step in range(cfg.max_steps)]",
@@ -359,7 +359,7 @@ MUTANTS = {
         "    if total > MAX_TOTAL_UNCOMPRESSED:", "    if False:")]),
     "the mask step's row sums taken down the columns (lesson)": ("app/views/lesson.py", [(
         "sums = attention[0, 0].sum(axis=-1)", "sums = attention[0, 0].sum(axis=0)")]),
-    "the one-weight view scales an unscaled model's row (inside)": ("minigpt/lab/explain.py", [(
+    "the one-weight view scales an unscaled model's row (inside)": ("minigpt/lab/heads.py", [(
         "divisor = 1.0 / model.attention_scale(scale_attention)",
         "divisor = 1.0 / model.attention_scale(scale_attention is not False)")]),
     # the √d_k race, in the library

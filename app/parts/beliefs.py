@@ -8,7 +8,7 @@ from dataclasses import replace
 import streamlit as st
 
 from minigpt import SampledToken, Sampling, generate
-from minigpt.lab.explain import beliefs
+from minigpt.lab.predictions import beliefs
 from minigpt.viz import beliefs_figure, step_attention_figure
 
 from app.chrome.charts import config as chart_config

@@ -35,7 +35,7 @@ import streamlit as st
 import torch
 
 from minigpt import MiniGPT, Prompt, SampledToken, Sampling, SamplingError, Windows, estimate_loss, generate, stream
-from minigpt.lab import explain
+from minigpt.lab import embeddings, heads, predictions
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
 from minigpt.serve.turns import TurnQueue
 
@@ -141,7 +141,7 @@ def next_logits(loaded: LoadedModel, prompt: str) -> np.ndarray:
 
 @_shared
 def _next_logits(identity: str, prompt: str, _loaded: LoadedModel) -> np.ndarray:
-    return explain.next_logits(_loaded.model, _loaded.tokenizer.encode(prompt), _loaded.block_size)
+    return predictions.next_logits(_loaded.model, _loaded.tokenizer.encode(prompt), _loaded.block_size)
 
 
 def last_query_attention(loaded: LoadedModel, window: str) -> np.ndarray:
@@ -151,19 +151,19 @@ def last_query_attention(loaded: LoadedModel, window: str) -> np.ndarray:
 
 @_shared
 def _last_query_attention(identity: str, window: str, _loaded: LoadedModel) -> np.ndarray:
-    return explain.last_query_attention(_loaded.model, _loaded.tokenizer.encode(window), _loaded.block_size)
+    return heads.last_query_attention(_loaded.model, _loaded.tokenizer.encode(window), _loaded.block_size)
 
 
 def attention_row(loaded: LoadedModel, text: str, layer: int, head: int, query: int,
-                  unscaled: bool) -> explain.AttentionRow:
+                  unscaled: bool) -> heads.AttentionRow:
     """One query's scores, scaled scores and weights in one head: the one-weight view."""
     return _attention_row(loaded.identity, text, layer, head, query, unscaled, loaded)
 
 
 @_shared
 def _attention_row(identity: str, text: str, layer: int, head: int, query: int, unscaled: bool,
-                   _loaded: LoadedModel) -> explain.AttentionRow:
-    return explain.attention_row(_loaded.model, _loaded.tokenizer.encode(text), layer, head, query,
+                   _loaded: LoadedModel) -> heads.AttentionRow:
+    return heads.attention_row(_loaded.model, _loaded.tokenizer.encode(text), layer, head, query,
                                  scale_attention=False if unscaled else None)
 
 
@@ -174,7 +174,7 @@ def logit_lens(loaded: LoadedModel, text: str) -> np.ndarray:
 
 @_shared
 def _logit_lens(identity: str, text: str, _loaded: LoadedModel) -> np.ndarray:
-    return explain.logit_lens(_loaded.model, _loaded.tokenizer.encode(text))
+    return predictions.logit_lens(_loaded.model, _loaded.tokenizer.encode(text))
 
 
 def positions(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +186,7 @@ def positions(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray]:
 @_shared
 def _positions(identity: str, block_size: int, _loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray]:
     pe = _loaded.model.pos_encoding[:block_size].cpu().numpy()
-    return pe, explain.position_similarity(pe)
+    return pe, embeddings.position_similarity(pe)
 
 
 def embedding_map(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -198,7 +198,7 @@ def embedding_map(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray, np.ndarr
 @_shared
 def _embedding_map(identity: str, _loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     table = _loaded.model.token_embed.weight.detach().cpu().numpy()
-    coords, share = explain.embedding_pca(table)  # an SVD: computed once per model, not per visit
+    coords, share = embeddings.embedding_pca(table)  # an SVD: computed once per model, not per visit
     return table, coords, share
 
 

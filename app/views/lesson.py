@@ -12,7 +12,8 @@ import streamlit as st
 
 from minigpt import PRESETS, REFILL_KEPT, Sampling, SamplingError, generate, lr_schedule
 from minigpt.lab.diagnosis import overfitting, uniform_loss
-from minigpt.lab.explain import character_table, position_similarity, surprisal
+from minigpt.lab.embeddings import position_similarity
+from minigpt.lab.predictions import character_table, surprisal
 from minigpt.lab.scaling import DEMO_D_KS, DEMO_SEED, DEMO_SEQ_LEN, scaling_experiment
 from minigpt.viz import (
     attention_panels,

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from ._layout import Translate, english, figure, position_labels, sign, text_px, tick
 
 if TYPE_CHECKING:
-    from ..lab.explain import Beliefs
+    from ..lab.predictions import Beliefs
     from ..sample import SampledToken
 
 

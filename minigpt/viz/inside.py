@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from ._layout import MARGIN, MASK_COLOR, Spec, Translate, axis_title, english, figure, position_labels, stack, tick
 
 if TYPE_CHECKING:
-    from ..lab.explain import AttentionRow
+    from ..lab.heads import AttentionRow
 
 
 def attention_row_figure(row: AttentionRow, text: str, tr: Translate = english) -> go.Figure:

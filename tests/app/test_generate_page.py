@@ -14,7 +14,7 @@ from helpers.figures import plotly_array
 from helpers.maths import hand_forward
 from minigpt import DEFAULT_CORPUS, CharTokenizer, Sampling, load_pretrained
 from minigpt.corpus import DEMO_SENTENCE
-from minigpt.lab.explain import beliefs, next_logits
+from minigpt.lab.predictions import beliefs, next_logits
 from app.views.generation import STREAM_DELAY_KEY, paced
 from app.chrome.site import GENERATE
 

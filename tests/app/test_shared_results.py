@@ -24,9 +24,7 @@ from helpers.waiting import wait_until
 from minigpt import (DEFAULT_CORPUS, MiniGPT, SampledToken, Sampling, SamplingError, generate, load_corpus,
                      load_pretrained, prepare_prompt)
 from minigpt.corpus import DEMO_SENTENCE
-from minigpt.lab import explain
-
-
+from minigpt.lab import embeddings
 def counted(monkeypatch, owner, name: str) -> list:
     """Every call of owner.name from now on (it still does its work), as a list that grows."""
     calls, real = [], getattr(owner, name)
@@ -99,17 +97,17 @@ def test_two_learners_knocking_out_the_same_head_measure_it_once_and_another_hea
 
 
 def test_learners_opening_inside_the_model_share_one_embedding_map_and_it_is_the_tables_own(monkeypatch):
-    svds = counted(monkeypatch, explain, "embedding_pca")  # an SVD that took 0.35 s on a busy 2-core server
+    svds = counted(monkeypatch, embeddings, "embedding_pca")  # an SVD that took 0.35 s on a busy 2-core server
     sessions = [page(home(), MODEL.script) for _ in range(3)]
     assert len(svds) == 1 and not any(at.exception for at in sessions)
     checkpoint = load_pretrained(DEFAULT_CORPUS)
-    coords, _share = explain.embedding_pca(checkpoint.model.token_embed.weight.detach().numpy())
+    coords, _share = embeddings.embedding_pca(checkpoint.model.token_embed.weight.detach().numpy())
     pe = checkpoint.model.pos_encoding[: checkpoint.block_size].numpy()  # the positions it was trained on
     for at in sessions:  # the positions, their similarity and every character's dot: the model's own numbers
         positions, similarity = (plotly_array(plotly_spec(at, i)["data"][0]["z"]) for i in (0, 1))
         dots = plotly_spec(at, 2)["data"][0]
         np.testing.assert_allclose(positions, pe, atol=1e-6)
-        np.testing.assert_allclose(similarity, explain.position_similarity(pe), atol=1e-6)
+        np.testing.assert_allclose(similarity, embeddings.position_similarity(pe), atol=1e-6)
         np.testing.assert_allclose(np.stack([plotly_array(dots["x"]), plotly_array(dots["y"])], axis=1), coords,
                                    atol=1e-6)
 

@@ -189,7 +189,8 @@ def test_every_figure_the_fast_views_build_is_valid_plotly():
     from minigpt import load_pretrained
     from minigpt.corpus import DEMO_SENTENCE
     from minigpt.lab.tasks import TASKS, right_key_mask
-    from minigpt.lab.explain import attention_row, beliefs, next_logits
+    from minigpt.lab.heads import attention_row
+    from minigpt.lab.predictions import beliefs, next_logits
     from minigpt.sample import Sampling
 
     checkpoint = load_pretrained("course-zh")
@@ -218,7 +219,7 @@ def test_the_weight_figure_stacks_keys_scores_and_values_in_bands_that_do_not_ov
 
     from minigpt import load_pretrained
     from minigpt.corpus import DEMO_SENTENCE
-    from minigpt.lab.explain import attention_row
+    from minigpt.lab.heads import attention_row
 
     checkpoint = load_pretrained("course-zh")
     row = attention_row(checkpoint.model, checkpoint.tokenizer.encode(DEMO_SENTENCE), 1, 2, 10)

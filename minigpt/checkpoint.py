@@ -166,7 +166,11 @@ def save_pretrained(directory: str | os.PathLike, model: MiniGPT, tokenizer: Cha
     The folder must not exist yet (or be empty): a folder is written once. To save again and
     again, as training does, use `save_checkpoint`, which gives every save a folder of its own.
     """
-    files = checkpoint_files(model, tokenizer, **parts)
+    return write_checkpoint_files(directory, checkpoint_files(model, tokenizer, **parts))
+
+
+def write_checkpoint_files(directory: str | os.PathLike, files: Mapping[str, bytes]) -> Path:
+    """Write a checkpoint's files (checkpoint_files' dict) as a new folder, complete or not at all."""
     target = Path(directory).resolve()  # staging must sit beside the real folder, not a symlink
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise CheckpointError(
@@ -197,13 +201,18 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, model: MiniGPT, token
 
     A step is saved once: saving a step that is already there returns its folder unchanged.
     """
+    return save_step_files(run_dir, step, checkpoint_files(model, tokenizer, **parts))
+
+
+def save_step_files(run_dir: str | os.PathLike, step: int, files: Mapping[str, bytes], keep: int = 1) -> Path:
+    """save_checkpoint for files already made: run_dir/checkpoint-<step>, then only the `keep` newest saves stay."""
     run_dir = Path(run_dir)
     target = run_dir / f"checkpoint-{step}"
     if not target.exists():
-        save_pretrained(target, model, tokenizer, **parts)
-    for folder in _step_folders(run_dir):
-        if folder != target:
-            _remove(folder)
+        write_checkpoint_files(target, files)
+    older = sorted((f for f in _step_folders(run_dir) if f != target), key=lambda f: int(f.name.split("-")[1]))
+    for folder in older[: max(0, len(older) - (keep - 1))]:
+        _remove(folder)
     for leftover in run_dir.glob(".checkpoint-*"):  # staging and trash of saves that were killed
         shutil.rmtree(leftover, ignore_errors=True)
     return target

@@ -31,7 +31,8 @@ def post_button(entry, owner: bool) -> None:
         except BoardError as err:
             st.error(md(error_text(err)))
             return
-        st.session_state.setdefault(POSTS_KEY, {})[post_id] = post_key
+        mine = st.session_state.setdefault(POSTS_KEY, {})
+        mine[post_id] = post_key or mine.get(post_id)  # a renamed post's key was given out when it was posted
         st.toast(_("Posted to the board of class {code}.", code=code))
     posted(code, entry)
 

@@ -3,7 +3,7 @@ that everyone watching shares.
 
 A teacher opens a class and gets a short code (what the class types or clicks: ?class=K7Q2) and
 a secret key that only their browser holds (the server keeps a salted digest of it, enough to
-check it): with it, and only with it, entries are hidden or pinned, a challenge is set, the
+check it: keys.py): with it, and only with it, entries are hidden or pinned, a challenge is set, the
 class is led through the lesson (its step, each step's check question revealed) and the class
 is closed. Learners answer the step's question anonymously; the teacher sees the counts. A learner posts a run of their own (the run's
 owner key proves it is theirs) under a name, and gets the post's own key back: only that key
@@ -12,35 +12,40 @@ withdraws it. A post shows the run's name, settings, curves and latest sample, n
 Posts refer to runs in the RunRegistry, which keeps training them; the board reads them without
 an owner's key, so watching a board never keeps a run alive. `Classes.view` builds a class's
 view at most once per `refresh_seconds`, and only when a posted run has moved: thirty viewers
-share one computation. Everything is in memory, bounded: classes per server, posts per class and
-per learner, and a class ends `idle_seconds` after its last activity. No Streamlit here.
+share one computation. Everything is served from memory, bounded: classes per server, posts per
+class and per learner, and a class ends `idle_seconds` after its last activity. With a `store`
+(store.py), every change is written behind, and a new process opens with the classes that have not
+ended: their posts, challenges, pins, the lesson's step, reveals and answers. A post's curve then
+comes back from its run, which the registry reads from the store too. No Streamlit here.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
+import itertools
 import secrets
 import threading
 import time
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..lab.run_records import RunRecord, labels
 from ..messages import N_, LabError, Message
+from . import keys
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .registry import RunEntry
+    from .store import Store, StoredClass
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read off a projector, typed on a phone
 CODE_LENGTH = 4
 MAX_NAME = 40  # characters of a post's name
 MAX_OPTIONS = 8     # a check question's options, at most
 MAX_ANSWERS = 200   # learners' answers kept for one step of the lesson
+ACTIVITY_SAVE_SECONDS = 60.0  # a class's last activity is written to the store at most this often
 EMOJI_JOINERS = {"\u200d", "\ufe0f"} | {chr(c) for c in range(0xE0020, 0xE0080)}  # ZWJ, emoji style, flag tags
 
 
@@ -80,9 +85,9 @@ class Post:
     post_id: str
     name: str
     run_id: str
-    key: str = field(repr=False)  # the poster's secret: it withdraws the post
-    run_key: bytes = field(repr=False)  # a digest of the run's owner key, which withdraws it too (after a refresh)
-    learner: str = field(repr=False)
+    key: bytes = field(repr=False)  # a salted digest of the poster's secret (keys.py), which withdraws the post
+    run_key: bytes = field(repr=False)  # one of the run's owner key, which withdraws it too (after a refresh)
+    learner: bytes = field(repr=False)  # who posted, tagged under the class's salt
     corpus: str                   # the key of the corpus the run trained on
     record: RunRecord             # the run as last read: kept when the run itself is released
     sample: str                   # its latest evaluation's sample
@@ -207,8 +212,8 @@ class LessonNow:
 @dataclass(eq=False)
 class ClassBoard:
     code: str
-    teacher_digest: bytes = field(repr=False)  # salted: the key itself is never kept
-    salt: bytes = field(repr=False)
+    teacher_key: bytes = field(repr=False)  # a salted digest (keys.hashed): the key itself is never kept
+    salt: bytes = field(repr=False)          # the class's own, under which its learners are tagged (keys.tag)
     last_active: float
     posts: OrderedDict[str, Post] = field(default_factory=OrderedDict)
     pinned: str | None = None
@@ -216,16 +221,18 @@ class ClassBoard:
     version: int = 0              # bumped by every change the registry's runs do not make
     lesson_step: int | None = None  # the lesson step the teacher leads the class through
     lesson_version: int = 0
-    answers: dict[int, dict[str, int]] = field(default_factory=dict)  # step -> {learner: option}
+    answers: dict[int, dict[bytes, int]] = field(default_factory=dict)  # step -> {learner's tag: option}
     revealed: set[int] = field(default_factory=set)  # steps whose right answer the teacher has shown
     _view: BoardView | None = field(default=None, repr=False)
     _checked: float = field(default=float("-inf"), repr=False)
+    _saved_active: float = field(default=float("-inf"), repr=False)  # last_active as the store last had it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def is_teacher(self, key: str | None) -> bool:
-        # digests, compared in constant time: how long a wrong key takes to refuse tells nothing of
-        # how close it came, and non-ASCII text (which compare_digest refuses as str) is just a wrong key
-        return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)
+        return keys.matches(key, self.teacher_key)
+
+    def learner_tag(self, learner: str) -> bytes:
+        return keys.tag(self.salt, learner)
 
 
 def plain_name(name: str) -> str:
@@ -257,14 +264,37 @@ class Classes:
 
     def __init__(self, max_classes: int = 20, max_posts: int = 40, max_per_learner: int = 3,
                  idle_seconds: float = 3 * 3600, refresh_seconds: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         self.max_classes, self.max_posts, self.max_per_learner = max_classes, max_posts, max_per_learner
         self.idle_seconds, self.refresh_seconds = idle_seconds, refresh_seconds
         self._clock = clock
         self._lock = threading.Lock()
         self._classes: dict[str, ClassBoard] = {}
         self._closed: OrderedDict[str, None] = OrderedDict()  # codes that closed, to say so (bounded)
+        self._positions = itertools.count()  # posting order, across classes: what the store sorts posts by
         self.builds = 0  # views built: what the board's cost is counted in
+        self.store = store
+        if store is not None:
+            for stored in store.load_classes():
+                self._restore(stored)
+
+    def _restore(self, stored: StoredClass) -> None:
+        """A class the store kept, as it was: its last activity as long ago as it was then."""
+        from .store import record_from_json
+
+        since = max(0.0, time.time() - stored.last_active)
+        board = ClassBoard(stored.code, stored.teacher_key, stored.salt, self._clock() - since,
+                           pinned=stored.pinned, lesson_step=stored.lesson_step, revealed=set(stored.revealed),
+                           answers={step: dict(given) for step, given in stored.answers.items()},
+                           challenge=Challenge(**stored.challenge) if stored.challenge else None)
+        board._saved_active = board.last_active
+        for row in stored.posts:
+            board.posts[row["post_id"]] = Post(row["post_id"], row["name"], row["run_id"], row["post_key"],
+                                               row["run_key"], row["learner"], row["corpus"],
+                                               record_from_json(row["record"]), row["sample"], row["state"],
+                                               row["step"], row["hidden"])
+            next(self._positions)
+        self._classes[board.code] = board
 
     # -- the teacher --------------------------------------------------------------------------
     def open(self) -> OpenedClass:
@@ -279,15 +309,26 @@ class Classes:
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
                 if code not in self._classes and code not in self._closed:  # an old link must not open a new class
                     break
-            key, salt = secrets.token_urlsafe(16), secrets.token_bytes(16)
-            self._classes[code] = ClassBoard(code, _salted(salt, key), salt, self._clock())
-            return OpenedClass(code, key)
+            key = keys.new_key()
+            board = self._classes[code] = ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), self._clock())
+        if self.store is not None:
+            self.store.save_class(code, board.teacher_key, board.salt, _wall(board.last_active, self._clock()))
+            board._saved_active = board.last_active
+        return OpenedClass(code, key)
 
-    def close(self, code: str, teacher_key: str | None) -> None:
+    def close(self, code: str, teacher_key: str | None, *, erase: bool = False) -> list[str]:
+        """Close the class: its code says so from now on, and its rows leave the store. `erase`: the
+        runs posted to it go from the store too (the teacher erases the class's data). Returns the
+        posted runs' ids."""
         board = self._as_teacher(code, teacher_key)
         with self._lock:
             self._classes.pop(board.code, None)
             self._remember_closed(board.code)
+        with board._lock:
+            posted = [post.run_id for post in board.posts.values()]
+        if self.store is not None:
+            self.store.delete_class(board.code, with_runs=erase)
+        return posted
 
     def hide(self, code: str, teacher_key: str | None, post_id: str, hidden: bool = True) -> None:
         board = self._as_teacher(code, teacher_key)
@@ -295,6 +336,8 @@ class Classes:
             if post_id in board.posts:
                 board.posts[post_id].hidden = hidden
                 board.version += 1
+        if self.store is not None and post_id in board.posts:
+            self.store.update_post(post_id, hidden=hidden, wait=True)
 
     def pin(self, code: str, teacher_key: str | None, post_id: str | None) -> None:
         """Pin one post to the top of the board (None: unpin)."""
@@ -302,12 +345,14 @@ class Classes:
         with board._lock:
             board.pinned = post_id if post_id in board.posts else None
             board.version += 1
+        self._save(board, pinned=board.pinned)
 
     def set_challenge(self, code: str, teacher_key: str | None, challenge: Challenge | None) -> None:
         board = self._as_teacher(code, teacher_key)
         with board._lock:
             board.challenge = challenge
             board.version += 1
+        self._save(board, challenge=asdict(challenge) if challenge is not None else None)
 
     def lead(self, code: str, teacher_key: str | None, step: int | None) -> None:
         """Lead the class to lesson `step` (from 1), or stop leading (None)."""
@@ -318,6 +363,7 @@ class Classes:
             if board.lesson_step != step:
                 board.lesson_step = step
                 board.lesson_version += 1
+        self._save(board, lesson_step=step)
 
     def reveal(self, code: str, teacher_key: str | None, step: int, revealed: bool = True) -> None:
         """Show (or hide again) the right answer of `step`'s question to the class."""
@@ -326,6 +372,8 @@ class Classes:
             if (step in board.revealed) != revealed:
                 board.revealed.symmetric_difference_update({step})
                 board.lesson_version += 1
+            shown = sorted(board.revealed)
+        self._save(board, revealed=shown)
 
     def counts(self, code: str, teacher_key: str | None, step: int, options: int) -> list[int]:
         """How many learners chose each of the `options` options of `step`'s question: counts
@@ -348,21 +396,24 @@ class Classes:
         board = self.find(code)
         if option is not None and not (isinstance(option, int) and 0 <= option < MAX_OPTIONS):
             raise BoardError("That is not one of the question's options.")
+        tag = board.learner_tag(learner)
         with board._lock:
             given = board.answers.setdefault(step, {})
             if option is None:
-                given.pop(learner, None)
-            elif learner in given or len(given) < MAX_ANSWERS:
-                given[learner] = option
+                given.pop(tag, None)
+            elif tag in given or len(given) < MAX_ANSWERS:
+                given[tag] = option
             else:
                 raise BoardError("This question already has {limit} answers, the most one class keeps.",
                                  limit=MAX_ANSWERS)
+        if self.store is not None:
+            self.store.save_answer(board.code, step, tag, option)
 
     def answered(self, code: str, learner: str, step: int) -> int | None:
         """The option this learner chose for `step`'s question, if any."""
         board = self.find(code)
         with board._lock:
-            return board.answers.get(step, {}).get(learner)
+            return board.answers.get(step, {}).get(board.learner_tag(learner))
 
     def post(self, code: str, entry: RunEntry, run_key: str | None, name: str, *, learner: str,
              corpus: str) -> tuple[str, str]:
@@ -373,24 +424,31 @@ class Classes:
         if not entry.is_owner(run_key):
             raise BoardError("Only the browser session that started a run can post it to the class board.")
         name = plain_name(name) or entry.run_id
+        tag = board.learner_tag(learner)
         with board._lock:
             for post in board.posts.values():
-                if post.run_id == entry.run_id and post.learner == learner:
+                if post.run_id == entry.run_id and post.learner == tag:
                     post.name = plain_name(name)
                     board.version += 1
                     board.last_active = self._clock()
-                    return post.post_id, post.key
-            if len(board.posts) >= self.max_posts:
-                raise BoardError("This class board already shows {limit} runs, its limit.", limit=self.max_posts)
-            if sum(p.learner == learner for p in board.posts.values()) >= self.max_per_learner:
-                raise BoardError("You have posted {limit} runs to this board, the most one learner may: withdraw "
-                                 "one to post another.", limit=self.max_per_learner)
-            post = Post(secrets.token_urlsafe(9), name, entry.run_id, secrets.token_urlsafe(16), _digest(run_key),
-                        learner, corpus, *_read(entry, name))
-            board.posts[post.post_id] = post
-            board.version += 1
-            board.last_active = self._clock()
-            return post.post_id, post.key
+                    break
+            else:
+                if len(board.posts) >= self.max_posts:
+                    raise BoardError("This class board already shows {limit} runs, its limit.", limit=self.max_posts)
+                if sum(p.learner == tag for p in board.posts.values()) >= self.max_per_learner:
+                    raise BoardError("You have posted {limit} runs to this board, the most one learner may: "
+                                     "withdraw one to post another.", limit=self.max_per_learner)
+                post_key = keys.new_key()
+                post = Post(secrets.token_urlsafe(9), name, entry.run_id, keys.hashed(post_key), keys.hashed(run_key),
+                            tag, corpus, *_read(entry, name))
+                board.posts[post.post_id] = post
+                board.version += 1
+                board.last_active = self._clock()
+                self._save_post(board, post)
+                return post.post_id, post_key
+        if self.store is not None:
+            self.store.update_post(post.post_id, name=post.name, wait=True)
+        return post.post_id, None
 
     def withdraw(self, code: str, post_id: str, key: str | None) -> None:
         """Take a post off the board: `key` is the post's own key, or the posted run's owner key
@@ -400,15 +458,15 @@ class Classes:
             post = board.posts.get(post_id)
             if post is None:
                 return
-            # as bytes: compare_digest raises TypeError on a str with non-ASCII characters (a forged key)
-            if not (isinstance(key, str) and (secrets.compare_digest(key.encode(), post.key.encode())
-                                              or secrets.compare_digest(_digest(key), post.run_key))):
+            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):
                 raise BoardError("Only the learner who posted a run can withdraw it.")
             del board.posts[post_id]
             if board.pinned == post_id:
                 board.pinned = None
             board.version += 1
             board.last_active = self._clock()
+        if self.store is not None:
+            self.store.delete_post(post_id)
 
     # -- everyone -----------------------------------------------------------------------------
     def find(self, code: str | None, teacher_key: str | None = None) -> ClassBoard:
@@ -428,7 +486,8 @@ class Classes:
                                  "your teacher shows.", length=CODE_LENGTH)
             if board.is_teacher(teacher_key):
                 board.last_active = self._clock()
-            return board
+        self._save_activity(board)
+        return board
 
     def view(self, code: str, lookup: Callable[[str], RunEntry | None],
              place: Callable[[RunEntry], int | None] = lambda entry: None) -> BoardView:
@@ -453,8 +512,11 @@ class Classes:
                 at = place(entry) if snap.state == "waiting" else None
                 if (snap.step, snap.state, len(snap.history), at) != (post.step, post.state, len(post.record.steps),
                                                                        post.place):
+                    state = post.state
                     post.record, post.sample, post.state, post.step = _read(entry, post.name, snap)
                     post.place, moved = at, True
+                    if post.state != state:  # the store keeps what the board shows of a run whose own rows go
+                        self._save_post(board, post, wait=False)
             key = (board.version,
                    tuple((p.post_id, p.step, p.state, len(p.record.steps), p.place) for p in board.posts.values()))
             if board._view is None or moved or board._view.key != key:
@@ -468,7 +530,32 @@ class Classes:
         if not board.is_teacher(teacher_key):
             raise BoardError("Only the browser that started this class can change it.")
         board.last_active = self._clock()
+        self._save_activity(board)
         return board
+
+    def _save(self, board: ClassBoard, **values) -> None:
+        """A change the teacher made, in the store (with the class's last activity)."""
+        if self.store is not None:
+            board._saved_active = board.last_active
+            self.store.update_class(board.code, last_active=_wall(board.last_active, self._clock()), **values)
+
+    def _save_activity(self, board: ClassBoard) -> None:
+        """The class's last activity, in the store once a minute at most: it ends idle_seconds after it."""
+        if self.store is not None and board.last_active - board._saved_active >= ACTIVITY_SAVE_SECONDS:
+            board._saved_active = board.last_active
+            self.store.update_class(board.code, last_active=_wall(board.last_active, self._clock()), wait=False)
+
+    def _save_post(self, board: ClassBoard, post: Post, wait: bool = True) -> None:
+        if self.store is None:
+            return
+        from .store import record_json
+
+        self.store.save_post(board.code, {
+            "post_id": post.post_id, "position": next(self._positions), "name": post.name, "run_id": post.run_id,
+            "post_key": post.key, "run_key": post.run_key, "learner": post.learner, "corpus": post.corpus,
+            "record": record_json(post.record), "sample": post.sample, "state": post.state, "step": post.step,
+            "hidden": post.hidden}) if wait else self.store.update_post(
+            post.post_id, record=record_json(post.record), sample=post.sample, state=post.state, step=post.step)
 
     def _remember_closed(self, code: str) -> None:
         self._closed[code] = None
@@ -478,23 +565,23 @@ class Classes:
     def _end_idle(self) -> None:
         cutoff = self._clock() - self.idle_seconds
         with self._lock:
-            for code in [c for c, b in self._classes.items() if b.last_active < cutoff]:
+            ended = [c for c, b in self._classes.items() if b.last_active < cutoff]
+            for code in ended:
                 del self._classes[code]
                 self._remember_closed(code)
+        for code in ended if self.store is not None else ():
+            self.store.delete_class(code)
 
 
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
+def _wall(at: float, now: float) -> float:
+    """A time on the classes' clock as wall-clock seconds, what the store keeps."""
+    return time.time() - max(0.0, now - at)
 
 
 def _same_curve(a: RunRecord, b: RunRecord) -> bool:
     ours, theirs = dict(zip(a.steps, a.train_loss)), dict(zip(b.steps, b.train_loss))
     both = ours.keys() & theirs.keys()
     return len(both) >= 2 and all(ours[step] == theirs[step] for step in both)
-
-
-def _salted(salt: bytes, key: str) -> bytes:
-    return hashlib.sha256(salt + key.encode()).digest()
 
 
 def _read(entry: RunEntry, name: str, snap=None) -> tuple[RunRecord, str, str, int]:

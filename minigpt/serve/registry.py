@@ -6,6 +6,13 @@ id, never steer). At most `max_runs` train at once; every other Start waits in l
 first in, first out, one run per owner, and a dispatcher thread starts the head when a slot frees.
 Runs whose owner has gone are let go: a waiting one after `waiting_idle_seconds`, any after
 `idle_seconds`. A run that trains no more is kept in its small form (kept.py) within `kept_bytes`.
+
+With a `store` (store.py), what a run is made of (its recipe, owner key's digest, place in line) is
+written when it joins the line, and its history, state and checkpoints as it trains, behind it. A
+run the registry does not hold is looked for there: one it let go, or one a previous process held.
+It comes back as a StoredRun (stored.py): as it was, or "interrupted" where it was training, and its
+owner resumes it from its newest checkpoint; the runs that were waiting are back in line at start,
+in their order. Rebuilding a run is the caller's (`builder`: where it trains is a server setting).
 """
 from __future__ import annotations
 
@@ -20,12 +27,17 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..messages import LabError
+from . import keys
 from .line import Estimate, Pace, Progress, RunPlan, SpeedBook, WaitingRun, estimate
-from .run import ACTIVE_STATES, ENDED_STATES, Run, RunSnapshot
+from .run import ACTIVE_STATES, ENDED_STATES, INTERRUPTED, Resume, Run, RunSnapshot
 
 if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (Home does, before it loads)
     from ..model import MiniGPT
     from .run import RunView
+    from .store import Store
+    from .worker import RunSpec
+
+    Builder = Callable[[RunSpec, Resume | None], Run]
 
 MAX_REMEMBERED = 256  # replaced and forgotten runs remembered, for watchers and for their owners' notices
 DISPATCH_EVERY = 0.25  # seconds between the dispatcher's looks while the registry holds runs
@@ -35,6 +47,8 @@ DEFAULT_PAUSED_GRACE = 3 * 60  # seconds a paused run may hold a slot while othe
 DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (app/state/runs.py sizes it from the box)
 CLAIM_SECONDS = 20.0   # a slot granted to a page's own work (the race) that the page has not claimed by then is freed
 KEEP_TRIES = 3         # reads of a finished run's weights before its process is let go without a small form
+SAVE_EVERY = 1.0       # seconds between writes of a training run's news to the store
+SEEN_EVERY = 600.0     # seconds between writes of an owner's sign of life (retention counts days)
 
 
 class RunLimitError(LabError, RuntimeError):
@@ -49,8 +63,8 @@ class NotOwnerError(LabError, PermissionError):
 class RunEntry:
     """A run in the registry: the run, its owner's secret and what the pages show about it."""
 
-    run: RunView                          # waiting (WaitingRun), training (Run), kept (KeptRun), or a HeldSlot
-    key: str = field(repr=False)          # the owner's secret; watchers only know run_id
+    run: RunView                          # waiting (WaitingRun), training (Run), kept (KeptRun), stored, or a HeldSlot
+    key: str = field(repr=False)          # the owner's secret, handed out once ("" for a run read from the store)
     corpus: str
     probe_text: str
     last_seen: float                      # on the registry's clock: when the owner last showed a sign of life
@@ -60,15 +74,24 @@ class RunEntry:
     started: float = 0.0                  # when its slot was granted
     last_steered: float = 0.0             # when it started, or its owner last pressed a button for it
     stopped_for_line: bool = False        # paused longer than the registry's grace while others waited
+    key_hash: bytes = field(default=b"", repr=False)  # keys.hashed(key): what is compared, and stored
+    spec: RunSpec | None = field(default=None, repr=False)  # what rebuilds it (the store keeps it as its recipe)
+    saved: tuple = field(default=(0, 0, "", -1), repr=False)  # events, evaluations, state, step the store has
+    saved_at: float = field(default=float("-inf"), repr=False)
+    seen_saved: float = field(default=float("-inf"), repr=False)
     _model: tuple[int, MiniGPT] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.key_hash and self.key:
+            self.key_hash = keys.hashed(self.key)
 
     @property
     def run_id(self) -> str:
         return self.run.run_id
 
     def is_owner(self, key: str | None) -> bool:
-        return isinstance(key, str) and secrets.compare_digest(key.encode(), self.key.encode())
+        return keys.matches(key, self.key_hash)
 
     def is_waiting(self) -> bool:
         return isinstance(self.run, WaitingRun) and self.run.state == "waiting"
@@ -85,7 +108,7 @@ class RunEntry:
     def inference_model(self) -> MiniGPT:
         """A weight copy, taken again only when the run has stepped since the last one."""
         run = self.run
-        step = run.trainer.step
+        step = (run.trainer.step, id(run))
         with self._lock:
             if self._model is None or self._model[0] != step:
                 try:
@@ -135,7 +158,12 @@ class RunRegistry:
     def __init__(self, max_runs: int = 2, idle_seconds: float = 30 * 60, *,
                  max_waiting: int = DEFAULT_MAX_WAITING, waiting_idle_seconds: float = DEFAULT_WAITING_IDLE,
                  paused_grace_seconds: float = DEFAULT_PAUSED_GRACE, kept_bytes: int = DEFAULT_KEPT_BYTES,
-                 clock: Callable[[], float] = time.monotonic, dispatcher: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, dispatcher: bool = True,
+                 store: Store | None = None, builder: Builder | None = None,
+                 facts: Callable[[RunSpec], Any] = lambda spec: None) -> None:
+        """`store`: where runs outlive this process (None: memory only). `builder(spec, resume)` builds a
+        run the store gave back, to go on from `resume` (worker.build_run, with the server's setting);
+        `facts(spec)` is what the caller keeps with it (RunEntry.facts)."""
         self.max_runs, self.idle_seconds = max_runs, idle_seconds
         self.max_waiting, self.waiting_idle_seconds = max_waiting, waiting_idle_seconds
         self.paused_grace_seconds, self.kept_bytes = paused_grace_seconds, kept_bytes
@@ -153,16 +181,33 @@ class RunRegistry:
         self._closing = threading.Event()
         self._dispatcher: threading.Thread | None = None
         self._use_dispatcher = dispatcher  # off in tests that move the line themselves (dispatch())
+        self.store, self.builder, self.facts = store, builder, facts
+        self._missing: OrderedDict[str, None] = OrderedDict()  # ids the store did not have either
+        self._forgotten: list[RunEntry] = []  # let go since the last write: their last state goes to the store
+        if store is not None:
+            self._orders = itertools.count(store.max_line_order() + 1)
+            self._restore_line()
 
     # -- looking runs up -------------------------------------------------------------------------
     def get(self, run_id: str | None, key: str | None = None) -> RunEntry | None:
-        """The run, or None; its owner's key also counts as a sign of life."""
+        """The run, or None; its owner's key also counts as a sign of life. A run this registry does
+        not hold is read from the store, if it has it."""
         self._tidy()
         with self._lock:
             entry = self._entries.get(run_id) if run_id else None
+        if entry is None and run_id:
+            entry = self._load(run_id)
+        with self._lock:
             if entry is not None and entry.is_owner(key):
                 entry.last_seen = self._clock()
-            return entry
+                seen = self.store is not None and entry.last_seen - entry.seen_saved > SEEN_EVERY
+                if seen:
+                    entry.seen_saved = entry.last_seen
+            else:
+                seen = False
+        if seen:
+            self.store.seen([entry.run_id])
+        return entry
 
     def successor(self, run_id: str) -> RunEntry | None:
         """The run that replaced `run_id` (its owner's newest, following every replacement), if any:
@@ -210,15 +255,21 @@ class RunRegistry:
 
     # -- joining the line ------------------------------------------------------------------------
     def submit(self, build: Callable[[str], Run], plan: RunPlan, *, corpus: str, probe: str,
-               replace: tuple[str, str] | None = None, paused: bool = False, facts: Any = None) -> RunEntry:
+               replace: tuple[str, str] | None = None, paused: bool = False, facts: Any = None,
+               spec: RunSpec | None = None) -> RunEntry:
         """Put a run in line; `build(run_id)` makes it when its turn comes (paused at step 0 if asked).
         When a slot is free and nobody waits, it starts now, on the caller's thread. It replaces the
         caller's own previous run (`replace`: its id and key): a waiting one gives it its place, a
-        training one is released. RunLimitError when the line is full."""
+        training one is released. `spec`: what rebuilds it (its run_id aside), for the store. RunLimitError
+        when the line is full."""
         run_id = secrets.token_urlsafe(9)
         now = self._clock()
-        entry = RunEntry(WaitingRun(run_id, plan, build, paused), secrets.token_urlsafe(16), corpus, probe, now,
+        entry = RunEntry(WaitingRun(run_id, plan, build, paused), keys.new_key(), corpus, probe, now,
                          facts, plan)
+        if spec is not None:
+            from dataclasses import replace as with_values
+
+            entry.spec = with_values(spec, run_id=run_id)
         self._release_idle()
         with self._lock:
             old = self._entries.get(replace[0]) if replace else None
@@ -236,6 +287,7 @@ class RunRegistry:
             self._entries[entry.run_id] = entry
         if old is not None:
             old.release()
+        self._save_new(entry)
         self._start_heads(only=entry)  # the caller's own run, if its turn is now: nobody else's
         self._nudge()
         return entry
@@ -276,6 +328,10 @@ class RunRegistry:
         run = entry.run
         with self._lock:
             entry.last_steered = self._clock()
+        if run.state == INTERRUPTED:  # read from the store: Resume (or a step) trains it on from its checkpoint
+            if action == "resume" or action.startswith("steps:"):
+                self._resume_stored(entry)
+            return
         if isinstance(run, WaitingRun):
             if action in ("cancel", "stop") and run.state in ("waiting", "starting"):
                 self.give_back(entry)
@@ -295,11 +351,25 @@ class RunRegistry:
             raise ValueError(f"unknown action {action!r}")
         self._nudge()
 
+    def forget(self, run_ids: list[str], reason: str = "erased") -> None:
+        """Let these runs go from memory at once (their rows are the caller's: a class erased)."""
+        with self._lock:
+            entries = [self._entries[i] for i in run_ids if i in self._entries]
+            for entry in entries:
+                self._forget_locked(entry, reason=reason)
+            for run_id in run_ids:
+                _remember(self._missing, run_id, None)
+        for entry in entries:
+            entry.release()
+        self._nudge()
+
     def stop_all(self) -> None:
         """Forget every run and free it: the registry itself is going (a code reload, the end of a
         test). A run in a child process ends with it, not when the server exits."""
         self._closing.set()
         self._wake.set()
+        if self.store is not None:  # what the runs logged last is written before they go
+            self._save_news(force=True)
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
@@ -315,6 +385,7 @@ class RunRegistry:
         self._stop_paused_past_grace()
         self._start_heads()
         self._keep_ended()
+        self._save_news()
 
     def _tidy(self) -> None:
         """What every access does: let go of the idle (cheap); the rest is the dispatcher's."""
@@ -358,6 +429,8 @@ class RunRegistry:
                     entry.last_steered = entry.started
                     entry.plan = replace(entry.plan, text="")  # the corpus stays with the run, not twice
                     if isinstance(run, Run):
+                        if self.store is not None and entry.spec is not None:
+                            run.on_checkpoint = self._checkpoint_sink(entry.run_id)
                         run.start(paused=waiting.paused)
                     run = None
         except Exception as err:  # settings checked at submit can still fail to build or start: the owner is told
@@ -433,6 +506,136 @@ class RunRegistry:
                     self._dispatcher = None
                     return
 
+    # -- the store -----------------------------------------------------------------------------------
+    def _save_new(self, entry: RunEntry) -> None:
+        """A run that joined the line: what rebuilds it, its owner key's digest, its place."""
+        if self.store is None or entry.spec is None:
+            return
+        from .stored import recipe_of
+
+        self.store.save_run(entry.run_id, entry.key_hash, recipe_of(entry.spec), entry.spec.text, entry.corpus,
+                            line_order=entry.order, start_paused=entry.run.paused, max_steps=entry.plan.max_steps)
+        entry.seen_saved = entry.last_seen
+
+    def _checkpoint_sink(self, run_id: str):
+        store = self.store
+        return lambda step, files: store.save_checkpoint(run_id, step, files)
+
+    def _save_news(self, force: bool = False) -> None:
+        """Write what each run logged since the last look: new steps and evaluations, its state and step
+        (at most every SAVE_EVERY seconds a run, and at once when its state changed)."""
+        if self.store is None:
+            return
+        from .stored import StoredRun, error_json
+
+        now = self._clock()
+        with self._lock:
+            entries = [e for e in self._entries.values() if e.spec is not None and not isinstance(e.run, StoredRun)
+                       and not isinstance(e.run, HeldSlot)]
+            forgotten, self._forgotten = self._forgotten, []
+        for entry in forgotten:
+            run, (events_saved, evals_saved, *_rest) = entry.run, entry.saved
+            if isinstance(run, WaitingRun):  # out of the line for good: never back in line at a restart
+                self.store.update_run(entry.run_id, state="cancelled", line_order=None)
+            elif not isinstance(run, StoredRun):  # released while training: it reads as interrupted, resumable
+                snap = run.snapshot()
+                self.store.add_history(entry.run_id, snap.history[events_saved:], [])
+                ended = {"state": snap.state} if snap.state in ENDED_STATES else {}
+                self.store.update_run(entry.run_id, step=snap.step, elapsed=snap.elapsed, **ended)
+        for entry in entries:
+            run = entry.run
+            state = run.state
+            events_saved, evals_saved, state_saved, step_saved = entry.saved
+            if state == state_saved and (now - entry.saved_at < SAVE_EVERY and not force):
+                continue
+            if isinstance(run, WaitingRun):
+                if state != state_saved and state in ("starting", "error"):
+                    self.store.update_run(entry.run_id, state=state, error=error_json(run._error))
+                    entry.saved = (events_saved, evals_saved, state, step_saved)
+                continue
+            snap = run.snapshot()
+            if (len(snap.history), len(snap.evals), snap.state, snap.step) == entry.saved:
+                entry.saved_at = now
+                continue
+            self.store.add_history(entry.run_id, snap.history[events_saved:], snap.evals[evals_saved:])
+            self.store.update_run(entry.run_id, state=snap.state if snap.state != "closed" else state_saved or "stopped",
+                                  step=snap.step, elapsed=snap.elapsed, tokens_per_sec=snap.tokens_per_sec,
+                                  stopped_early=snap.stopped_early, error=error_json(snap.error), line_order=None)
+            entry.saved, entry.saved_at = (len(snap.history), len(snap.evals), snap.state, snap.step), now
+
+    def _restore_line(self) -> None:
+        """The runs that were waiting in line when the last process stopped, back in line in their order."""
+        if self.builder is None:
+            return
+        from .stored import plan_of, spec_of
+
+        now = self._clock()
+        for row in self.store.waiting_runs():
+            spec = spec_of(row.run_id, row.recipe, row.text)
+            plan = plan_of(spec)
+            build = self._rebuild(spec, None)
+            entry = RunEntry(WaitingRun(row.run_id, plan, build, row.start_paused), "", row.corpus_label,
+                             spec.probe_text or "", now, self.facts(spec), plan, order=row.line_order,
+                             key_hash=row.owner_key, spec=spec, saved=(0, 0, "waiting", 0))
+            self._entries[entry.run_id] = entry
+
+    def _rebuild(self, spec: RunSpec, resume: Resume | None) -> Callable[[str], Run]:
+        builder = self.builder
+        return lambda run_id: builder(spec, resume)
+
+    def _load(self, run_id: str) -> RunEntry | None:
+        """A run the store has and this registry does not hold, as a StoredRun; None where it has not."""
+        if self.store is None:
+            return None
+        with self._lock:
+            if run_id in self._missing:
+                return None
+        row = self.store.load_run(run_id)
+        if row is None:
+            if self.store.problem is None:  # the store answered: it does not have it either
+                with self._lock:
+                    _remember(self._missing, run_id, None)
+            return None
+        from .stored import StoredRun
+
+        run = StoredRun(row, self.store)
+        entry = RunEntry(run, "", row.corpus_label, run.spec.probe_text or "", self._clock(), self.facts(run.spec),
+                         run.plan, key_hash=row.owner_key, spec=run.spec,
+                         saved=(len(row.history), len(row.evals), row.state, row.step))
+        with self._lock:
+            held = self._entries.get(run_id)
+            if held is not None:  # another thread read it meanwhile
+                return held
+            self._entries[run_id] = entry
+            self._kept[run_id] = run.nbytes()
+            dropped = self._trim_locked()
+        for stale in dropped:
+            stale.release()
+        return entry
+
+    def _resume_stored(self, entry: RunEntry) -> None:
+        """An interrupted run's owner resumes it: it joins the line, to train on from its newest
+        checkpoint (from step 0 where it has none), its history kept up to there."""
+        from .run import Resume
+
+        stored = entry.run
+        step, files, history, evals = stored.resume_from()
+        resume = Resume(files, history, evals) if files is not None else None
+        build = self._rebuild(entry.spec, resume)
+        with self._lock:
+            if self._entries.get(entry.run_id) is not entry or entry.run is not stored:
+                return  # resumed from another page meanwhile
+            waiting = self._waiting_locked()
+            if len(waiting) >= self.max_waiting:
+                _line_full(len(waiting), self._estimate_locked(waiting))
+            entry.order = next(self._orders)
+            entry.run, entry._model = WaitingRun(entry.run_id, entry.plan, build), None
+            entry.saved, entry.saved_at = (len(history), len(evals), "waiting", step), self._clock()
+            self._kept.pop(entry.run_id, None)
+        self.store.forget_after(entry.run_id, step if files is not None else -1)  # logged again as it trains
+        self.store.update_run(entry.run_id, state="waiting", step=step, line_order=entry.order, wait=True)
+        self._nudge()
+
     # -- under the lock ----------------------------------------------------------------------------
     def _waiting_locked(self) -> list[RunEntry]:
         return sorted((e for e in self._entries.values() if e.is_waiting()), key=lambda e: e.order)
@@ -465,6 +668,8 @@ class RunRegistry:
             del self._entries[entry.run_id]
         self._kept.pop(entry.run_id, None)
         self._keep_tries.pop(entry.run_id, None)
+        if self.store is not None and entry.spec is not None:
+            self._forgotten.append(entry)
         if successor is not None:
             _remember(self._successors, entry.run_id, successor.run_id)
         if reason is not None:

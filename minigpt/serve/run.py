@@ -12,7 +12,8 @@ tests/minigpt/serve/test_run_interface.py is the one suite every implementation 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: a run's snapshot is read on Home, before torch has loaded
@@ -26,6 +27,11 @@ if TYPE_CHECKING:  # annotations only: a run's snapshot is read on Home, before 
 
 ACTIVE_STATES = ("running", "paused")      # a run in one of these holds a training slot
 ENDED_STATES = ("finished", "stopped", "error")  # a run in one of these trains no more: it can be kept small
+INTERRUPTED = "interrupted"  # a run that was training when its server stopped: its owner may resume it (stored.py)
+
+# where a run hands each checkpoint it makes (at every evaluation, and as it ends): its step and files
+# (minigpt.checkpoint.checkpoint_files), called on the thread that trains, or the one that hears the child
+CheckpointSink = Callable[[int, dict[str, bytes]], None]
 
 
 @dataclass
@@ -37,6 +43,15 @@ class EvalRecord:
     val_loss: float
     sample: str
     attention: np.ndarray | None = None  # (layers, heads, T, T) float32 for the probe text
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a run goes on from: a checkpoint's files, and what it had logged up to that checkpoint."""
+
+    files: dict[str, bytes] = field(repr=False)
+    history: list[TrainEvent] = field(default_factory=list, repr=False)
+    evals: list[EvalRecord] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -106,7 +121,10 @@ class RunView(Protocol):
 
 @runtime_checkable
 class Run(RunView, Protocol):
-    """A run that trains, steered by its owner through the registry."""
+    """A run that trains, steered by its owner through the registry. Before start(), a registry with a
+    store sets its `on_checkpoint` (a CheckpointSink; TrainingRun and ProcessRun start with None): the
+    run then hands it a checkpoint at every evaluation and as its owner stops it, what a restarted
+    server resumes it from."""
 
     def start(self, paused: bool = False) -> None: ...
 

@@ -14,7 +14,10 @@ Lessons this design encodes (each was a real bug in a prototype):
   atexit hook stops every run, and `stop_orphaned_runs()` stops threads left behind
   by a hot reload (the stop Event is stored on the Thread object itself).
 At each evaluation the run also keeps a short sample and the attention maps of a
-probe text, so a learner can replay how both changed during training.
+probe text, so a learner can replay how both changed during training. Where someone set
+`on_checkpoint`, it also hands over a checkpoint there, and as it ends: weights, optimizer, the
+trainer's step and random state and the thread count, made on the training thread between two
+steps, so that a run resumed from it goes on exactly as it would have.
 
 A run may train at a lower CPU priority (`nice`, Linux: per thread): on a server that also
 answers learners, their page runs then come first, and training takes the CPU they leave.
@@ -34,13 +37,15 @@ import weakref
 from collections.abc import Callable
 
 import numpy as np
+import safetensors.torch
 import torch
 
+from ..checkpoint import checkpoint_files
 from ..messages import Message
 from ..model import MiniGPT
 from ..sample import Sampling, generate
 from ..train import Trainer, TrainEvent
-from .run import EvalRecord, RunSnapshot
+from .run import CheckpointSink, EvalRecord, RunSnapshot
 
 THREAD_NAME = "minigpt-trainer"
 PR_SET_NAME = 15  # <linux/prctl.h>
@@ -49,6 +54,7 @@ HEAP_BLOCK_LIMIT = 32 * 2**20  # glibc's largest M_MMAP_THRESHOLD on 64 bits: la
 HEAP_KEPT_BYTES = 2**30  # free memory a training process keeps between steps: more than any step of a run here frees
 SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation
+BEST_WEIGHTS_NAME = "best.safetensors"  # in a run's checkpoint: the best weights so far, where it stops early
 _ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
 _ATEXIT_REGISTERED = False
 
@@ -58,11 +64,16 @@ class TrainingRun:
 
     def __init__(self, trainer: Trainer, *, probe_text: str | None = None, sample_prompt: str = "",
                  sample_chars: int = 80, run_id: str | None = None, nice: int = 0,
-                 on_update: "Callable[[bool], None] | None" = None):
+                 on_update: "Callable[[bool], None] | None" = None, history: list[TrainEvent] = (),
+                 evals: list[EvalRecord] = ()):
         """`on_update(ending)`: called on the training thread, outside the lock, after each event it records,
-        and with ending=True as the thread ends (a run in a worker process sends its news to the server so)."""
+        and with ending=True as the thread ends (a run in a worker process sends its news to the server so).
+        `history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
         self.trainer = trainer
         self._on_update = on_update
+        self.on_checkpoint: CheckpointSink | None = None
+        self._checkpointed = -1  # the step of the last checkpoint handed over
+        self._closing = False
         self.nice = nice  # the training thread's niceness: 0 as the server, up to 19 (yields the most)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.probe_ids = None
@@ -75,8 +86,8 @@ class TrainingRun:
         self._thread: threading.Thread | None = None
         self._state, self._error = "idle", None
         self._pause_at: int | None = None  # run_steps' target step
-        self._history: list[TrainEvent] = []
-        self._evals: list[EvalRecord] = []
+        self._history: list[TrainEvent] = list(history)
+        self._evals: list[EvalRecord] = list(evals)
         self._release_on_exit = False  # closed while a step was in flight: the thread frees the trainer
         _register(self)
 
@@ -140,6 +151,7 @@ class TrainingRun:
         session that has gone keeps its last script's variables until Streamlit drops it).
         The run is closed at once; a step still in flight after `timeout` keeps the trainer until
         it ends, then the thread frees it on its way out."""
+        self._closing = True  # no checkpoint as it ends: a run let go resumes from its last evaluation's
         self.stop(timeout)
         with self._lock:
             self._state = "closed"
@@ -202,11 +214,14 @@ class TrainingRun:
                     self._history.append(event)
                     if record is not None:
                         self._evals.append(record)
+                if record is not None and not self._stops_early_now():
+                    self._checkpoint()
                 self._notify()
             with self._lock:
                 if self._state != "closed" and (self.trainer.step >= self.trainer.cfg.max_steps
                                                 or self.trainer.stopped_early):
                     self._state = "finished"
+            self._checkpoint(ending=True)
         except Exception as err:  # the run reports it; the app keeps serving
             with self._lock:
                 if self._state != "closed":
@@ -217,6 +232,35 @@ class TrainingRun:
                     self.trainer.release()
             return_freed_memory()  # what keep_freed_memory() kept for the next step: there is none
             self._notify(ending=True)
+
+    def _stops_early_now(self) -> bool:
+        """This evaluation ends the run on its best weights: its checkpoint waits for those."""
+        trainer = self.trainer
+        return trainer.step < trainer.cfg.max_steps and trainer.patience_ran_out()
+
+    def _checkpoint(self, ending: bool = False) -> None:
+        """Hand on_checkpoint the run as it is now (the training thread, between two steps): at an
+        evaluation, and as the run ends where it moved since (stopped by its owner, or ended on its best
+        weights). A run being closed (let go, or its server going) keeps its last evaluation's: resumed
+        from there, it logs the same steps as a run that never stopped."""
+        sink = self.on_checkpoint
+        if sink is None or self._state == "closed" or (ending and self._closing):
+            return
+        trainer = self.trainer
+        with self._lock:
+            step = trainer.step
+            if step == 0 or (ending and step == self._checkpointed and not trainer.stopped_early):
+                return
+            files = checkpoint_files(trainer.model, trainer.tokenizer, train_config=trainer.cfg,
+                                     optimizer=trainer.optimizer.state_dict(),
+                                     meta={"trainer_state": trainer.state_dict(), "threads": torch.get_num_threads(),
+                                           "val_loss": trainer.last_val_loss, "run_id": self.run_id,
+                                           "stopped_early": trainer.stopped_early})
+            if trainer.best_weights is not None:  # early stopping ends on these: a resumed run needs them too
+                files[BEST_WEIGHTS_NAME] = safetensors.torch.save({k: v.contiguous() for k, v in
+                                                                   trainer.best_weights.items()})
+            self._checkpointed = step
+        sink(step, files)
 
     def _notify(self, ending: bool = False) -> None:
         if self._on_update is not None:

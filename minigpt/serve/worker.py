@@ -29,25 +29,38 @@ import contextlib
 import gc
 import importlib.machinery
 import itertools
+import json
 import multiprocessing
 import pickle
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import safetensors.torch
 import torch
 
+from ..checkpoint import CONFIG_NAME, load_files
 from ..config import GPTConfig, TrainConfig
 from ..lab.tasks import task_for_corpus, training_hooks
 from ..messages import Message
 from ..model import MiniGPT
 from ..tokenizer import CharTokenizer
 from ..train import Trainer, build_model, validation_windows
-from .runner import EvalRecord, RunSnapshot, TrainingRun, _register, keep_freed_memory, name_os_thread, steady_speed
+from .run import CheckpointSink, Resume
+from .runner import (
+    BEST_WEIGHTS_NAME,
+    EvalRecord,
+    RunSnapshot,
+    TrainingRun,
+    _register,
+    keep_freed_memory,
+    name_os_thread,
+    steady_speed,
+)
 
 CHILD_NICE = 19          # the training thread's niceness; the thread that answers the server keeps the server's
 CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
@@ -74,6 +87,20 @@ class RunSpec:
     log_interval: int = 10
     nice: int = CHILD_NICE
     threads: int = 1  # intra-op threads: the server's CPUs shared among its slots (capacity.threads_per_run)
+    resume: dict[str, bytes] | None = field(default=None, repr=False)  # a checkpoint's files to go on from
+
+
+def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool = True) -> ProcessRun | TrainingRun:
+    """The run `spec` describes, in a child process or on a thread of this one; from `resume`'s
+    checkpoint, with the thread count it was saved with (the same losses need the same count), and
+    what it had logged up to there."""
+    if resume is not None:
+        meta = json.loads(resume.files[CONFIG_NAME])["meta"]
+        spec = replace(spec, resume=resume.files, threads=int(meta.get("threads") or spec.threads))
+    history, evals = (resume.history, resume.evals) if resume is not None else ((), ())
+    if in_process:
+        return ProcessRun(spec, history=history, evals=evals)
+    return _build(spec, history, evals)
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -125,8 +152,11 @@ class ProcessRun:
     stop and close return once the child has done them (at most `timeout` seconds), so that, as in
     one process, no step lands after pause() returns. Only the receiving thread reaps the child."""
 
-    def __init__(self, spec: RunSpec, *, ctx: multiprocessing.context.BaseContext | None = None):
+    def __init__(self, spec: RunSpec, *, ctx: multiprocessing.context.BaseContext | None = None,
+                 history: list = (), evals: list[EvalRecord] = ()):
+        """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
         self.run_id, self.nice, self.spec = spec.run_id, spec.nice, spec
+        self.on_checkpoint: CheckpointSink | None = None
         ctx = ctx or context()
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_child_main, args=(spec, child), name=f"minigpt-run-{spec.run_id}",
@@ -149,8 +179,8 @@ class ProcessRun:
         self._sent = 0                       # the last command's number: the child's state is news once it has done it
         self._replies: dict[int, Any] = {}
         self._abandoned: set[int] = set()    # commands whose caller stopped waiting: their answers are dropped
-        self._history: list = []
-        self._evals: list[EvalRecord] = []
+        self._history: list = list(history)
+        self._evals: list[EvalRecord] = list(evals)
         self._status = dict(payload, state="idle", done=0)
         self._state, self._dead = "idle", False
         self.trainer = TrainerView(self, spec)
@@ -163,7 +193,8 @@ class ProcessRun:
 
     # -- control -----------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
-        self._command("start", paused, change=lambda state: None if state in ("finished", "error", "closed", "running")
+        self._command("start", paused, self.on_checkpoint is not None,
+                      change=lambda state: None if state in ("finished", "error", "closed", "running")
                       else "paused" if paused else "running")
 
     def resume(self) -> None:
@@ -259,6 +290,11 @@ class ProcessRun:
     def _take(self, message: tuple) -> None:
         """A message from the child (the receiving thread)."""
         kind, *rest = message
+        if kind == "checkpoint":  # (step, files), handed on outside the lock: the sink may write to disk
+            sink = self.on_checkpoint
+            if sink is not None:
+                sink(*rest)
+            return
         with self._lock:
             if kind == "update":
                 self._apply(*rest)
@@ -388,7 +424,7 @@ def _child_main(spec: RunSpec, conn) -> None:
             except (EOFError, OSError):  # the server has gone
                 break
             try:
-                answer = _do(run, op, args)
+                answer = _do(run, op, args, sender)
             except Exception:  # a command that fails (weights asked of a closed run) is answered with nothing
                 answer = None
             sender.update(done=number)
@@ -400,9 +436,10 @@ def _child_main(spec: RunSpec, conn) -> None:
         conn.close()
 
 
-def _do(run: TrainingRun, op: str, args: list) -> Any:
+def _do(run: TrainingRun, op: str, args: list, sender: _Sender) -> Any:
     """One command from the server, done in the child; what it answers."""
-    if op == "start":
+    if op == "start":  # (paused, wants checkpoints)
+        run.on_checkpoint = sender.checkpoint if args[1] else None
         run.start(paused=args[0])
     elif op == "steps":
         run.run_steps(args[0])
@@ -452,12 +489,25 @@ def warm_up() -> None:
     gc.collect()  # the warm-up run's cycles go now: each child's gc.freeze() would keep them for good
 
 
-def _build(spec: RunSpec) -> TrainingRun:
+def _build(spec: RunSpec, history: list = (), evals: list[EvalRecord] = ()) -> TrainingRun:
+    """The run's TrainingRun: a new model from its seed, or the checkpoint in spec.resume (weights,
+    optimizer, step and random state, and the best weights where it stops early)."""
     tokenizer = CharTokenizer(spec.chars)
-    trainer = Trainer(build_model(spec.model, spec.train.seed, spec.train.device), tokenizer, spec.text, spec.train,
-                      log_interval=spec.log_interval, **training_hooks(task_for_corpus(spec.corpus_key)))
+    if spec.resume is None:
+        model = build_model(spec.model, spec.train.seed, spec.train.device)
+    else:
+        checkpoint = load_files(spec.resume, device=spec.train.device, with_optimizer=True,
+                                source=Message("run {run}'s checkpoint", run=spec.run_id))
+        model = checkpoint.model.train()
+    trainer = Trainer(model, tokenizer, spec.text, spec.train, log_interval=spec.log_interval,
+                      **training_hooks(task_for_corpus(spec.corpus_key)))
+    if spec.resume is not None:
+        trainer.load_state_dict(checkpoint.meta["trainer_state"], checkpoint.optimizer_state)
+        if BEST_WEIGHTS_NAME in spec.resume:
+            trainer.best_weights = safetensors.torch.load(spec.resume[BEST_WEIGHTS_NAME])
     return TrainingRun(trainer, probe_text=spec.probe_text, sample_prompt=spec.sample_prompt,
-                       sample_chars=spec.sample_chars, run_id=spec.run_id, nice=spec.nice)
+                       sample_chars=spec.sample_chars, run_id=spec.run_id, nice=spec.nice, history=history,
+                       evals=evals)
 
 
 class _Sender:
@@ -484,6 +534,10 @@ class _Sender:
     def send(self, message: tuple) -> None:
         with self.lock:
             self._send(message)
+
+    def checkpoint(self, step: int, files: dict[str, bytes]) -> None:
+        """The run's checkpoint, to the server (it reaches it in order with the run's news)."""
+        self.send(("checkpoint", step, files))
 
     def _send(self, message: tuple) -> None:
         try:

@@ -8,6 +8,7 @@
 - `waiting`: wait on a condition, never on time passing;
 - `apptest`: Streamlit's AppTest on our pages;
 - `browser`: a live server and a real chromium;
+- `postgres`: a throwaway PostgreSQL server, and the databases the store's tests run on;
 - `language`: what a page shows, as words, and the check that a Chinese page shows no English.
 
 Only `apptest`, `browser` and `language` import Streamlit or the app: the library's tests

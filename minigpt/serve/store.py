@@ -1,0 +1,830 @@
+"""What must outlive the server process, in a real database through SQLAlchemy: the classes (their
+posts, answers and the lesson their teacher leads), every run (its recipe, history, samples, state,
+its place in line and its checkpoints) and the runs kept for comparison. No Streamlit here: the app
+hands in the engine that `st.connection(type="sql")` made; the library and its tests make one with
+`create_engine`.
+
+- **One schema, versioned** (`SCHEMA_VERSION`, in the table `minigpt_meta`). A new database is
+  made at the current version; an older one is migrated, one step at a time (`MIGRATIONS`), inside
+  a transaction; a newer one is refused, never written to, and said so.
+- **Memory first.** The registry and the classes keep serving from memory; the store writes behind
+  them on one thread of its own, in order. What a learner or a teacher does (a post, a class, an
+  answer) waits for its write, a little (`WAIT_SECONDS`), so that a page that says "posted" has
+  posted; what a run logs is written as it comes, without waiting.
+- **Faults are said, never raised to a page.** Unreachable, locked, full, corrupt, a driver that
+  is not installed, a schema from a newer version: `problem` holds the sentence to show, the app
+  works from memory, and writes that failed are tried again, in order, when the database answers.
+  Nothing already saved is overwritten with less: a database that cannot be read is never written.
+- **Every statement binds its values.** Tables and columns are named here; what a user typed only
+  ever travels as a bound parameter.
+- **SQLite** (the default) runs in WAL mode with a busy timeout, so several threads and processes
+  share one file; a write is a transaction, so a kill leaves the last complete state. Its
+  checkpoints are files beside it (`checkpoint-<step>/` folders, kill-safe like every checkpoint
+  here). With any other database the checkpoints go into the database itself: a container's disk
+  may not outlive it.
+- **Bounded** (`Retention`): a class's rows go when it ends, a run nobody posted and nobody has
+  opened for `run_days` goes with its checkpoints, and a run keeps its `checkpoints` newest.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..messages import N_, LabError, Message
+
+if TYPE_CHECKING:
+    from ..lab.run_records import RunRecord
+    from ..train import TrainEvent
+    from .run import EvalRecord
+
+SCHEMA_VERSION = 2
+WAIT_SECONDS = 3.0        # how long a learner's or teacher's action waits for its write before the page goes on
+RETRY_SECONDS = 2.0       # between tries of a write the database refused
+REOPEN_SECONDS = 30.0     # between tries to open a database that could not be opened
+MAX_PENDING = 20_000      # writes held while the database does not answer; past it the oldest history goes
+BUSY_TIMEOUT_MS = 10_000  # SQLite: how long a write waits for another connection's lock
+TIDY_SECONDS = 600.0      # between retention passes
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+# what a database says when it is away, busy or out of room: a write that met one is tried again
+TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DisconnectionError, sa.exc.TimeoutError, OSError)
+
+
+class StoreError(LabError, RuntimeError):
+    """The database cannot be used: why, in a sentence for the page."""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long what the store keeps stays (docs/deploying.md): a class's rows go when it ends, at the
+    latest `class_hours` after its last activity; a run that is on no open class's board goes `run_days`
+    after its owner last opened it; a run keeps its `checkpoints` newest."""
+
+    class_hours: float = 3.0
+    run_days: float = 7.0
+    checkpoints: int = 1
+
+
+# ------------------------------------------------------------------------------------------ schema
+metadata = sa.MetaData()
+
+meta_table = sa.Table(
+    "minigpt_meta", metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.String(64), nullable=False),
+)
+classes_table = sa.Table(
+    "classes", metadata,
+    sa.Column("code", sa.String(8), primary_key=True),
+    sa.Column("teacher_key", sa.LargeBinary, nullable=False),   # keys.hashed: salt + digest
+    sa.Column("salt", sa.LargeBinary, nullable=False),          # the class's salt for its learners' tags
+    sa.Column("challenge", sa.JSON),
+    sa.Column("pinned", sa.String(32)),
+    sa.Column("lesson_step", sa.Integer),
+    sa.Column("revealed", sa.JSON, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),             # wall-clock seconds
+    sa.Column("last_active", sa.Float, nullable=False),
+)
+posts_table = sa.Table(
+    "posts", metadata,
+    sa.Column("post_id", sa.String(32), primary_key=True),
+    sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("position", sa.Integer, nullable=False),          # posting order
+    sa.Column("name", sa.String(160), nullable=False),
+    sa.Column("run_id", sa.String(32), nullable=False, index=True),
+    sa.Column("post_key", sa.LargeBinary, nullable=False),
+    sa.Column("run_key", sa.LargeBinary, nullable=False),
+    sa.Column("learner", sa.LargeBinary, nullable=False),       # keys.tag under the class's salt
+    sa.Column("corpus", sa.String(300), nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("sample", sa.Text, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("hidden", sa.Boolean, nullable=False),
+)
+answers_table = sa.Table(
+    "answers", metadata,
+    sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True),
+    sa.Column("learner", sa.LargeBinary(32), primary_key=True),
+    sa.Column("option", sa.Integer, nullable=False),
+)
+corpora_table = sa.Table(
+    "corpora", metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("text", sa.Text, nullable=False),
+)
+runs_table = sa.Table(
+    "runs", metadata,
+    sa.Column("run_id", sa.String(32), primary_key=True),
+    sa.Column("owner_key", sa.LargeBinary, nullable=False),
+    sa.Column("recipe", sa.JSON, nullable=False),               # what rebuilds it: configs, vocabulary, probe
+    sa.Column("corpus_sha256", sa.String(64), sa.ForeignKey("corpora.sha256"), nullable=False),
+    sa.Column("corpus_label", sa.String(300), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("elapsed", sa.Float, nullable=False),
+    sa.Column("tokens_per_sec", sa.Float, nullable=False),
+    sa.Column("stopped_early", sa.Boolean, nullable=False),
+    sa.Column("error", sa.JSON),
+    sa.Column("line_order", sa.Integer),                        # its place in line while it waits
+    sa.Column("start_paused", sa.Boolean, nullable=False),
+    sa.Column("checkpoint_step", sa.Integer),                   # its newest checkpoint's step
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+)
+events_table = sa.Table(
+    "run_events", metadata,
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True),
+    sa.Column("event", sa.JSON, nullable=False),
+)
+evals_table = sa.Table(
+    "run_evals", metadata,
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True),
+    sa.Column("train_loss", sa.Float, nullable=False),
+    sa.Column("val_loss", sa.Float, nullable=False),
+    sa.Column("sample", sa.Text, nullable=False),
+)
+blobs_table = sa.Table(  # checkpoints inside the database (any database but SQLite's file)
+    "checkpoint_files", metadata,
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+)
+records_table = sa.Table(  # runs kept for comparison (lab.run_records.RunShelf)
+    "kept_records", metadata,
+    sa.Column("record_id", sa.String(32), primary_key=True),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+)
+
+
+# -------------------------------------------------------------------------------------- migrations
+def _v1_classes(md: sa.MetaData) -> sa.Table:
+    """The classes table as version 1 had it: the lesson (step, revealed, every answer) in one JSON
+    value, which every answer rewrote whole."""
+    return sa.Table(
+        "classes", md,
+        sa.Column("code", sa.String(8), primary_key=True),
+        sa.Column("teacher_key", sa.LargeBinary, nullable=False),
+        sa.Column("salt", sa.LargeBinary, nullable=False),
+        sa.Column("challenge", sa.JSON),
+        sa.Column("pinned", sa.String(32)),
+        sa.Column("lesson", sa.JSON, nullable=False),
+        sa.Column("created", sa.Float, nullable=False),
+        sa.Column("last_active", sa.Float, nullable=False),
+    )
+
+
+def create_version_1(connection: sa.Connection) -> None:
+    """The schema as version 1 made it (the migration's starting point, and its test's)."""
+    md = sa.MetaData()
+    _v1_classes(md)
+    for table in (meta_table, posts_table, corpora_table, runs_table, events_table, evals_table, blobs_table,
+                  records_table):
+        table.to_metadata(md)
+    md.create_all(connection)
+    connection.execute(sa.insert(meta_table.to_metadata(sa.MetaData())).values(name="schema_version", value="1"))
+
+
+def _migrate_1_to_2(connection: sa.Connection) -> None:
+    """The answers move out of the classes' lesson value into rows of their own (thirty learners
+    answering at once no longer rewrite one row); the lesson's step and reveals get columns."""
+    old = _v1_classes(sa.MetaData())
+    rows = connection.execute(sa.select(old.c.code, old.c.lesson)).all()
+    answers_table.create(connection)
+    connection.execute(sa.text("ALTER TABLE classes ADD COLUMN lesson_step INTEGER"))
+    connection.execute(sa.text("ALTER TABLE classes ADD COLUMN revealed JSON"))
+    for code, lesson in rows:
+        lesson = lesson or {}
+        connection.execute(sa.update(classes_table).where(classes_table.c.code == code).values(
+            lesson_step=lesson.get("step"), revealed=list(lesson.get("revealed", []))))
+        answers = [{"code": code, "step": int(step), "learner": bytes.fromhex(learner), "option": int(option)}
+                   for step, given in (lesson.get("answers") or {}).items() for learner, option in given.items()]
+        if answers:
+            connection.execute(sa.insert(answers_table), answers)
+    connection.execute(sa.text("ALTER TABLE classes DROP COLUMN lesson"))
+
+
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _migrate_1_to_2}  # from version N to N + 1
+
+
+def schema_version(connection: sa.Connection) -> int | None:
+    """The database's schema version; None for a database with none of our tables."""
+    if not sa.inspect(connection).has_table(meta_table.name):
+        return None
+    value = connection.execute(sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")).scalar()
+    return int(value) if value is not None else None
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Make the database's schema the current one: create it, or run each migration from its version,
+    in one transaction (PostgreSQL's DDL is transactional; SQLite's ALTERs are too). Returns the version
+    it found (0: a new database). StoreError for a version newer than this code's."""
+    with engine.begin() as connection:
+        found = schema_version(connection)
+        if found is None:
+            metadata.create_all(connection)
+            connection.execute(sa.insert(meta_table).values(name="schema_version", value=str(SCHEMA_VERSION)))
+            return 0
+        if found > SCHEMA_VERSION:
+            raise StoreError("The database's schema is version {found}, written by a newer MiniGPT Lab than this one "
+                             "(version {ours}). Update the app, or point it at another database: this one is left "
+                             "as it is.", found=found, ours=SCHEMA_VERSION)
+        for version in range(found, SCHEMA_VERSION):
+            MIGRATIONS[version](connection)
+        connection.execute(sa.update(meta_table).where(meta_table.c.name == "schema_version")
+                           .values(value=str(SCHEMA_VERSION)))
+        return found
+
+
+# ------------------------------------------------------------------------------------ rows as read
+@dataclass
+class StoredClass:
+    code: str
+    teacher_key: bytes
+    salt: bytes
+    challenge: dict | None
+    pinned: str | None
+    lesson_step: int | None
+    revealed: list[int]
+    last_active: float                 # wall clock
+    posts: list[dict] = field(default_factory=list)
+    answers: dict[int, dict[bytes, int]] = field(default_factory=dict)
+
+
+@dataclass
+class StoredRunRow:
+    """A run as the store has it: enough to show it, and (with its checkpoint) to train it on."""
+
+    run_id: str
+    owner_key: bytes
+    recipe: dict
+    text: str
+    corpus_label: str
+    state: str
+    step: int
+    elapsed: float
+    tokens_per_sec: float
+    stopped_early: bool
+    error: dict | None
+    line_order: int | None
+    start_paused: bool
+    checkpoint_step: int | None
+    history: list[TrainEvent]
+    evals: list[EvalRecord]
+
+
+# ------------------------------------------------------------------------------------------ store
+class Store:
+    """The server's database. Thread-safe; see the module docstring."""
+
+    def __init__(self, engine: sa.Engine, *, checkpoint_dir: str | Path | None = None,
+                 retention: Retention = Retention(), clock: Callable[[], float] = time.time) -> None:
+        """`checkpoint_dir`: where checkpoints are written as folders (SQLite's default, beside its
+        file); None keeps them in the database."""
+        self.engine, self.retention, self._clock = engine, retention, clock
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self._queue: queue.Queue[_Write | None] = queue.Queue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._problem: Message | None = None
+        self._opened = False
+        self._next_open = 0.0
+        self._last_tidy = float("-inf")
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        if engine.dialect.name == "sqlite":
+            sa.event.listen(engine, "connect", _sqlite_settings)
+        self.open()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Store:
+        """A store on `url` (an SQLAlchemy URL); with SQLite, checkpoints beside its file."""
+        engine = create_engine(url)
+        if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+            kwargs.setdefault("checkpoint_dir", Path(engine.url.database).parent / "checkpoints")
+        return cls(engine, **kwargs)
+
+    # -- health ------------------------------------------------------------------------------
+    @property
+    def problem(self) -> Message | None:
+        """Why results are not being saved right now, or None when they are."""
+        with self._lock:
+            return self._problem
+
+    @property
+    def ready(self) -> bool:
+        """The database is open at the current schema (tried again every REOPEN_SECONDS when not)."""
+        if not self._opened and time.monotonic() >= self._next_open:
+            self.open()
+        return self._opened
+
+    def open(self) -> bool:
+        """Open the database: migrate its schema, and start the writer. False (with `problem` set) when
+        it cannot be used now."""
+        with self._lock:
+            if self._opened:
+                return True
+        try:
+            migrate(self.engine)
+        except StoreError as err:
+            self._set_problem(Message(err.template, **err.params), reopen=float("inf"))  # never written
+            return False
+        except Exception as err:  # noqa: BLE001 - unreachable, locked, corrupt: said, and tried again later
+            self._set_problem(describe(err), reopen=REOPEN_SECONDS)
+            return False
+        with self._lock:
+            self._opened, self._problem = True, None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._write_loop, name="minigpt-store", daemon=True)
+                self._thread.start()
+        return True
+
+    def close(self) -> None:
+        """Write what is queued (a few seconds at most), then stop the writer and free the engine."""
+        self.flush(timeout=5.0)
+        self._closing = True
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self.engine.dispose()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write queued so far is in the database: True, or False after `timeout`."""
+        if not self._opened:
+            return False
+        done = threading.Event()
+        self._queue.put(_Write(lambda connection: None, done=done))
+        return done.wait(timeout)
+
+    def _set_problem(self, problem: Message | None, reopen: float | None = None) -> None:
+        with self._lock:
+            self._problem = problem
+            if reopen is not None:
+                self._next_open = time.monotonic() + reopen
+
+    # -- the writer --------------------------------------------------------------------------
+    def write(self, operation: Callable[[sa.Connection], None], *, wait: bool = False, history: bool = False) -> bool:
+        """Queue `operation(connection)`, one transaction, done in order on the writer's thread. `wait`:
+        return once it is in the database (True) or after WAIT_SECONDS (False: it stays queued).
+        `history`: a run's logged steps, the first to go when the queue is full."""
+        if not self.ready:
+            return False
+        with self._lock:
+            if self._pending >= MAX_PENDING and history:
+                return False  # the database has not answered for long: the run's own curve keeps them
+            self._pending += 1
+        done = threading.Event() if wait else None
+        self._queue.put(_Write(operation, done=done))
+        return done.wait(WAIT_SECONDS) if done is not None else True
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            while not self._closing:
+                try:
+                    with self.engine.begin() as connection:
+                        item.operation(connection)
+                except TRANSIENT as err:  # said on the pages; the same write is tried again, the rest wait their turn
+                    self._set_problem(describe(err))
+                    time.sleep(RETRY_SECONDS)
+                    continue
+                except Exception:  # noqa: BLE001 - refused for good (its run was erased meanwhile): dropped
+                    break
+                if self._problem is not None:
+                    self._set_problem(None)
+                break
+            with self._lock:
+                self._pending = max(0, self._pending - 1)
+            if item.done is not None:
+                item.done.set()
+            if self._queue.empty() and self._clock() - self._last_tidy > TIDY_SECONDS:
+                self._last_tidy = self._clock()
+                with contextlib.suppress(Exception):
+                    self.tidy()
+
+    def _read(self, query: Callable[[sa.Connection], Any], default: Any) -> Any:
+        """Run a read on the caller's thread; `default` (and `problem` said) when the database fails."""
+        if not self.ready:
+            return default
+        try:
+            with self.engine.connect() as connection:
+                return query(connection)
+        except Exception as err:  # noqa: BLE001
+            self._set_problem(describe(err))
+            return default
+
+    # -- classes -----------------------------------------------------------------------------
+    def save_class(self, code: str, teacher_key: bytes, salt: bytes, last_active: float) -> bool:
+        """A new class; `last_active` in wall-clock seconds."""
+        now = self._clock()
+        values = {"code": code, "teacher_key": teacher_key, "salt": salt, "challenge": None, "pinned": None,
+                  "lesson_step": None, "revealed": [], "created": now, "last_active": last_active}
+        return self.write(lambda c: c.execute(sa.insert(classes_table).values(**values)), wait=True)
+
+    def update_class(self, code: str, *, wait: bool = True, **values: Any) -> bool:
+        """Change a class's columns: challenge, pinned, lesson_step, revealed, last_active."""
+        return self.write(lambda c: c.execute(sa.update(classes_table).where(classes_table.c.code == code)
+                                              .values(**values)), wait=wait)
+
+    def delete_class(self, code: str, *, with_runs: bool = False) -> bool:
+        """A class's rows (its posts and answers with it); with_runs: the runs posted to it too."""
+        def delete(connection: sa.Connection) -> None:
+            if with_runs:
+                posted = connection.execute(sa.select(posts_table.c.run_id).where(posts_table.c.code == code))
+                self._delete_runs(connection, [row[0] for row in posted])
+            connection.execute(sa.delete(answers_table).where(answers_table.c.code == code))
+            connection.execute(sa.delete(posts_table).where(posts_table.c.code == code))
+            connection.execute(sa.delete(classes_table).where(classes_table.c.code == code))
+        return self.write(delete, wait=True)
+
+    def save_post(self, code: str, post: dict) -> bool:
+        """Insert or replace a post (the columns of posts_table, code aside)."""
+        values = {**post, "code": code}
+        return self.write(lambda c: _upsert(c, posts_table, values, ["post_id"]), wait=True)
+
+    def update_post(self, post_id: str, *, wait: bool = False, **values: Any) -> bool:
+        return self.write(lambda c: c.execute(sa.update(posts_table).where(posts_table.c.post_id == post_id)
+                                              .values(**values)), wait=wait)
+
+    def delete_post(self, post_id: str) -> bool:
+        return self.write(lambda c: c.execute(sa.delete(posts_table).where(posts_table.c.post_id == post_id)),
+                          wait=True)
+
+    def save_answer(self, code: str, step: int, learner: bytes, option: int | None) -> bool:
+        where = (answers_table.c.code == code) & (answers_table.c.step == step) & (answers_table.c.learner == learner)
+
+        def answer(connection: sa.Connection) -> None:
+            connection.execute(sa.delete(answers_table).where(where))
+            if option is not None:
+                connection.execute(sa.insert(answers_table).values(code=code, step=step, learner=learner,
+                                                                   option=option))
+        return self.write(answer, wait=True)
+
+    def load_classes(self) -> list[StoredClass]:
+        """Every class that has not ended, with its posts (in posting order) and answers."""
+        cutoff = self._clock() - self.retention.class_hours * 3600
+
+        def query(connection: sa.Connection) -> list[StoredClass]:
+            found = {}
+            for row in connection.execute(sa.select(classes_table).where(classes_table.c.last_active >= cutoff)):
+                found[row.code] = StoredClass(row.code, row.teacher_key, row.salt, row.challenge, row.pinned,
+                                              row.lesson_step, list(row.revealed or []), row.last_active)
+            for row in connection.execute(sa.select(posts_table).order_by(posts_table.c.position)):
+                if row.code in found:
+                    found[row.code].posts.append(dict(row._mapping))
+            for row in connection.execute(sa.select(answers_table)):
+                if row.code in found:
+                    found[row.code].answers.setdefault(row.step, {})[row.learner] = row.option
+            return list(found.values())
+        return self._read(query, [])
+
+    # -- runs --------------------------------------------------------------------------------
+    def save_run(self, run_id: str, owner_key: bytes, recipe: dict, text: str, corpus_label: str, *,
+                 line_order: int | None, start_paused: bool, max_steps: int) -> bool:
+        """A new run, waiting in line: its recipe and corpus (kept once per text)."""
+        import hashlib
+
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        now = self._clock()
+        row = {"run_id": run_id, "owner_key": owner_key, "recipe": recipe, "corpus_sha256": sha,
+               "corpus_label": corpus_label, "state": "waiting", "step": 0, "elapsed": 0.0, "tokens_per_sec": 0.0,
+               "stopped_early": False, "error": None, "line_order": line_order, "start_paused": start_paused,
+               "checkpoint_step": None, "created": now, "last_seen": now}
+
+        def insert(connection: sa.Connection) -> None:
+            _insert_missing(connection, corpora_table, {"sha256": sha, "text": text}, ["sha256"])
+            connection.execute(sa.insert(runs_table).values(**row))
+        return self.write(insert, wait=True)
+
+    def update_run(self, run_id: str, *, wait: bool = False, **values: Any) -> bool:
+        """Change a run's columns (state, step, elapsed, tokens_per_sec, stopped_early, error, line_order,
+        last_seen)."""
+        return self.write(lambda c: c.execute(sa.update(runs_table).where(runs_table.c.run_id == run_id)
+                                              .values(**values)), wait=wait)
+
+    def add_history(self, run_id: str, events: Iterable[TrainEvent], evals: Iterable[EvalRecord]) -> bool:
+        """A run's newly logged steps and evaluations (a step written again replaces itself: a resumed
+        run logs the steps after its checkpoint anew)."""
+        events = [{"run_id": run_id, "step": e.step, "event": _event_json(e)} for e in events]
+        evals = [{"run_id": run_id, "step": r.step, "train_loss": _finite(r.train_loss),
+                  "val_loss": _finite(r.val_loss), "sample": r.sample} for r in evals]
+        if not events and not evals:
+            return True
+
+        def insert(connection: sa.Connection) -> None:
+            for values in events:
+                _upsert(connection, events_table, values, ["run_id", "step"])
+            for values in evals:
+                _upsert(connection, evals_table, values, ["run_id", "step"])
+        return self.write(insert, history=True)
+
+    def forget_after(self, run_id: str, step: int) -> bool:
+        """A run resumed from its checkpoint at `step`: what it logged after that step goes (it logs it
+        again)."""
+        def delete(connection: sa.Connection) -> None:
+            connection.execute(sa.delete(events_table).where((events_table.c.run_id == run_id)
+                                                             & (events_table.c.step > step)))
+            connection.execute(sa.delete(evals_table).where((evals_table.c.run_id == run_id)
+                                                            & (evals_table.c.step > step)))
+        return self.write(delete, wait=True)
+
+    def save_checkpoint(self, run_id: str, step: int, files: dict[str, bytes]) -> bool:
+        """A run's checkpoint at `step` (checkpoint_files' dict): the run keeps retention.checkpoints."""
+        if not _RUN_ID.fullmatch(run_id):
+            raise ValueError(f"not a run id: {run_id!r}")
+        keep = max(1, self.retention.checkpoints)
+
+        def save(connection: sa.Connection) -> None:
+            if self.checkpoint_dir is not None:
+                from ..checkpoint import save_step_files  # torch, only once a run has trained
+
+                save_step_files(self.checkpoint_dir / run_id, step, files, keep=keep)
+            else:
+                where = (blobs_table.c.run_id == run_id) & (blobs_table.c.step == step)
+                connection.execute(sa.delete(blobs_table).where(where))
+                connection.execute(sa.insert(blobs_table), [{"run_id": run_id, "step": step, "name": name,
+                                                              "data": data} for name, data in files.items()])
+                steps = [row[0] for row in connection.execute(
+                    sa.select(blobs_table.c.step).where(blobs_table.c.run_id == run_id).distinct()
+                    .order_by(blobs_table.c.step.desc()))]
+                if len(steps) > keep:
+                    connection.execute(sa.delete(blobs_table).where((blobs_table.c.run_id == run_id)
+                                                                    & blobs_table.c.step.in_(steps[keep:])))
+            connection.execute(sa.update(runs_table).where(runs_table.c.run_id == run_id)
+                               .values(checkpoint_step=step))
+        return self.write(save)
+
+    def load_checkpoint(self, run_id: str) -> tuple[int, dict[str, bytes]] | None:
+        """A run's newest checkpoint: its step and files, or None."""
+        if not _RUN_ID.fullmatch(run_id):
+            return None
+        if self.checkpoint_dir is not None:
+            from ..checkpoint import latest_checkpoint
+
+            try:
+                folder = latest_checkpoint(self.checkpoint_dir / run_id)
+                if folder is None:
+                    return None
+                return int(folder.name.split("-")[1]), {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+            except OSError as err:
+                self._set_problem(describe(err))
+                return None
+
+        def query(connection: sa.Connection) -> tuple[int, dict[str, bytes]] | None:
+            step = connection.execute(sa.select(sa.func.max(blobs_table.c.step))
+                                      .where(blobs_table.c.run_id == run_id)).scalar()
+            if step is None:
+                return None
+            rows = connection.execute(sa.select(blobs_table.c.name, blobs_table.c.data).where(
+                (blobs_table.c.run_id == run_id) & (blobs_table.c.step == step)))
+            return step, {name: bytes(data) for name, data in rows}
+        return self._read(query, None)
+
+    def load_run(self, run_id: str) -> StoredRunRow | None:
+        """A run with its history, or None where the store does not have it."""
+        if not _RUN_ID.fullmatch(run_id or ""):
+            return None
+        return self._read(lambda c: _load_runs(c, runs_table.c.run_id == run_id)[:1] or [None], [None])[0]
+
+    def waiting_runs(self) -> list[StoredRunRow]:
+        """The runs that were waiting in line, first in line first."""
+        return self._read(lambda c: _load_runs(c, runs_table.c.line_order.is_not(None)
+                                               & runs_table.c.state.in_(("waiting", "starting"))), [])
+
+    def seen(self, run_ids: Iterable[str]) -> bool:
+        """Their owners opened these runs now (retention counts from it)."""
+        ids, now = list(run_ids), self._clock()
+        if not ids:
+            return True
+        return self.write(lambda c: c.execute(sa.update(runs_table).where(runs_table.c.run_id.in_(ids))
+                                              .values(last_seen=now)))
+
+    def max_line_order(self) -> int:
+        return self._read(lambda c: c.execute(sa.select(sa.func.max(runs_table.c.line_order))).scalar() or 0, 0)
+
+    def delete_runs(self, run_ids: list[str]) -> bool:
+        return self.write(lambda c: self._delete_runs(c, run_ids), wait=True)
+
+    def _delete_runs(self, connection: sa.Connection, run_ids: list[str]) -> None:
+        if not run_ids:
+            return
+        for table in (events_table, evals_table, blobs_table):
+            connection.execute(sa.delete(table).where(table.c.run_id.in_(run_ids)))
+        connection.execute(sa.delete(runs_table).where(runs_table.c.run_id.in_(run_ids)))
+        if self.checkpoint_dir is not None:
+            import shutil
+
+            for run_id in run_ids:
+                if _RUN_ID.fullmatch(run_id):
+                    shutil.rmtree(self.checkpoint_dir / run_id, ignore_errors=True)
+
+    # -- comparisons -------------------------------------------------------------------------
+    def save_record(self, record: RunRecord) -> bool:
+        values = {"record_id": record.record_id, "record": record_json(record), "created": self._clock()}
+        return self.write(lambda c: _upsert(c, records_table, values, ["record_id"]), wait=True)
+
+    def load_records(self, record_ids: list[str]) -> list[RunRecord]:
+        """The kept records of these ids that the store has, in the order asked."""
+        ids = [i for i in record_ids if _RUN_ID.fullmatch(i)]
+        if not ids:
+            return []
+
+        def query(connection: sa.Connection) -> list[RunRecord]:
+            rows = dict(connection.execute(sa.select(records_table.c.record_id, records_table.c.record)
+                                           .where(records_table.c.record_id.in_(ids))).all())
+            return [record_from_json(rows[i]) for i in ids if i in rows]
+        return self._read(query, [])
+
+    # -- retention ---------------------------------------------------------------------------
+    def tidy(self) -> None:
+        """Delete what retention lets go: ended classes, runs on no board unseen for run_days (with
+        their checkpoints), kept records as old, and corpora no run uses."""
+        now = self._clock()
+        class_cutoff = now - self.retention.class_hours * 3600
+        run_cutoff = now - self.retention.run_days * 86400
+
+        def tidy(connection: sa.Connection) -> None:
+            ended = [row[0] for row in connection.execute(
+                sa.select(classes_table.c.code).where(classes_table.c.last_active < class_cutoff))]
+            for code in ended:
+                connection.execute(sa.delete(answers_table).where(answers_table.c.code == code))
+                connection.execute(sa.delete(posts_table).where(posts_table.c.code == code))
+                connection.execute(sa.delete(classes_table).where(classes_table.c.code == code))
+            posted = sa.select(posts_table.c.run_id)
+            old = [row[0] for row in connection.execute(
+                sa.select(runs_table.c.run_id).where((runs_table.c.last_seen < run_cutoff)
+                                                     & runs_table.c.run_id.not_in(posted)))]
+            self._delete_runs(connection, old)
+            connection.execute(sa.delete(records_table).where(records_table.c.created < run_cutoff))
+            connection.execute(sa.delete(corpora_table).where(
+                corpora_table.c.sha256.not_in(sa.select(runs_table.c.corpus_sha256))))
+        self.write(tidy, wait=True)
+
+    def size_on_disk(self) -> int | None:
+        """Bytes the store takes on disk (SQLite: its files and the checkpoint folders); None elsewhere."""
+        if self.engine.dialect.name != "sqlite" or not self.engine.url.database:
+            return None
+        main = Path(self.engine.url.database)
+        files = [main, main.with_name(main.name + "-wal"), main.with_name(main.name + "-shm")]
+        total = sum(p.stat().st_size for p in files if p.exists())
+        if self.checkpoint_dir is not None and self.checkpoint_dir.exists():
+            total += sum(p.stat().st_size for p in self.checkpoint_dir.rglob("*") if p.is_file())
+        return total
+
+
+@dataclass
+class _Write:
+    operation: Callable[[sa.Connection], None]
+    done: threading.Event | None = None
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def create_engine(url: str, **kwargs: Any) -> sa.Engine:
+    """An engine for `url`; StoreError naming the package to install where its driver is missing."""
+    try:
+        return sa.create_engine(url, **kwargs)
+    except (ModuleNotFoundError, ImportError, sa.exc.NoSuchModuleError) as err:
+        raise StoreError(*_driver_missing(url, err)) from None
+    except sa.exc.ArgumentError as err:
+        raise StoreError("The database URL is not one SQLAlchemy understands ({error}).", error=str(err)) from None
+
+
+DRIVERS = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "pymysql": "PyMySQL", "asyncpg": "asyncpg",
+           "mysqldb": "mysqlclient", "pg8000": "pg8000"}
+
+
+def _driver_missing(url: str, err: Exception) -> tuple:
+    """The sentence for a URL whose driver is not installed, with what installs it."""
+    try:
+        parsed = sa.engine.make_url(url)
+        driver = parsed.get_driver_name()
+    except Exception:  # noqa: BLE001
+        driver = getattr(err, "name", None) or str(err)
+    package = DRIVERS.get(driver, driver)
+    return (N_("The database URL needs the driver {driver}, which is not installed here. Install it "
+               "(pip install \"{package}\") and restart, or use another URL."), ), {"driver": driver,
+                                                                                   "package": package}
+
+
+def describe(err: BaseException) -> Message:
+    """A database fault as a sentence for the page."""
+    if isinstance(err, StoreError):
+        return Message(err.template, **err.params)
+    text = str(getattr(err, "orig", None) or err).strip().splitlines()[0][:200] if str(err).strip() else \
+        type(err).__name__
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return Message("the database is busy (locked by another process); trying again.")
+    if "full" in lowered or "no space" in lowered:
+        return Message("the database's disk is full ({error}).", error=text)
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        return Message("the database file is damaged ({error}). It is left as it is; point the app at another "
+                       "database or restore a copy.", error=text)
+    return Message("the database does not answer ({error}).", error=text)
+
+
+def _sqlite_settings(dbapi_connection, _record) -> None:
+    """WAL (readers never wait for the writer, and a kill leaves the last commit), a busy timeout
+    (a write waits its turn instead of failing), and foreign keys."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _upsert(connection: sa.Connection, table: sa.Table, values: dict, keys: list[str]) -> None:
+    dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(connection.dialect.name)
+    if dialect is None:  # any other database: delete and insert, in the same transaction
+        where = sa.and_(*(table.c[k] == values[k] for k in keys))
+        connection.execute(sa.delete(table).where(where))
+        connection.execute(sa.insert(table).values(**values))
+        return
+    statement = dialect.insert(table).values(**values)
+    changes = {k: v for k, v in values.items() if k not in keys}
+    connection.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes) if changes
+                       else statement.on_conflict_do_nothing(index_elements=keys))
+
+
+def _insert_missing(connection: sa.Connection, table: sa.Table, values: dict, keys: list[str]) -> None:
+    dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(connection.dialect.name)
+    if dialect is not None:
+        connection.execute(dialect.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys))
+    elif connection.execute(sa.select(table).where(sa.and_(*(table.c[k] == values[k] for k in keys)))).first() is None:
+        connection.execute(sa.insert(table).values(**values))
+
+
+def _load_runs(connection: sa.Connection, where) -> list[StoredRunRow]:
+    from ..train import TrainEvent
+    from .run import EvalRecord
+
+    rows = connection.execute(sa.select(runs_table, corpora_table.c.text)
+                              .join(corpora_table, corpora_table.c.sha256 == runs_table.c.corpus_sha256)
+                              .where(where).order_by(runs_table.c.line_order, runs_table.c.created)).all()
+    out = []
+    for row in rows:
+        events = connection.execute(sa.select(events_table.c.event).where(events_table.c.run_id == row.run_id)
+                                    .order_by(events_table.c.step)).scalars()
+        evals = connection.execute(sa.select(evals_table).where(evals_table.c.run_id == row.run_id)
+                                   .order_by(evals_table.c.step))
+        out.append(StoredRunRow(
+            row.run_id, row.owner_key, row.recipe, row.text, row.corpus_label, row.state, row.step, row.elapsed,
+            row.tokens_per_sec, row.stopped_early, row.error, row.line_order, row.start_paused, row.checkpoint_step,
+            [TrainEvent(**_event_values(e)) for e in events],
+            [EvalRecord(r.step, _number(r.train_loss), _number(r.val_loss), r.sample) for r in evals]))
+    return out
+
+
+def _event_json(event: TrainEvent) -> dict:
+    return {k: _finite(v) if isinstance(v, float) else v for k, v in asdict(event).items()}
+
+
+def _event_values(data: dict) -> dict:
+    return {k: _number(v) if k in ("train_loss", "val_loss", "train_eval_loss") else v for k, v in data.items()}
+
+
+def _finite(value: float | None) -> float | str | None:
+    """JSON and PostgreSQL's float columns take no NaN or infinity: those travel as text."""
+    if value is None or math.isfinite(value):
+        return value
+    return str(value)
+
+
+def _number(value):
+    return float(value) if isinstance(value, str) else value
+
+
+def record_json(record: RunRecord) -> dict:
+    data = asdict(record)
+    data["model"], data["train"] = record.model.to_dict(), record.train.to_dict()
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+
+def record_from_json(data: dict) -> RunRecord:
+    from ..config import GPTConfig, TrainConfig
+    from ..lab.run_records import RunRecord
+
+    values = dict(data)
+    values["model"], values["train"] = GPTConfig.from_dict(data["model"]), TrainConfig.from_dict(data["train"])
+    for name in ("steps", "train_loss", "val_steps", "val_loss"):
+        values[name] = tuple(_number(v) for v in data[name])
+    return RunRecord(**values)
+

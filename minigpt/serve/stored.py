@@ -1,0 +1,168 @@
+"""A run as the store kept it, read back by a server that does not hold it in memory: after a
+restart, or after the registry let it go.
+
+A run's recipe (`recipe_of` a worker.RunSpec, its corpus aside) is what rebuilds it. A `StoredRun`
+is what pages read of it (run.RunView): its history, samples, state and facts from the database, its
+weights from its newest checkpoint, read when a page asks. A run that was training or waiting when
+its server stopped reads as "interrupted" at the step it had logged; its owner resumes it from its
+newest checkpoint (the registry does: RunRegistry.control).
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..config import GPTConfig, TrainConfig
+from ..messages import LabError, Message
+from .run import INTERRUPTED, RunSnapshot
+
+if TYPE_CHECKING:
+    from ..model import MiniGPT
+    from .line import RunPlan
+    from .store import Store, StoredRunRow
+    from .worker import RunSpec
+
+SETTLED_STATES = ("finished", "stopped", "error")  # a stored run in one of these comes back as it was
+
+
+class NoWeightsError(LabError, LookupError):
+    """A stored run whose checkpoint the store does not have (any more)."""
+
+
+def recipe_of(spec: RunSpec) -> dict:
+    """What the store keeps to rebuild a run (its corpus is kept once per text, beside it)."""
+    return {"model": spec.model.to_dict(), "train": spec.train.to_dict(), "chars": list(spec.chars),
+            "corpus_key": spec.corpus_key, "probe_text": spec.probe_text, "sample_prompt": spec.sample_prompt,
+            "sample_chars": spec.sample_chars, "log_interval": spec.log_interval, "nice": spec.nice,
+            "threads": spec.threads}
+
+
+def spec_of(run_id: str, recipe: dict, text: str) -> RunSpec:
+    from .worker import RunSpec
+
+    return RunSpec(run_id, GPTConfig.from_dict(recipe["model"]), TrainConfig.from_dict(recipe["train"]),
+                   tuple(recipe["chars"]), text, recipe.get("corpus_key"), recipe.get("probe_text"),
+                   recipe.get("sample_prompt", ""), int(recipe.get("sample_chars", 80)),
+                   int(recipe.get("log_interval", 10)), int(recipe.get("nice", 19)), int(recipe.get("threads", 1)))
+
+
+def plan_of(spec: RunSpec) -> RunPlan:
+    from ..tokenizer import CharTokenizer
+    from .line import RunPlan
+
+    return RunPlan(spec.model, spec.train, CharTokenizer(spec.chars), spec.text, spec.corpus_key)
+
+
+def error_json(error: Any) -> dict | None:
+    """A run's error as the store keeps it: a message's template and parameters, or its words."""
+    if error is None:
+        return None
+    template, params = getattr(error, "template", None), getattr(error, "params", None)
+    if isinstance(template, str) and isinstance(params, dict):
+        return {"template": template, "params": {k: v if isinstance(v, (int, float, str, bool)) or v is None
+                                                  else str(v) for k, v in params.items()}}
+    return {"text": f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)}
+
+
+def error_from_json(data: dict | None) -> Message | None:
+    if not data:
+        return None
+    if "template" in data:
+        return Message(data["template"], **data.get("params", {}))
+    return Message("{error}", error=data.get("text", ""))
+
+
+class StoredFacts:
+    """`run.trainer` of a stored run (run.TrainerFacts), from its recipe and history."""
+
+    def __init__(self, row: StoredRunRow, spec: RunSpec, plan: RunPlan):
+        self._plan = plan
+        self.cfg, self.model_config, self.tokenizer = spec.train, spec.model, plan.tokenizer
+        self.model_params, self.corpus_chars = spec.model.num_params(), len(spec.text)
+        self.step, self.elapsed, self.stopped_early = row.step, row.elapsed, row.stopped_early
+        vals = [(r.step, r.val_loss) for r in row.evals]
+        self.last_val_loss = vals[-1][1] if vals else None
+        self.best_val = min(vals, key=lambda v: v[1]) if vals else None
+        self._val_windows = None
+        self._lock = threading.Lock()
+
+    @property
+    def val_windows(self):
+        from .line import corpus_val_windows
+
+        with self._lock:
+            if self._val_windows is None:
+                self._val_windows = corpus_val_windows(self._plan)
+            return self._val_windows
+
+
+class StoredRun:
+    """A run read from the store (run.RunView); see the module docstring. Nothing in it changes."""
+
+    def __init__(self, row: StoredRunRow, store: Store):
+        self.run_id, self._row, self._store = row.run_id, row, store
+        self.spec = spec_of(row.run_id, row.recipe, row.text)
+        self.plan = plan_of(self.spec)
+        self.trainer = StoredFacts(row, self.spec, self.plan)
+        self.resume_step = row.checkpoint_step  # its newest checkpoint's step, None without one
+        self._closed = False
+
+    @property
+    def state(self) -> str:
+        if self._closed or self._row.state == "cancelled":  # left the line before it trained
+            return "closed"
+        return self._row.state if self._row.state in SETTLED_STATES else INTERRUPTED
+
+    def is_alive(self) -> bool:
+        return False
+
+    def snapshot(self) -> RunSnapshot:
+        from .runner import steady_speed
+
+        row = self._row
+        return RunSnapshot(run_id=row.run_id, state=self.state, step=row.step, max_steps=self.spec.train.max_steps,
+                           history=list(row.history), evals=list(row.evals),
+                           tokens_per_sec=row.tokens_per_sec or steady_speed(row.history), elapsed=row.elapsed,
+                           error=error_from_json(row.error), stopped_early=row.stopped_early)
+
+    def checkpoint(self) -> tuple[int, dict[str, bytes]]:
+        """Its newest checkpoint's step and files; NoWeightsError where the store has none."""
+        found = self._store.load_checkpoint(self.run_id)
+        if found is None:
+            raise NoWeightsError("The weights of run {run} are not kept on this server: it has no checkpoint.",
+                                 run=self.run_id)
+        return found
+
+    def inference_model(self) -> MiniGPT:
+        from ..checkpoint import load_files
+
+        _step, files = self.checkpoint()
+        return load_files(files, device=self.spec.train.device,
+                          source=Message("run {run}'s checkpoint", run=self.run_id)).model.eval()
+
+    def checkpoint_parts(self) -> dict:
+        from ..checkpoint import load_files
+
+        step, files = self.checkpoint()
+        checkpoint = load_files(files, with_optimizer=True, source=Message("run {run}'s checkpoint", run=self.run_id))
+        return {"model": checkpoint.model.eval(), "tokenizer": checkpoint.tokenizer, "train_config": self.spec.train,
+                "optimizer_state": checkpoint.optimizer_state,
+                "trainer_state": checkpoint.meta.get("trainer_state", {"step": step, "elapsed": self._row.elapsed}),
+                "val_loss": checkpoint.meta.get("val_loss")}
+
+    def resume_from(self) -> tuple[int, dict[str, bytes] | None, list, list]:
+        """What resuming starts from: the newest checkpoint's step and files (0 and None: none, so from
+        the start), and the history and evaluations logged up to its step."""
+        found = self._store.load_checkpoint(self.run_id)
+        step = found[0] if found else 0
+        row = self._row
+        return (step, found[1] if found else None, [e for e in row.history if e.step <= step and found],
+                [r for r in row.evals if r.step <= step and found])
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        self._closed = True
+
+    def nbytes(self) -> int:
+        """What it holds in memory: its history and samples (its weights stay in the store)."""
+        return 200 * len(self._row.history) + sum(len(r.sample) * 4 for r in self._row.evals)
+

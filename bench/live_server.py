@@ -131,6 +131,8 @@ class LiveServer:
         self.script = script  # another script serves as a baseline (bench.inside_latency's bare rerun)
         self.timeout = timeout  # how long it may take to answer its health check before it counts as broken
         self.log = log or Path(tempfile.mkdtemp(prefix="minigpt-bench-")) / "streamlit.log"
+        if "MINIGPT_DATA_DIR" not in (env or {}):  # a database of its own, unless the caller shares one (a restart)
+            self.env["MINIGPT_DATA_DIR"] = str(self.log.parent / "data")
         self.proc: subprocess.Popen | None = None
         self.url = ""
 

@@ -44,6 +44,13 @@ def browser():
         chromium.close()
 
 
+@pytest.fixture(autouse=True)
+def _own_data_folder(tmp_path, monkeypatch):
+    """Each test's app keeps its database and checkpoints in a folder of its own (app/state/database.py),
+    never in the repository's data/ folder, and never what another test left."""
+    monkeypatch.setenv("MINIGPT_DATA_DIR", str(tmp_path / "data"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     # Tiny models are overhead-bound; on a shared 2-core box two intra-op threads

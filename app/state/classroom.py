@@ -18,7 +18,7 @@ from minigpt.serve.board import BoardError, BoardView, Classes
 
 from app.chrome import url
 from app.chrome.i18n import error_text
-from app.state import runs
+from app.state import database, runs
 
 CLASS_KEY = "board_class"       # session_state: the code of the class this session joined
 TEACHER_KEY = "board_teacher"   # session_state: (code, key) of the class this browser started
@@ -33,9 +33,9 @@ REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (thr
 
 @st.cache_resource(show_spinner=False)
 def classes() -> Classes:
-    """Every class on this server, one per process; a view is checked for moved runs at most
-    every two seconds (viewers redraw every REFRESH_SECONDS)."""
-    return Classes(refresh_seconds=REFRESH_SECONDS / 2.5)
+    """Every class on this server, one per process, with those the store kept (state.database); a
+    view is checked for moved runs at most every two seconds (viewers redraw every REFRESH_SECONDS)."""
+    return Classes(refresh_seconds=REFRESH_SECONDS / 2.5, store=database.store())
 
 
 def read_and_sync_url() -> None:
@@ -109,6 +109,14 @@ def leave_class() -> None:
     st.session_state.pop(CLASS_KEY, None)
     if url.CLASS in st.query_params:  # a code that is not there leaves the address too
         del st.query_params[url.CLASS]
+
+
+def erase_class(code: str, key: str) -> None:
+    """The teacher erases the class's data: the class, its posts and answers, and the runs posted to it,
+    from memory and from the store."""
+    posted = classes().close(code, key, erase=True)
+    runs.registry().forget(posted)
+    leave_class()
 
 
 def board_view(code: str) -> BoardView:

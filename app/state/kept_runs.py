@@ -15,7 +15,7 @@ from minigpt.serve.registry import RunEntry, RunLimitError
 from app.chrome import url
 from app.chrome.i18n import _, error_text
 from app.chrome.text import md
-from app.state import runs
+from app.state import database, runs
 from app.state.corpora import Corpus
 
 KEPT_KEY = "kept_runs"          # session_state: the ids this session kept, oldest first
@@ -30,8 +30,8 @@ ID = re.compile(r"^[A-Za-z0-9_-]{12}$")
 
 @st.cache_resource(show_spinner=False)
 def shelf() -> RunShelf:
-    """Every session's kept runs, one shelf per server process."""
-    return RunShelf()
+    """Every session's kept runs, one shelf per server process, written to the store (state.database)."""
+    return RunShelf(store=database.store())
 
 
 def keep_run(entry: RunEntry, name: str = "") -> RunRecord:

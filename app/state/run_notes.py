@@ -23,7 +23,7 @@ METRIC_HELP = {
 }
 STATES = {"waiting": N_("waiting"), "starting": N_("starting"), "idle": N_("idle"),
           "running": N_("running"), "paused": N_("paused"), "stopped": N_("stopped"),
-          "finished": N_("finished"), "error": N_("error")}
+          "finished": N_("finished"), "error": N_("error"), "interrupted": N_("interrupted")}
 
 
 TASKS = {"reverse": N_("reverse"), "copy": N_("copy"), "sort": N_("sort")}

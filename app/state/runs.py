@@ -27,7 +27,7 @@ from minigpt import (
     probe_text,
 )
 from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
-from minigpt.lab.tasks import Task, task_for_corpus, training_hooks
+from minigpt.lab.tasks import Task, task_for_corpus
 from minigpt.serve import registry as registry_module
 from minigpt.serve.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
 from minigpt.serve.line import RunPlan
@@ -36,6 +36,7 @@ from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
 from app.chrome import url
 from app.chrome.i18n import _, language
 from app.chrome.text import format_duration
+from app.state import database
 from app.state.choices import MODEL_SOURCE, TRAINED, current_device
 from app.state.corpora import Corpus
 
@@ -128,7 +129,24 @@ def registry() -> RunRegistry:
                        idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS),
                        max_waiting=env_int(MAX_WAITING_ENV, registry_module.DEFAULT_MAX_WAITING),
                        waiting_idle_seconds=env_int(WAITING_IDLE_ENV, registry_module.DEFAULT_WAITING_IDLE),
-                       kept_bytes=kept * KEPT_RUN_BYTES)
+                       kept_bytes=kept * KEPT_RUN_BYTES, store=database.store(), builder=build_run, facts=run_facts)
+
+
+def build_run(spec, resume=None):
+    """The run `spec` describes, where this server trains (a child process or a thread), at its
+    priority; from `resume`'s checkpoint where a run goes on after a restart."""
+    from minigpt.serve.worker import CHILD_NICE
+    from minigpt.serve.worker import build_run as build
+
+    in_process = train_in() == "process"
+    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)
+    return build(replace(spec, nice=nice), resume, in_process=in_process)
+
+
+def run_facts(spec) -> RunFacts:
+    """What the Train page says of a run's corpus (RunFacts), from what rebuilds the run."""
+    return RunFacts(task_for_corpus(spec.corpus_key), spec.corpus_key or "",
+                    unseen_validation_chars(spec.text, spec.train.val_fraction))
 
 
 def server_sizes(capacity: Capacity) -> tuple[int, int]:
@@ -179,6 +197,9 @@ def gone_notice(run_id: str) -> str:
         return _("Your run `{run}` left the line for a training slot: no page of the app was open for {wait}, so "
                  "its place went to the next learner. Press Start to join the line again.", run=run_id,
                  wait=format_duration(registry().waiting_idle_seconds))
+    if reason == "erased":
+        return _("Your run `{run}` was posted to a class whose teacher erased the class's data, this run with it.",
+                 run=run_id)
     if reason == "trimmed":
         return _("Your run `{run}` finished long ago and made room for newer runs: a server keeps as many "
                  "finished runs as its memory holds. Download a checkpoint to keep a run for good.", run=run_id)
@@ -271,26 +292,15 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
         probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
         prompt, sample_chars = next(iter(demo_prompts(tokenizer)), ""), 80
 
-    from minigpt.serve.runner import TrainingRun
+    from minigpt.serve.worker import RunSpec
 
-    threads = run_threads()
-
-    def build(run_id: str) -> TrainingRun:
-        if train_in() == "process":
-            from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec
-
-            return ProcessRun(RunSpec(run_id, model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe,
-                                      prompt, sample_chars, nice=train_nice(CHILD_NICE), threads=threads))
-        trainer = minigpt.Trainer(minigpt.build_model(model, train.seed, train.device), tokenizer, corpus.text, train,
-                                  **training_hooks(task))
-        return TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=sample_chars,
-                           run_id=run_id, nice=train_nice(DEFAULT_THREAD_NICE))
-
+    spec = RunSpec("", model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe, prompt, sample_chars,
+                   threads=run_threads())
     ss = st.session_state
     facts = RunFacts(task, corpus.key, unseen_validation_chars(corpus.text, train.val_fraction))
     plan = RunPlan(model, train, tokenizer, corpus.text, corpus.key)
-    entry = registry().submit(build, plan, corpus=corpus.label, probe=probe, replace=ss.get(OWN_RUN_KEY),
-                              paused=paused, facts=facts)
+    entry = registry().submit(lambda run_id: build_run(replace(spec, run_id=run_id)), plan, corpus=corpus.label,
+                              probe=probe, replace=ss.get(OWN_RUN_KEY), paused=paused, facts=facts, spec=spec)
     ss[OWN_RUN_KEY] = (entry.run_id, entry.key)
     ss.pop(WATCHED_RUN_KEY, None)
     ss[MODEL_SOURCE] = TRAINED

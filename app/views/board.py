@@ -28,7 +28,7 @@ from app.chrome.charts import html_button, swipe_hint
 from app.chrome.i18n import _, error_text, language, n_
 from app.chrome.text import md, ordinal
 from app.parts import class_lesson
-from app.state import runs
+from app.state import classroom, database, runs
 from app.state.classroom import (
     CLASS_KEY,
     COOKIE_PREFIX,
@@ -74,6 +74,7 @@ def board_page() -> None:
     chart starts near the top; for a learner, the board with where the class is in the lesson
     and a way to train a run for it."""
     ss = st.session_state
+    database.not_saving_warning()
     notice = ss.pop(NOTICE_KEY, None)
     if notice:
         st.warning(md(notice))
@@ -376,7 +377,13 @@ def teacher_panel(code: str, key: str) -> None:
         pin_col.button(_("Unpin") if row.pinned else _("Pin to the top"), key="board_pin", on_click=as_teacher,
                        args=("pin", code, key, None if row.pinned else chosen))
     st.button(_("Close the class"), key="board_close", on_click=close_class, args=(code, key),
-              help=_("The board and its code end for everyone; the runs themselves go on."))
+              help=_("The board and its code end for everyone, and the server forgets the class, its posts and "
+                     "answers; the runs themselves go on."))
+    sure = st.checkbox(_("Also erase the runs posted to this class"), key="board_erase_sure",
+                       help=_("What the server keeps of the class: the names the learners typed, their answers, and "
+                              "the runs they posted, with their checkpoints. Erasing closes the class and deletes all "
+                              "of it for good."))
+    st.button(_("Erase the class's data"), key="board_erase", disabled=not sure, on_click=erase_class, args=(code, key))
 
 
 def set_challenge(code: str, key: str, on: bool) -> None:
@@ -399,6 +406,17 @@ def close_class(code: str, key: str) -> None:
     leave_class()
     st.session_state.pop(COOKIE_SENT_KEY, None)
     st.session_state[FORGET_KEY] = code
+
+
+def erase_class(code: str, key: str) -> None:
+    try:
+        classroom.erase_class(code, key)
+    except BoardError as err:  # the class has ended meanwhile
+        st.session_state[NOTICE_KEY] = error_text(err)
+        return
+    st.session_state.pop(COOKIE_SENT_KEY, None)
+    st.session_state[FORGET_KEY] = code
+    st.session_state[NOTICE_KEY] = _("Class {code} is closed and its data erased.", code=code)
 
 
 def my_posts(code: str) -> None:

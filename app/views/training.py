@@ -8,6 +8,7 @@ from minigpt import DEFAULT_PRESET, PRESETS, ConfigError, CorpusError, GPTConfig
 from minigpt.lab.diagnosis import overfitting, uniform_loss
 from minigpt.lab.run_records import csv_text, history_table
 from minigpt.serve.registry import NotOwnerError, RunEntry
+from minigpt.serve.run import INTERRUPTED
 from minigpt.serve.runner import SAMPLE_TEMPERATURE
 from minigpt.viz import loss_figure, task_figure
 
@@ -55,7 +56,7 @@ def controls(corpus: Corpus, model: GPTConfig, train: TrainConfig, settings_ok: 
                 "replaces your previous run, never anyone else's.") if line_ahead
               else _("Train a new model; it replaces your previous run, never anyone else's.")))
     clicked = {"pause": buttons[1].button(_("Pause"), key="pause", disabled=state != "running"),
-               "resume": buttons[2].button(_("Resume"), key="resume", disabled=state != "paused"),
+               "resume": buttons[2].button(_("Resume"), key="resume", disabled=state not in ("paused", INTERRUPTED)),
                "stop": buttons[3].button(_("Stop"), key="stop", disabled=state not in ("running", "paused"),
                                          help=_("End the run; its model stays loaded for Generate, Attention and "
                                                 "the download."))}
@@ -118,6 +119,8 @@ def _live(state: str) -> None:
     snap = current.run.snapshot()
     trainer = current.run.trainer
     facts: runs.RunFacts = current.facts
+    if snap.state == INTERRUPTED:
+        interrupted_note(current.run, owner)
     uniform = uniform_loss(trainer.tokenizer.vocab_size)
     last_val = snap.evals[-1].val_loss if snap.evals else None
     _metrics(snap, uniform, last_val)
@@ -158,6 +161,21 @@ def _live(state: str) -> None:
         st.code(snap.evals[-1].sample, language=None, wrap_lines=True)
     if snap.state != state:
         st.rerun()  # a full rerun re-evaluates run_every: polling stops once the run is not running
+
+
+def interrupted_note(run, owner: bool) -> None:
+    """A run that was training when the server stopped: where it stopped, and where Resume goes on from."""
+    step, resume = run.snapshot().step, run.resume_step
+    if resume is None:
+        st.warning(_("Interrupted at step {step:,}: the server stopped while this run trained, before its first "
+                     "checkpoint. Resume trains it again from the start.", step=step) if owner else
+                   _("Interrupted at step {step:,}: the server stopped while this run trained.", step=step))
+    elif owner:
+        st.warning(_("Interrupted at step {step:,}: the server stopped while this run trained. Resume trains it on from "
+                     "step {resume:,}, its last checkpoint, exactly as it would have gone on.", step=step, resume=resume))
+    else:
+        st.warning(_("Interrupted at step {step:,}: the server stopped while this run trained. Its owner can resume "
+                     "it from step {resume:,}.", step=step, resume=resume))
 
 
 def _metrics(snap, uniform: float, last_val: float | None) -> None:

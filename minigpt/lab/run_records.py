@@ -59,30 +59,43 @@ class RunRecord:
 
 
 class RunShelf:
-    """The server's kept runs, by id; thread-safe, at most `max_records`, oldest out first."""
+    """The server's kept runs, by id; thread-safe, at most `max_records` in memory, oldest out first.
+    With a `store` (minigpt.serve.store.Store: its save_record and load_records), every record is
+    written there too, and one memory let go (or a previous process held) is read back from it."""
 
-    def __init__(self, max_records: int = 200):
-        self.max_records = max_records
+    def __init__(self, max_records: int = 200, store=None):
+        self.max_records, self.store = max_records, store
         self._records: OrderedDict[str, RunRecord] = OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, record: RunRecord) -> str:
+        self._remember(record)
+        if self.store is not None:
+            self.store.save_record(record)
+        return record.record_id
+
+    def _remember(self, record: RunRecord) -> None:
         with self._lock:
             self._records[record.record_id] = record
             while len(self._records) > self.max_records:
                 self._records.popitem(last=False)
-        return record.record_id
 
     def rename(self, record_id: str, name: str) -> None:
         """Give a kept record a new name; nothing if the shelf has let it go."""
-        with self._lock:
-            if record_id in self._records:
-                self._records[record_id] = replace(self._records[record_id], name=name)
+        found = self.get([record_id])
+        if found:
+            self.put(replace(found[0], name=name))
 
     def get(self, record_ids: list[str]) -> list[RunRecord]:
         """The records of these ids that are still kept, in the order asked."""
         with self._lock:
-            return [self._records[i] for i in record_ids if i in self._records]
+            found = {i: self._records[i] for i in record_ids if i in self._records}
+        missing = [i for i in record_ids if i not in found]
+        if missing and self.store is not None:
+            for record in self.store.load_records(missing):
+                self._remember(record)
+                found[record.record_id] = record
+        return [found[i] for i in record_ids if i in found]
 
 
 def labels(records: list[RunRecord]) -> list[str]:

@@ -588,7 +588,7 @@ class RunRegistry:
         if self.store is None:
             return None
         with self._lock:
-            if run_id in self._missing:
+            if run_id in self._missing or run_id in self._successors:  # a replaced run: watchers follow its owner
                 return None
         row = self.store.load_run(run_id)
         if row is None:

@@ -416,8 +416,8 @@ class Store:
                 item.done.set()
             if self._queue.empty() and self._clock() - self._last_tidy > TIDY_SECONDS:
                 self._last_tidy = self._clock()
-                with contextlib.suppress(Exception):
-                    self.tidy()
+                with contextlib.suppress(Exception), self.engine.begin() as connection:  # noqa: SIM117
+                    self._tidy(connection)
 
     def _read(self, query: Callable[[sa.Connection], Any], default: Any) -> Any:
         """Run a read on the caller's thread; `default` (and `problem` said) when the database fails."""
@@ -653,29 +653,30 @@ class Store:
         return self._read(query, [])
 
     # -- retention ---------------------------------------------------------------------------
-    def tidy(self) -> None:
+    def tidy(self) -> bool:
         """Delete what retention lets go: ended classes, runs on no board unseen for run_days (with
-        their checkpoints), kept records as old, and corpora no run uses."""
+        their checkpoints), kept records as old, and corpora no run uses. The writer does it every
+        TIDY_SECONDS by itself."""
+        return self.write(self._tidy, wait=True)
+
+    def _tidy(self, connection: sa.Connection) -> None:
         now = self._clock()
         class_cutoff = now - self.retention.class_hours * 3600
         run_cutoff = now - self.retention.run_days * 86400
-
-        def tidy(connection: sa.Connection) -> None:
-            ended = [row[0] for row in connection.execute(
-                sa.select(classes_table.c.code).where(classes_table.c.last_active < class_cutoff))]
-            for code in ended:
-                connection.execute(sa.delete(answers_table).where(answers_table.c.code == code))
-                connection.execute(sa.delete(posts_table).where(posts_table.c.code == code))
-                connection.execute(sa.delete(classes_table).where(classes_table.c.code == code))
-            posted = sa.select(posts_table.c.run_id)
-            old = [row[0] for row in connection.execute(
-                sa.select(runs_table.c.run_id).where((runs_table.c.last_seen < run_cutoff)
-                                                     & runs_table.c.run_id.not_in(posted)))]
-            self._delete_runs(connection, old)
-            connection.execute(sa.delete(records_table).where(records_table.c.created < run_cutoff))
-            connection.execute(sa.delete(corpora_table).where(
-                corpora_table.c.sha256.not_in(sa.select(runs_table.c.corpus_sha256))))
-        self.write(tidy, wait=True)
+        ended = [row[0] for row in connection.execute(
+            sa.select(classes_table.c.code).where(classes_table.c.last_active < class_cutoff))]
+        for code in ended:
+            connection.execute(sa.delete(answers_table).where(answers_table.c.code == code))
+            connection.execute(sa.delete(posts_table).where(posts_table.c.code == code))
+            connection.execute(sa.delete(classes_table).where(classes_table.c.code == code))
+        posted = sa.select(posts_table.c.run_id)
+        old = [row[0] for row in connection.execute(
+            sa.select(runs_table.c.run_id).where((runs_table.c.last_seen < run_cutoff)
+                                                 & runs_table.c.run_id.not_in(posted)))]
+        self._delete_runs(connection, old)
+        connection.execute(sa.delete(records_table).where(records_table.c.created < run_cutoff))
+        connection.execute(sa.delete(corpora_table).where(
+            corpora_table.c.sha256.not_in(sa.select(runs_table.c.corpus_sha256))))
 
     def size_on_disk(self) -> int | None:
         """Bytes the store takes on disk (SQLite: its files and the checkpoint folders); None elsewhere."""
@@ -701,7 +702,8 @@ def create_engine(url: str, **kwargs: Any) -> sa.Engine:
     try:
         return sa.create_engine(url, **kwargs)
     except (ModuleNotFoundError, ImportError, sa.exc.NoSuchModuleError) as err:
-        raise StoreError(*_driver_missing(url, err)) from None
+        template, params = driver_missing(url, err)
+        raise StoreError(template, **params) from None
     except sa.exc.ArgumentError as err:
         raise StoreError("The database URL is not one SQLAlchemy understands ({error}).", error=str(err)) from None
 
@@ -710,8 +712,9 @@ DRIVERS = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "pymysql
            "mysqldb": "mysqlclient", "pg8000": "pg8000"}
 
 
-def _driver_missing(url: str, err: Exception) -> tuple:
-    """The sentence for a URL whose driver is not installed, with what installs it."""
+def driver_missing(url: str, err: Exception) -> tuple[str, dict]:
+    """The sentence for a URL whose driver is not installed, naming what installs it: its template and
+    parameters."""
     try:
         parsed = sa.engine.make_url(url)
         driver = parsed.get_driver_name()
@@ -719,8 +722,7 @@ def _driver_missing(url: str, err: Exception) -> tuple:
         driver = getattr(err, "name", None) or str(err)
     package = DRIVERS.get(driver, driver)
     return (N_("The database URL needs the driver {driver}, which is not installed here. Install it "
-               "(pip install \"{package}\") and restart, or use another URL."), ), {"driver": driver,
-                                                                                   "package": package}
+               "(pip install \"{package}\") and restart, or use another URL."), {"driver": driver, "package": package})
 
 
 def describe(err: BaseException) -> Message:

@@ -1,0 +1,108 @@
+"""The server's database, through Streamlit's SQL connection: what must outlive the process (the
+classes, the runs, the kept comparisons) is written there (minigpt.serve.store).
+
+- By default an SQLite file, `minigpt.db`, in the data folder beside the app (`MINIGPT_DATA_DIR`
+  moves it), and the runs' checkpoints in `checkpoints/` beside it: a laptop keeps everything across
+  restarts with no setup.
+- Any SQLAlchemy URL in `.streamlit/secrets.toml`, as `[connections.minigpt]` (`url = "..."`, or
+  Streamlit's dialect, host, username... keys): a hosted PostgreSQL on Community Cloud, whose own disk
+  does not outlive a reboot; the checkpoints then go into the database too (docs/deploying.md).
+
+A database that cannot be used (a driver that is not installed, unreachable, corrupt, from a newer
+version) never stops the app: the pages say results are not being saved, and serve from memory.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from minigpt.messages import Message
+from minigpt.serve.store import Retention, Store, StoreError, describe, driver_missing
+
+from app.chrome.i18n import _, error_text
+
+CONNECTION = "minigpt"                # [connections.minigpt] in .streamlit/secrets.toml
+DATA_ENV = "MINIGPT_DATA_DIR"         # where the default SQLite file and its checkpoints live
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+DATABASE_FILE = "minigpt.db"
+RUN_DAYS_ENV = "MINIGPT_KEEP_RUN_DAYS"            # days a run on no board is kept after its owner last opened it
+CHECKPOINTS_ENV = "MINIGPT_KEEP_CHECKPOINTS"      # checkpoints kept per run
+
+
+@dataclass(frozen=True)
+class Database:
+    """The store, or None where none could be made, and why not."""
+
+    store: Store | None
+    reason: Message | None = None
+
+    @property
+    def problem(self) -> Message | None:
+        return self.store.problem if self.store is not None else self.reason
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get(DATA_ENV) or DEFAULT_DATA_DIR)
+
+
+def retention() -> Retention:
+    """The defaults, or the server's settings (docs/deploying.md)."""
+    default = Retention()
+    try:
+        days = float(os.environ.get(RUN_DAYS_ENV, default.run_days))
+        kept = int(os.environ.get(CHECKPOINTS_ENV, default.checkpoints))
+    except ValueError:
+        return default
+    return Retention(default.class_hours, days if days > 0 else default.run_days, kept if kept > 0 else default.checkpoints)
+
+
+def configured() -> dict | None:
+    """The connection's settings in the secrets, or None when there are none (no secrets file either)."""
+    try:
+        connections = st.secrets.get("connections") or {}
+        section = connections.get(CONNECTION)
+        return dict(section) if section else None
+    except Exception:  # noqa: BLE001 - no secrets.toml, or one that cannot be read: the default
+        return None
+
+
+@st.cache_resource(show_spinner=False, on_release=lambda db: db.store is not None and db.store.close())
+def database() -> Database:
+    """The server's store, opened once per process (its schema made or migrated on the way)."""
+    settings = configured()
+    url = settings.get("url") if settings else None
+    try:
+        if settings:
+            connection = st.connection(CONNECTION, type="sql")
+            checkpoint_dir = None
+            if connection.engine.dialect.name == "sqlite" and connection.engine.url.database:
+                checkpoint_dir = Path(connection.engine.url.database).parent / "checkpoints"
+        else:
+            folder = data_dir()
+            folder.mkdir(parents=True, exist_ok=True)
+            connection = st.connection(CONNECTION, type="sql", url=f"sqlite:///{folder / DATABASE_FILE}")
+            checkpoint_dir = folder / "checkpoints"
+        engine = connection.engine
+    except ModuleNotFoundError as err:
+        template, params = driver_missing(url or str(err), err)
+        return Database(None, Message(template, **params))
+    except StoreError as err:
+        return Database(None, Message(err.template, **err.params))
+    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses, a data folder that cannot be made
+        return Database(None, describe(err))
+    return Database(Store(engine, checkpoint_dir=checkpoint_dir, retention=retention()))
+
+
+def store() -> Store | None:
+    return database().store
+
+
+def not_saving_warning() -> None:
+    """On Train and the class board: results are not being saved right now, and why."""
+    problem = database().problem
+    if problem is not None:
+        st.warning(_("Results are not being saved right now: {reason} The app goes on from memory; what it holds "
+                     "now is lost if the server restarts.", reason=error_text(problem)))

@@ -76,7 +76,8 @@ def database() -> Database:
     url = settings.get("url") if settings else None
     try:
         if settings:
-            connection = st.connection(CONNECTION, type="sql")
+            params = {k: v for k, v in settings.items() if k != "create_engine_kwargs"}  # as read above, once
+            connection = st.connection(CONNECTION, type="sql", **params, **dict(settings.get("create_engine_kwargs", {})))
             checkpoint_dir = None
             if connection.engine.dialect.name == "sqlite" and connection.engine.url.database:
                 checkpoint_dir = Path(connection.engine.url.database).parent / "checkpoints"

@@ -1,0 +1,135 @@
+"""app/state/database.py and what the pages do with the store: runs and classes across a restart of
+the server (its process-wide resources let go and made again, as a new process makes them), an
+interrupted run resumed from the Train page, a database that cannot be used, the teacher's erase.
+The store's own behaviour is tested in tests/minigpt/serve/test_store*.py."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.chrome.site import BOARD, TRAIN
+from app.state import classroom, database, runs
+from helpers.apptest import home, own_run, page, session, start_tiny_run, step_of, wait_finished, wait_for_step
+from helpers.waiting import wait_until
+
+pytestmark = pytest.mark.trains
+
+
+def restart() -> None:
+    """What a new server process does: the registry (its runs closed, what they logged written), the
+    classes and the store are made again, from the database."""
+    runs.registry.clear()
+    classroom.classes.clear()
+    database.database.clear()
+
+
+def data_file() -> Path:
+    return Path(os.environ[database.DATA_ENV]) / database.DATABASE_FILE
+
+
+def warnings(at) -> list[str]:
+    return [w.value for w in at.warning]
+
+
+def test_the_default_is_an_sqlite_file_in_the_data_folder_and_saving_is_on():
+    at = page(home(), TRAIN.script)
+    assert not at.exception
+    db = database.database()
+    assert db.store is not None and db.problem is None and db.store.engine.dialect.name == "sqlite"
+    assert data_file().is_file()
+    assert not any("not being saved" in w for w in warnings(at))
+
+
+def test_a_finished_run_outlives_a_restart_at_its_owners_address():
+    at = start_tiny_run(max_steps=30, eval_interval=10)
+    entry = wait_finished(at)
+    run_id, key = own_run(at)
+    history = [(e.step, e.train_loss) for e in entry.run.snapshot().history]
+    restart()
+    back = page(home(run=run_id, key=key), TRAIN.script)
+    assert not back.exception
+    assert own_run(back) == (run_id, key)  # the owner's key still opens it: the store kept its digest
+    assert {m.label: m.value for m in back.metric}["State"] == "finished"
+    stored = runs.registry().get(run_id)
+    assert [(e.step, e.train_loss) for e in stored.run.snapshot().history] == history
+    assert not any("no longer on this server" in w for w in warnings(back))
+
+
+def test_an_interrupted_run_says_where_it_goes_on_from_and_resumes_on_its_owners_click():
+    at = start_tiny_run(max_steps=2_000, eval_interval=10)
+    wait_for_step(at, 25)  # past two evaluations, so past two checkpoints
+    run_id, key = own_run(at)
+    restart()  # the run was training: closed with the registry, it keeps its last evaluation's checkpoint
+    back = page(home(run=run_id, key=key), TRAIN.script)
+    assert {m.label: m.value for m in back.metric}["State"] == "interrupted"
+    note = next(w for w in warnings(back) if "Interrupted at step" in w)
+    resume = runs.registry().get(run_id).run.resume_step
+    assert resume is not None and resume % 10 == 0 and resume >= 20 and f"step {resume:,}" in note
+    assert not back.button(key="resume").disabled
+    back.button(key="resume").click().run()
+    assert not back.exception
+    entry = runs.registry().get(run_id, key)
+    wait_until(lambda: entry.run.snapshot().step > resume, "the resumed run to train on past its checkpoint")
+    assert entry.run_id == run_id and step_of(back.run()) > resume
+
+
+def test_a_watcher_of_an_interrupted_run_cannot_resume_it():
+    at = start_tiny_run(max_steps=2_000, eval_interval=10)
+    wait_for_step(at, 15)
+    run_id, _key = own_run(at)
+    restart()
+    watcher = page(home(run=run_id), TRAIN.script)
+    assert any("Its owner can resume it" in w for w in warnings(watcher))
+    assert watcher.button(key="resume").disabled
+
+
+def test_a_database_url_whose_driver_is_missing_is_said_and_the_app_trains_from_memory():
+    at = session()
+    at.secrets["connections"] = {database.CONNECTION: {"url": "postgresql+pg8000://learner@127.0.0.1:1/minigpt"}}
+    at.run()
+    at.switch_page(TRAIN.script).run()
+    said = [w for w in warnings(at) if "not being saved" in w]
+    assert said and "pg8000" in said[0] and "pip install" in said[0]
+    at.button(key="start").click().run()
+    assert not at.exception and own_run(at)  # training goes on, in memory
+
+
+def test_a_damaged_database_file_is_said_on_train_and_the_board_and_left_as_it_was():
+    data_file().parent.mkdir(parents=True, exist_ok=True)
+    data_file().write_bytes(b"not a database at all " * 200)
+    before = data_file().read_bytes()
+    at = page(home(), TRAIN.script)
+    assert any("not being saved" in w and "damaged" in w for w in warnings(at))
+    at.button(key="start").click().run()
+    assert not at.exception
+    board = page(at, BOARD.script)
+    assert any("not being saved" in w for w in warnings(board))
+    board.button(key="board_start").click().run()  # a class opens, from memory
+    assert board.session_state[classroom.CLASS_KEY]
+    assert data_file().read_bytes() == before
+
+
+def test_a_class_outlives_a_restart_and_its_teacher_erases_its_data():
+    at = start_tiny_run(max_steps=30, eval_interval=10)
+    wait_finished(at)
+    run_id, _key = own_run(at)
+    board = page(at, BOARD.script)
+    board.button(key="board_start").click().run()
+    code = board.session_state[classroom.CLASS_KEY]
+    _code, teacher = board.session_state[classroom.TEACHER_KEY]
+    train = page(board, TRAIN.script)
+    train.text_input(key="board_post_name").input("Ada").run()
+    train.button(key="board_post").click().run()
+    assert not train.exception
+    restart()
+    view = classroom.board_view(code)
+    assert [(row.label, row.run_id, row.state) for row in view.rows] == [("Ada", run_id, "finished")]
+    assert classroom.classes().find(code).is_teacher(teacher)
+    classroom.erase_class(code, teacher)
+    store = database.store()
+    store.flush(10)
+    assert store.load_classes() == [] and store.load_run(run_id) is None
+    restart()
+    assert runs.registry().get(run_id) is None

@@ -45,6 +45,14 @@ class Message:
     def __init__(self, template: str, /, **params: Any):
         self.template, self.params = template, params
 
+    @classmethod
+    def restored(cls, template: str, params: dict[str, Any]) -> Message:
+        """A message read back from where it was kept (the store keeps a run's error so): its template
+        was a literal where the message was first made, so the catalogs hold it already."""
+        message = cls.__new__(cls)
+        message.template, message.params = template, dict(params)
+        return message
+
     def __str__(self) -> str:
         return self.template.format(**self.params) if self.params else self.template
 

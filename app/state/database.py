@@ -37,10 +37,10 @@ class Database:
     """The store, or None where none could be made, and why not."""
 
     store: Store | None
-    reason: Message | None = None
+    reason: Message | StoreError | None = None
 
     @property
-    def problem(self) -> Message | None:
+    def problem(self) -> Message | StoreError | None:
         return self.store.problem if self.store is not None else self.reason
 
 
@@ -88,10 +88,9 @@ def database() -> Database:
             checkpoint_dir = folder / "checkpoints"
         engine = connection.engine
     except ModuleNotFoundError as err:
-        template, params = driver_missing(url or str(err), err)
-        return Database(None, Message(template, **params))
+        return Database(None, driver_missing(url or str(err), err))
     except StoreError as err:
-        return Database(None, Message(err.template, **err.params))
+        return Database(None, err)
     except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses, a data folder that cannot be made
         return Database(None, describe(err))
     return Database(Store(engine, checkpoint_dir=checkpoint_dir, retention=retention()))

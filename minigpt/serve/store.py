@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..messages import N_, LabError, Message
+from ..messages import LabError, Message
 
 if TYPE_CHECKING:
     from ..lab.run_records import RunRecord
@@ -301,7 +301,7 @@ class Store:
         self._queue: queue.Queue[_Write | None] = queue.Queue()
         self._pending = 0
         self._lock = threading.Lock()
-        self._problem: Message | None = None
+        self._problem: Message | StoreError | None = None
         self._opened = False
         self._next_open = 0.0
         self._last_tidy = float("-inf")
@@ -321,7 +321,7 @@ class Store:
 
     # -- health ------------------------------------------------------------------------------
     @property
-    def problem(self) -> Message | None:
+    def problem(self) -> Message | StoreError | None:
         """Why results are not being saved right now, or None when they are."""
         with self._lock:
             return self._problem
@@ -342,7 +342,7 @@ class Store:
         try:
             migrate(self.engine)
         except StoreError as err:
-            self._set_problem(Message(err.template, **err.params), reopen=float("inf"))  # never written
+            self._set_problem(err, reopen=float("inf"))  # a newer schema: never written
             return False
         except Exception as err:  # noqa: BLE001 - unreachable, locked, corrupt: said, and tried again later
             self._set_problem(describe(err), reopen=REOPEN_SECONDS)
@@ -371,7 +371,7 @@ class Store:
         self._queue.put(_Write(lambda connection: None, done=done))
         return done.wait(timeout)
 
-    def _set_problem(self, problem: Message | None, reopen: float | None = None) -> None:
+    def _set_problem(self, problem: Message | StoreError | None, reopen: float | None = None) -> None:
         with self._lock:
             self._problem = problem
             if reopen is not None:
@@ -702,8 +702,7 @@ def create_engine(url: str, **kwargs: Any) -> sa.Engine:
     try:
         return sa.create_engine(url, **kwargs)
     except (ModuleNotFoundError, ImportError, sa.exc.NoSuchModuleError) as err:
-        template, params = driver_missing(url, err)
-        raise StoreError(template, **params) from None
+        raise driver_missing(url, err) from None
     except sa.exc.ArgumentError as err:
         raise StoreError("The database URL is not one SQLAlchemy understands ({error}).", error=str(err)) from None
 
@@ -712,23 +711,22 @@ DRIVERS = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "pymysql
            "mysqldb": "mysqlclient", "pg8000": "pg8000"}
 
 
-def driver_missing(url: str, err: Exception) -> tuple[str, dict]:
-    """The sentence for a URL whose driver is not installed, naming what installs it: its template and
-    parameters."""
+def driver_missing(url: str, err: Exception) -> StoreError:
+    """The error for a URL whose driver is not installed, naming what installs it."""
     try:
         parsed = sa.engine.make_url(url)
         driver = parsed.get_driver_name()
     except Exception:  # noqa: BLE001
         driver = getattr(err, "name", None) or str(err)
-    package = DRIVERS.get(driver, driver)
-    return (N_("The database URL needs the driver {driver}, which is not installed here. Install it "
-               "(pip install \"{package}\") and restart, or use another URL."), {"driver": driver, "package": package})
+    return StoreError("The database URL needs the driver {driver}, which is not installed here. Install it (pip "
+                      "install \"{package}\") and restart, or use another URL.", driver=driver,
+                      package=DRIVERS.get(driver, driver))
 
 
-def describe(err: BaseException) -> Message:
+def describe(err: BaseException) -> Message | StoreError:
     """A database fault as a sentence for the page."""
     if isinstance(err, StoreError):
-        return Message(err.template, **err.params)
+        return err
     text = str(getattr(err, "orig", None) or err).strip().splitlines()[0][:200] if str(err).strip() else \
         type(err).__name__
     lowered = text.lower()

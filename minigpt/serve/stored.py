@@ -68,7 +68,7 @@ def error_from_json(data: dict | None) -> Message | None:
     if not data:
         return None
     if "template" in data:
-        return Message(data["template"], **data.get("params", {}))
+        return Message.restored(data["template"], data.get("params", {}))
     return Message("{error}", error=data.get("text", ""))
 
 

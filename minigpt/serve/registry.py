@@ -187,6 +187,8 @@ class RunRegistry:
         if store is not None:
             self._orders = itertools.count(store.max_line_order() + 1)
             self._restore_line()
+            if self._entries:  # the restored line moves by itself, as a line does
+                self._nudge()
 
     # -- looking runs up -------------------------------------------------------------------------
     def get(self, run_id: str | None, key: str | None = None) -> RunEntry | None:

@@ -54,6 +54,7 @@ RETRY_SECONDS = 2.0       # between tries of a write the database refused
 REOPEN_SECONDS = 30.0     # between tries to open a database that could not be opened
 MAX_PENDING = 20_000      # writes held while the database does not answer; past it the oldest history goes
 BUSY_TIMEOUT_MS = 10_000  # SQLite: how long a write waits for another connection's lock
+MIGRATION_LOCK = 0x6D696E69  # PostgreSQL: the advisory lock a migration holds ("mini")
 TIDY_SECONDS = 600.0      # between retention passes
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 # what a database says when it is away, busy or out of room: a write that met one is tried again
@@ -232,23 +233,45 @@ def schema_version(connection: sa.Connection) -> int | None:
 
 def migrate(engine: sa.Engine) -> int:
     """Make the database's schema the current one: create it, or run each migration from its version,
-    in one transaction (PostgreSQL's DDL is transactional; SQLite's ALTERs are too). Returns the version
-    it found (0: a new database). StoreError for a version newer than this code's."""
-    with engine.begin() as connection:
+    in one transaction that holds the database's write lock (DDL is transactional in PostgreSQL, and
+    in SQLite as the store drives it: see _sqlite_begin). Returns the version it found (0: a new
+    database). StoreError for a version newer than this code's. The version is read first without
+    writing: a newer or damaged database is never written to."""
+    with engine.connect() as connection:
         found = schema_version(connection)
+    if found is not None and found > SCHEMA_VERSION:
+        raise _newer(found)
+    if found == SCHEMA_VERSION:
+        return found
+    with writing(engine) as connection:
+        if connection.dialect.name == "postgresql":  # two servers starting at once: one makes it, the other waits
+            connection.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
+        found = schema_version(connection)  # again, under the lock: another process may have made it meanwhile
         if found is None:
             metadata.create_all(connection)
             connection.execute(sa.insert(meta_table).values(name="schema_version", value=str(SCHEMA_VERSION)))
             return 0
         if found > SCHEMA_VERSION:
-            raise StoreError("The database's schema is version {found}, written by a newer MiniGPT Lab than this one "
-                             "(version {ours}). Update the app, or point it at another database: this one is left "
-                             "as it is.", found=found, ours=SCHEMA_VERSION)
+            raise _newer(found)
         for version in range(found, SCHEMA_VERSION):
             MIGRATIONS[version](connection)
-        connection.execute(sa.update(meta_table).where(meta_table.c.name == "schema_version")
-                           .values(value=str(SCHEMA_VERSION)))
+        if found < SCHEMA_VERSION:
+            connection.execute(sa.update(meta_table).where(meta_table.c.name == "schema_version")
+                               .values(value=str(SCHEMA_VERSION)))
         return found
+
+
+def _newer(found: int) -> StoreError:
+    return StoreError("The database's schema is version {found}, written by a newer MiniGPT Lab than this one "
+                      "(version {ours}). Update the app, or point it at another database: this one is left as it "
+                      "is.", found=found, ours=SCHEMA_VERSION)
+
+
+def writing(engine: sa.Engine):
+    """A transaction that writes: in SQLite it takes the write lock at its start (BEGIN IMMEDIATE), so
+    that a transaction which reads and then writes never meets another writer halfway, which SQLite
+    would refuse at once instead of waiting its busy timeout."""
+    return engine.execution_options(minigpt_write=True).begin()
 
 
 # ------------------------------------------------------------------------------------ rows as read
@@ -309,6 +332,7 @@ class Store:
         self._closing = False
         if engine.dialect.name == "sqlite":
             sa.event.listen(engine, "connect", _sqlite_settings)
+            sa.event.listen(engine, "begin", _sqlite_begin)
         self.open()
 
     @classmethod
@@ -341,6 +365,8 @@ class Store:
                 return True
         try:
             migrate(self.engine)
+            if self.engine.dialect.name == "sqlite":
+                _wal(self.engine)
         except StoreError as err:
             self._set_problem(err, reopen=float("inf"))  # a newer schema: never written
             return False
@@ -356,6 +382,8 @@ class Store:
 
     def close(self) -> None:
         """Write what is queued (a few seconds at most), then stop the writer and free the engine."""
+        if self._closing:
+            return
         self.flush(timeout=5.0)
         self._closing = True
         self._queue.put(None)
@@ -388,9 +416,9 @@ class Store:
             if self._pending >= MAX_PENDING and history:
                 return False  # the database has not answered for long: the run's own curve keeps them
             self._pending += 1
-        done = threading.Event() if wait else None
-        self._queue.put(_Write(operation, done=done))
-        return done.wait(WAIT_SECONDS) if done is not None else True
+        write = _Write(operation, done=threading.Event() if wait else None)
+        self._queue.put(write)
+        return write.done.wait(WAIT_SECONDS) and write.ok if write.done is not None else True
 
     def _write_loop(self) -> None:
         while True:
@@ -399,13 +427,14 @@ class Store:
                 return
             while not self._closing:
                 try:
-                    with self.engine.begin() as connection:
+                    with writing(self.engine) as connection:
                         item.operation(connection)
                 except TRANSIENT as err:  # said on the pages; the same write is tried again, the rest wait their turn
                     self._set_problem(describe(err))
                     time.sleep(RETRY_SECONDS)
                     continue
                 except Exception:  # noqa: BLE001 - refused for good (its run was erased meanwhile): dropped
+                    item.ok = False
                     break
                 if self._problem is not None:
                     self._set_problem(None)
@@ -416,7 +445,7 @@ class Store:
                 item.done.set()
             if self._queue.empty() and self._clock() - self._last_tidy > TIDY_SECONDS:
                 self._last_tidy = self._clock()
-                with contextlib.suppress(Exception), self.engine.begin() as connection:  # noqa: SIM117
+                with contextlib.suppress(Exception), writing(self.engine) as connection:  # noqa: SIM117
                     self._tidy(connection)
 
     def _read(self, query: Callable[[sa.Connection], Any], default: Any) -> Any:
@@ -694,6 +723,7 @@ class Store:
 class _Write:
     operation: Callable[[sa.Connection], None]
     done: threading.Event | None = None
+    ok: bool = True  # False: the database refused it for good
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -741,14 +771,32 @@ def describe(err: BaseException) -> Message | StoreError:
 
 
 def _sqlite_settings(dbapi_connection, _record) -> None:
-    """WAL (readers never wait for the writer, and a kill leaves the last commit), a busy timeout
-    (a write waits its turn instead of failing), and foreign keys."""
+    """A busy timeout (a write waits its turn instead of failing), commits that a killed process cannot
+    undo (WAL with synchronous NORMAL: not a power cut), foreign keys; and the transactions are the
+    store's own (_sqlite_begin), not the driver's, which commits before any DDL. None of it writes to
+    the file: a database that turns out to be newer or damaged is left as it was."""
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
+
+
+def _sqlite_begin(connection: sa.Connection) -> None:
+    """SQLAlchemy's recipe for SQLite's own transactions; a write takes the write lock at once (writing)."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get("minigpt_write")
+                               else "BEGIN")
+
+
+def _wal(engine: sa.Engine) -> None:
+    """Write-ahead logging, once the database is known to be ours (it stays set in the file): readers
+    never wait for the writer, and a kill leaves the last commit."""
+    raw = engine.raw_connection()
+    try:
+        raw.driver_connection.execute("PRAGMA journal_mode = WAL")
+    finally:
+        raw.close()
 
 
 def _upsert(connection: sa.Connection, table: sa.Table, values: dict, keys: list[str]) -> None:
@@ -813,8 +861,13 @@ def _number(value):
 
 
 def record_json(record: RunRecord) -> dict:
+    """A kept record as JSON; a loss that is not finite (a run that diverged) travels as text."""
     data = asdict(record)
     data["model"], data["train"] = record.model.to_dict(), record.train.to_dict()
+    for name in ("train_loss", "val_loss"):
+        data[name] = [_finite(v) for v in data[name]]
+    for name in ("elapsed", "tokens_per_sec"):
+        data[name] = _finite(data[name])
     return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
 
@@ -826,5 +879,6 @@ def record_from_json(data: dict) -> RunRecord:
     values["model"], values["train"] = GPTConfig.from_dict(data["model"]), TrainConfig.from_dict(data["train"])
     for name in ("steps", "train_loss", "val_steps", "val_loss"):
         values[name] = tuple(_number(v) for v in data[name])
+    values["elapsed"], values["tokens_per_sec"] = _number(data["elapsed"]), _number(data["tokens_per_sec"])
     return RunRecord(**values)
 

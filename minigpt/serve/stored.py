@@ -141,13 +141,14 @@ class StoredRun:
                           source=Message("run {run}'s checkpoint", run=self.run_id)).model.eval()
 
     def checkpoint_parts(self) -> dict:
+        """What save_pretrained needs (a download); no optimizer state, as a kept run's: a stored run is
+        resumed by the registry, from the store's own checkpoint."""
         from ..checkpoint import load_files
 
         step, files = self.checkpoint()
-        checkpoint = load_files(files, with_optimizer=True, source=Message("run {run}'s checkpoint", run=self.run_id))
+        checkpoint = load_files(files, source=Message("run {run}'s checkpoint", run=self.run_id))
         return {"model": checkpoint.model.eval(), "tokenizer": checkpoint.tokenizer, "train_config": self.spec.train,
-                "optimizer_state": checkpoint.optimizer_state,
-                "trainer_state": checkpoint.meta.get("trainer_state", {"step": step, "elapsed": self._row.elapsed}),
+                "optimizer_state": None, "trainer_state": {"step": step, "elapsed": self._row.elapsed},
                 "val_loss": checkpoint.meta.get("val_loss")}
 
     def resume_from(self) -> tuple[int, dict[str, bytes] | None, list, list]:

@@ -1,7 +1,8 @@
 """minigpt/serve/run.py: the one suite every implementation of a run passes.
 
 `Run` (trains, steered): TrainingRun on a thread, ProcessRun in a child process. `RunView` (read
-only): a run waiting in line (WaitingRun), a finished run kept small (KeptRun). The registry and
+only): a run waiting in line (WaitingRun), a finished run kept small (KeptRun), a run read back
+from the store (StoredRun). The registry and
 the pages use a run through these protocols alone, so each behaviour below is what they rely on,
 checked the same way on each implementation. Numbers are pinned where an implementation could get
 them wrong on its own: the step count, the evaluation steps, the parameter count counted off the
@@ -10,6 +11,7 @@ model, and the logits of the weights it hands out.
     pytest tests/minigpt/serve/test_run_interface.py
 """
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -22,6 +24,9 @@ from minigpt.serve.kept import KeptRun
 from minigpt.serve.line import RunPlan, WaitingRun
 from minigpt.serve.run import Run, RunView, TrainerFacts
 from minigpt.serve.runner import TrainingRun
+from minigpt.serve.keys import hashed
+from minigpt.serve.store import Store
+from minigpt.serve.stored import StoredRun, recipe_of
 from minigpt.serve.worker import ProcessRun, RunSpec
 
 pytestmark = pytest.mark.trains
@@ -155,7 +160,28 @@ def _waiting(run_id: str) -> WaitingRun:
     return WaitingRun(run_id, RunPlan(model, train, tok, TEXT), thread_run)
 
 
-@pytest.mark.parametrize("view", [_kept, _waiting], ids=["kept", "waiting"])
+def _stored(run_id: str, store: list | None = None) -> StoredRun:
+    """A finished run as a restarted server reads it: its rows and its checkpoint, from an SQLite store."""
+    tok, model, train = _configs()
+    db = Store.from_url(f"sqlite:///{tempfile.mkdtemp(prefix='minigpt-test-')}/store.db")
+    spec = RunSpec(run_id, model, train, tuple(tok.chars), TEXT, probe_text=PROBE, sample_prompt="the", log_interval=1)
+    db.save_run(run_id, hashed("key"), recipe_of(spec), TEXT, "c", line_order=None, start_paused=False,
+                max_steps=STEPS)
+    run = thread_run(run_id)
+    run.on_checkpoint = lambda step, files: db.save_checkpoint(run_id, step, files)
+    run.start()
+    wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
+    snap = run.snapshot()
+    db.add_history(run_id, snap.history, snap.evals)
+    db.update_run(run_id, state=snap.state, step=snap.step, elapsed=snap.elapsed)
+    assert db.flush(30)
+    if store is not None:
+        store.append((snap, run.inference_model()))
+    run.close()
+    return StoredRun(db.load_run(run_id), db)
+
+
+@pytest.mark.parametrize("view", [_kept, _waiting, _stored], ids=["kept", "waiting", "stored"])
 def test_a_view_reads_like_a_run_and_closes(view):
     run = view("v")
     assert isinstance(run, RunView) and not isinstance(run, Run) and isinstance(run.trainer, TrainerFacts)
@@ -170,6 +196,18 @@ def test_a_view_reads_like_a_run_and_closes(view):
     assert run.trainer.val_windows is not None
     run.close()
     assert run.state == "closed"
+
+
+def test_a_stored_run_reads_as_the_finished_run_did_with_its_final_weights():
+    seen = []
+    stored = _stored("s", seen)
+    before, model = seen[0]
+    snap = stored.snapshot()
+    assert stored.state == "finished" and snap.step == STEPS and stored.resume_step == STEPS
+    assert [(e.step, e.train_loss, e.val_loss) for e in snap.history] == \
+        [(e.step, e.train_loss, e.val_loss) for e in before.history]
+    assert [(r.step, r.sample) for r in snap.evals] == [(r.step, r.sample) for r in before.evals]
+    assert torch.equal(_logits(stored.inference_model()), _logits(model))
 
 
 def test_a_waiting_run_hands_out_the_weights_its_run_starts_from():

@@ -9,6 +9,8 @@ beside plain PyTorch doing the same optimizer steps, each in a fresh process on 
   with a sample and the probe's attention maps at each, the news sent through the pipe. Timed
   in the measuring process from start() to the state "finished", so all of that counts;
 - thread (--thread): the same run as a TrainingRun on a thread of the measuring process;
+- store (--store): the app run as the app trains it with its store on: through a registry whose
+  SQLite store takes its history as it goes and a checkpoint at every evaluation;
 - bare-kept (--bare-kept): the bare loop in a process whose allocator keeps freed memory, as a run's
   worker process does (runner.keep_freed_memory): what is left of the app's overhead once the bare
   loop has that too.
@@ -39,7 +41,7 @@ from minigpt.model import MiniGPT
 
 from .common import Stats, print_header, print_table
 
-CASES = ("bare", "app", "thread", "bare-kept")
+CASES = ("bare", "app", "thread", "bare-kept", "store")
 RESULT = "RESULT "  # the line a case's process prints its figures on
 SAMPLE_CHARS = 80   # the sample's length at each evaluation on a corpus that is not a task's (app/state/runs.py)
 
@@ -110,6 +112,45 @@ def app_run(corpus: str, steps: int, in_process: bool = True) -> dict:
     return {"seconds": wall, "cpu": cpu, "steps": snap.step, "run_elapsed": snap.elapsed, "evals": len(snap.evals)}
 
 
+def app_run_with_store(corpus: str, steps: int) -> dict:
+    """The app run as the app trains it with its store on (app/state/runs.py): through a registry whose
+    store (SQLite in a temporary folder) takes the run's history as it goes and a checkpoint at every
+    evaluation. Timed from Start to the end of its training, as app_run, its process's fork included
+    (app_run forks before its clock starts): if anything, this case is timed against itself."""
+    import tempfile
+
+    from minigpt.serve.line import RunPlan
+    from minigpt.serve.registry import RunRegistry
+    from minigpt.serve.store import Store
+    from minigpt.serve.worker import CHILD_NICE, RunSpec, build_run, start_fork_server
+
+    text, tokenizer, model, train = settings(corpus, steps)
+    probe = probe_text(tokenizer, text)[: train.block_size]
+    prompt = next(iter(demo_prompts(tokenizer)), "")
+    start_fork_server()
+    store = Store.from_url(f"sqlite:///{tempfile.mkdtemp(prefix='minigpt-bench-store-')}/minigpt.db")
+    registry = RunRegistry(max_runs=1, store=store, builder=lambda spec, resume: build_run(spec, resume))
+    spec = RunSpec("", model, train, tuple(tokenizer.chars), text, corpus, probe, prompt, SAMPLE_CHARS,
+                   nice=CHILD_NICE, threads=1)
+    started, cpu = time.perf_counter(), time.process_time()
+    entry = registry.submit(lambda run_id: build_run(replace(spec, run_id=run_id)),
+                            RunPlan(model, train, tokenizer, text, corpus), corpus=corpus, probe=probe, spec=spec)
+    run = entry.run  # a free slot: built and started on this thread, in submit
+    child = run._process.pid
+    while run.state not in ("finished", "error", "stopped", "closed"):
+        time.sleep(0.02)
+    wall, cpu = time.perf_counter() - started, time.process_time() + process_cpu(child) - cpu
+    snap = run.snapshot()
+    registry.stop_all()
+    store.flush(30)
+    saved = store.load_run(entry.run_id)
+    store.close()
+    if snap.state != "finished" or saved is None or saved.checkpoint_step != snap.step:
+        raise SystemExit(f"the run ended {snap.state} ({snap.error}); the store has step "
+                         f"{saved and saved.checkpoint_step}'s checkpoint")
+    return {"seconds": wall, "cpu": cpu, "steps": snap.step, "run_elapsed": snap.elapsed, "evals": len(snap.evals)}
+
+
 def process_cpu(pid: int | None) -> float:
     """CPU seconds (user and system) another process has used so far; 0 for None."""
     if pid is None:
@@ -130,6 +171,8 @@ def run_case(case: str, corpus: str, steps: int) -> dict:
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         wall, cpu = bare_loop(model, train, ids, steps)
         return {"seconds": wall, "cpu": cpu, "steps": steps}
+    if case == "store":
+        return app_run_with_store(corpus, steps)
     return app_run(corpus, steps, in_process=case == "app")
 
 
@@ -164,6 +207,9 @@ def main() -> None:
     parser.add_argument("--corpus", default=DEFAULT_CORPUS, help=f"a built-in corpus (default {DEFAULT_CORPUS})")
     parser.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)), help="the core every case runs on")
     parser.add_argument("--thread", action="store_true", help="add the run on a thread (TrainingRun)")
+    parser.add_argument("--store", action="store_true",
+                        help="add the app run with the store on (its history and a checkpoint at each evaluation "
+                             "written to SQLite)")
     parser.add_argument("--bare-kept", action="store_true",
                         help="add the bare loop with the allocator keeping freed memory, as a run's process does")
     parser.add_argument("--nice", type=int, default=None,
@@ -185,7 +231,8 @@ def main() -> None:
           f"an evaluation every {train.eval_interval} ({train.eval_iters} batches per split); each case a fresh "
           f"process on core {args.core}, 1 torch thread; the bare loop at niceness {nice}, the app's training "
           f"thread at its run's ({CHILD_NICE})\n")
-    cases = ["bare", "app"] + (["thread"] if args.thread else []) + (["bare-kept"] if args.bare_kept else [])
+    cases = ["bare", "app"] + (["thread"] if args.thread else []) + (["bare-kept"] if args.bare_kept else []) \
+        + (["store"] if args.store else [])
     results: dict[str, list[dict]] = {case: [] for case in cases}
     rows = []
     for r in range(args.repeats):

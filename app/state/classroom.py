@@ -14,7 +14,7 @@ import secrets
 
 import streamlit as st
 
-from minigpt.serve.board import BoardError, BoardView, Classes
+from minigpt.serve.board import CLASS_IDLE_SECONDS, BoardError, BoardView, Classes
 
 from app.chrome import url
 from app.chrome.i18n import error_text
@@ -27,7 +27,7 @@ LEARNER_KEY = "board_learner"   # session_state: who posts, for the limit per le
 URL_READ_KEY = "board_url_read"
 NOTICE_KEY = "board_notice"
 COOKIE_PREFIX = "minigpt_teacher_"    # + the class code: the browser's cookie holding its teacher's key
-COOKIE_SECONDS = 3 * 3600             # as long as an idle class lasts (Classes.idle_seconds)
+COOKIE_SECONDS = CLASS_IDLE_SECONDS     # as long as an idle class lasts
 REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 
 

@@ -45,6 +45,7 @@ CODE_LENGTH = 4
 MAX_NAME = 40  # characters of a post's name
 MAX_OPTIONS = 8     # a check question's options, at most
 MAX_ANSWERS = 200   # learners' answers kept for one step of the lesson
+CLASS_IDLE_SECONDS = 3 * 3600  # a class ends this long after its last activity (and its rows leave the store)
 ACTIVITY_SAVE_SECONDS = 60.0  # a class's last activity is written to the store at most this often
 EMOJI_JOINERS = {"\u200d", "\ufe0f"} | {chr(c) for c in range(0xE0020, 0xE0080)}  # ZWJ, emoji style, flag tags
 
@@ -263,7 +264,7 @@ class Classes:
     """
 
     def __init__(self, max_classes: int = 20, max_posts: int = 40, max_per_learner: int = 3,
-                 idle_seconds: float = 3 * 3600, refresh_seconds: float = 1.0,
+                 idle_seconds: float = CLASS_IDLE_SECONDS, refresh_seconds: float = 1.0,
                  clock: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         self.max_classes, self.max_posts, self.max_per_learner = max_classes, max_posts, max_per_learner
         self.idle_seconds, self.refresh_seconds = idle_seconds, refresh_seconds

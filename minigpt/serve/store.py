@@ -42,6 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..messages import LabError, Message
+from .board import CLASS_IDLE_SECONDS
 
 if TYPE_CHECKING:
     from ..lab.run_records import RunRecord
@@ -71,7 +72,7 @@ class Retention:
     latest `class_hours` after its last activity; a run that is on no open class's board goes `run_days`
     after its owner last opened it; a run keeps its `checkpoints` newest."""
 
-    class_hours: float = 3.0
+    class_hours: float = CLASS_IDLE_SECONDS / 3600
     run_days: float = 7.0
     checkpoints: int = 1
 

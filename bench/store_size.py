@@ -1,0 +1,95 @@
+"""What the store (minigpt/serve/store.py) holds on disk after a class: the SQLite file and the
+checkpoint folders beside it, as the app's default keeps them.
+
+A class of `--learners` learners: each trains one run of the class challenge's settings (the default
+Small preset, 300 steps, early stop off, as bench/kept_runs.py) on the default corpus through a
+registry with the store, posts it to the class's board, answers every question of the lesson, and
+keeps one run for comparison. The runs train `--slots` at a time, on threads. It reports the
+database's and the checkpoints' bytes, per learner and in all, with the default retention (one
+checkpoint per run).
+
+    python -m bench.store_size --learners 40
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bench.common import print_header, print_table
+from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, probe_text
+from minigpt.corpus import load_corpus
+from minigpt.lab.run_records import RunRecord, RunShelf
+from minigpt.serve.board import Classes
+from minigpt.serve.line import RunPlan
+from minigpt.serve.registry import RunRegistry
+from minigpt.serve.store import Store
+from minigpt.serve.worker import RunSpec, build_run
+
+LESSON_STEPS = 15  # questions a learner answers: one per lesson step
+MB = 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--learners", type=int, default=40)
+    parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=300)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print_header("the store's size after a class")
+    folder = Path(tempfile.mkdtemp(prefix="minigpt-store-"))
+    store = Store.from_url(f"sqlite:///{folder / 'minigpt.db'}")
+    preset = PRESETS[DEFAULT_PRESET]
+    text = load_corpus(DEFAULT_CORPUS)
+    tokenizer = CharTokenizer.from_text(text)
+    model = dataclasses.replace(preset.model, vocab_size=tokenizer.vocab_size).validate()
+    train = dataclasses.replace(preset.train, max_steps=args.steps, early_stop_patience=0, device="cpu").validate(model)
+    spec = RunSpec("", model, train, tuple(tokenizer.chars), text, DEFAULT_CORPUS,
+                   probe_text(tokenizer, text)[: train.block_size], text[:1], 80, nice=0, threads=1)
+    registry = RunRegistry(max_runs=args.slots, store=store, builder=lambda s, r: build_run(s, r, in_process=False),
+                           waiting_idle_seconds=24 * 3600)  # every learner waits as long as it takes
+    classes, shelf = Classes(store=store), RunShelf(store=store)
+    opened = classes.open()
+    started = time.perf_counter()
+    entries = [registry.submit(lambda run_id: build_run(dataclasses.replace(spec, run_id=run_id), in_process=False),
+                               RunPlan(model, train, tokenizer, text, DEFAULT_CORPUS), corpus=DEFAULT_CORPUS,
+                               probe=spec.probe_text, spec=spec) for _ in range(args.learners)]
+    for n, entry in enumerate(entries):
+        classes.post(opened.code, entry, entry.key, f"learner {n}", learner=str(n), corpus=DEFAULT_CORPUS)
+        for step in range(1, LESSON_STEPS + 1):
+            classes.answer(opened.code, str(n), step, n % 4)
+    while True:  # a bench, not a test: it looks every second until the class has finished training
+        states = [registry.get(e.run_id, e.key).run.state for e in entries]  # each owner's sign of life
+        if all(state in ("finished", "error", "stopped", "closed") for state in states):
+            break
+        time.sleep(1.0)
+    if states.count("finished") != args.learners:
+        raise SystemExit(f"not every run finished: {sorted(states)}")
+    for entry in entries:
+        shelf.put(RunRecord.of_run("kept", DEFAULT_CORPUS, model, train, entry.run.snapshot()))
+    registry.dispatch()
+    registry.stop_all()
+    store.flush(60)
+    seconds = time.perf_counter() - started
+    database = sum(p.stat().st_size for p in folder.glob("minigpt.db*"))
+    checkpoints = sum(p.stat().st_size for p in (folder / "checkpoints").rglob("*") if p.is_file())
+    total = store.size_on_disk()
+    print(f"{args.learners} learners, {args.steps} steps each ({model.num_params():,} parameters), trained in "
+          f"{seconds:.0f} s on {args.slots} slots; store in {folder}")
+    print_table(["", "MB in all", "KB per learner"], [
+        ["database (SQLite file, WAL included)", f"{database / MB:.2f}", f"{database / args.learners / 1024:.0f}"],
+        ["checkpoints (one per run)", f"{checkpoints / MB:.2f}", f"{checkpoints / args.learners / 1024:.0f}"],
+        ["total", f"{total / MB:.2f}", f"{total / args.learners / 1024:.0f}"],
+    ])
+    store.close()
+    os.environ.pop("MINIGPT_DATA_DIR", None)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,12 +5,13 @@ The store's own behaviour is tested in tests/minigpt/serve/test_store*.py."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from app.chrome.site import BOARD, TRAIN
-from app.state import classroom, database, runs
+from app.state import classroom, database, kept_runs, runs
 from helpers.apptest import home, own_run, page, session, start_tiny_run, step_of, wait_finished, wait_for_step
 from helpers.waiting import wait_until
 
@@ -133,3 +134,30 @@ def test_a_class_outlives_a_restart_and_its_teacher_erases_its_data():
     assert store.load_classes() == [] and store.load_run(run_id) is None
     restart()
     assert runs.registry().get(run_id) is None
+
+
+def test_a_database_from_a_newer_version_is_said_in_chinese_and_left_alone():
+    from minigpt.serve.store import SCHEMA_VERSION, Store
+
+    data_file().parent.mkdir(parents=True)
+    store = Store.from_url(f"sqlite:///{data_file()}")  # an older app's file, rewritten below by a newer one
+    store.close()
+    with sqlite3.connect(data_file()) as connection:
+        connection.execute("UPDATE minigpt_meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    before = data_file().read_bytes()
+    at = page(home("zh"), TRAIN.script)
+    said = [w for w in warnings(at) if "结果暂时没有保存" in w]
+    assert said and str(SCHEMA_VERSION + 1) in said[0] and str(SCHEMA_VERSION) in said[0]
+    assert data_file().read_bytes() == before
+
+
+def test_a_kept_comparison_outlives_a_restart_at_its_address():
+    at = start_tiny_run(max_steps=30, eval_interval=10)
+    wait_finished(at)
+    at.button(key="keep_run").click().run()
+    kept = at.session_state[kept_runs.KEPT_KEY]
+    record = kept_runs.shelf().get(kept)[0]
+    restart()
+    back = page(home(compare=",".join(kept)), TRAIN.script)
+    assert back.session_state[kept_runs.KEPT_KEY] == kept
+    assert kept_runs.shelf().get(kept) == [record]

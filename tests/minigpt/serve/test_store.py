@@ -34,6 +34,7 @@ from minigpt.messages import LabError, Message
 from minigpt.serve import keys
 from minigpt.serve.board import Classes
 from minigpt.serve.run import EvalRecord
+from minigpt.serve import store as store_module
 from minigpt.serve.store import (
     SCHEMA_VERSION,
     Retention,
@@ -779,3 +780,48 @@ def test_a_kept_record_with_a_loss_that_is_not_finite_round_trips(database_url, 
     assert len(loaded) == 1, "the record was not kept"
     assert loaded[0].train_loss[:2] == (3.0, float("inf")) and math.isnan(loaded[0].train_loss[2])
     assert loaded[0].val_loss == (3.1, float("inf"))
+
+
+# -- a database that is locked, or full, for a while -------------------------------------------------
+def test_a_database_locked_by_another_process_is_said_and_every_write_lands_once_it_is_free(tmp_path, stores,
+                                                                                            monkeypatch):
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 200)  # give up waiting for the lock quickly: then retry
+    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(store_module, "WAIT_SECONDS", 0.1)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = stores.open(url)
+    other = sqlite3.connect(tmp_path / "store.db", isolation_level=None)  # a backup tool, a second server
+    other.execute("BEGIN EXCLUSIVE")
+    queued = [_save_run(store, f"run{i}") for i in range(5)]  # each waits WAIT_SECONDS at most, then the page goes on
+    assert queued == [False] * 5  # not in the database yet: the page is not told "saved"
+    wait_until(lambda: store.problem is not None, "the store to say the database is busy")
+    assert "busy" in str(store.problem) and _is_sentence(store.problem)
+    other.execute("ROLLBACK")
+    other.close()
+    assert store.flush(30)
+    assert store.problem is None
+    assert _count(store.engine, "runs") == 5  # every write, once the lock was gone
+    assert [row.run_id for row in (store.load_run(f"run{i}") for i in range(5))] == [f"run{i}" for i in range(5)]
+
+
+def test_a_full_database_is_said_and_loses_nothing_once_it_has_room(tmp_path, stores, monkeypatch):
+    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(store_module, "WAIT_SECONDS", 0.1)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = stores.open(url)
+    assert _save_run(store, "first")
+    pages = store.engine.connect().exec_driver_sql("PRAGMA page_count").scalar()
+    room = {"pages": pages}  # the disk as full as the file is now: SQLite's own cap on its pages
+
+    @sa.event.listens_for(store.engine, "begin")
+    def cap(connection):
+        connection.exec_driver_sql(f"PRAGMA max_page_count = {room['pages']}")
+
+    store.engine.dispose()  # every connection from now on meets the cap
+    big = "a long corpus that does not fit. " * 20_000
+    assert store.save_run("second", keys.hashed("k"), {}, big, "big", line_order=None, start_paused=False,
+                          max_steps=1) is False
+    wait_until(lambda: store.problem is not None and "full" in str(store.problem), "the store to say it is full")
+    room["pages"] = 1_000_000  # room again (a disk cleared)
+    assert store.flush(30) and store.problem is None
+    assert store.load_run("second").text == big and store.load_run("first") is not None

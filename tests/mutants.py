@@ -41,7 +41,8 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
                "site": "navigation", "url": "navigation", "fields": "train_page"}
 
 
-LIBRARY_MIRRORS = {"preload": "worker"}  # the fork server's preload is tested with the worker it preloads
+LIBRARY_MIRRORS = {"preload": "worker",  # the fork server's preload is tested with the worker it preloads
+                   "keys": "store", "stored": "store_restart"}  # the keys and the runs a store reads back, with it
 
 
 def mirror(path: str) -> list[str]:
@@ -225,7 +226,7 @@ MUTANTS = {
         '            if self._state in ("running", "paused", "idle"):\n                self._state = "error"\n',
         '            if False:\n                self._state = "error"\n')]),
     "the child trains at the server's priority (worker)": ("minigpt/serve/worker.py", [(
-        "run_id=spec.run_id, nice=spec.nice)", "run_id=spec.run_id)")]),
+        "run_id=spec.run_id, nice=spec.nice, history=history", "run_id=spec.run_id, history=history")]),
     "the fork server forks children without its warm-up (worker)": ("minigpt/serve/preload.py", [(
         "    warm_up()\n", "    pass\n")]),
     "a failed warm-up ends the fork server (worker)": ("minigpt/serve/preload.py", [(
@@ -316,10 +317,10 @@ MUTANTS = {
         "        return [chosen.count(option) for option in range(options)]",
         "        return [len(chosen)] * options")]),
     "the teacher's key kept in clear (board)": ("minigpt/serve/board.py", [(
-        "            self._classes[code] = ClassBoard(code, _salted(salt, key), salt, self._clock())",
-        "            self._classes[code] = ClassBoard(code, key.encode(), salt, self._clock())"), (
-        "        return isinstance(key, str) and hmac.compare_digest(_salted(self.salt, key), self.teacher_digest)",
-        "        return isinstance(key, str) and hmac.compare_digest(key.encode(), self.teacher_digest)")]),
+        "ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), self._clock())",
+        "ClassBoard(code, key.encode(), secrets.token_bytes(16), self._clock())"), (
+        "        return keys.matches(key, self.teacher_key)",
+        "        return isinstance(key, str) and key.encode() == self.teacher_key")]),
     "a refresh forgets the teacher (board)": ("app/state/classroom.py", [(
         "        become_teacher(code, cookies().get(COOKIE_PREFIX + code))", "        pass")]),
     "the learner's link carries the teacher's language (board)": ("app/views/board.py", [(
@@ -418,7 +419,7 @@ MUTANTS = {
     "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/registry.py", [(
         "                entry.order = old.order\n", "                entry.order = next(self._orders)\n")]),
     "line: no length limit": ("minigpt/serve/registry.py", [(
-        "if len(waiting) >= self.max_waiting:", "if False:")]),
+        "                if len(waiting) >= self.max_waiting:", "                if False:")]),
     "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/registry.py", [(
         "(self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)", "self.idle_seconds")]),
     "line: a waiting run takes the slot that frees last": ("minigpt/serve/line.py", [(
@@ -446,13 +447,14 @@ MUTANTS = {
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
         "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
     "a learner's run built without the priority the server is told (runs)": ("app/state/runs.py", [(
-        "run_id=run_id, nice=train_nice(DEFAULT_THREAD_NICE))",
-        "run_id=run_id)")]),
+        "    return build(replace(spec, nice=nice), resume, in_process=in_process)",
+        "    return build(spec, resume, in_process=in_process)")]),
     "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/state/runs.py", [(
-        "sample_chars, nice=train_nice(CHILD_NICE), threads=threads))", "sample_chars, threads=threads))")]),
+        "    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)",
+        "    nice = CHILD_NICE if in_process else train_nice(DEFAULT_THREAD_NICE)")]),
     "a learner's child trains at the server's priority when nothing is said (runs)": ("app/state/runs.py", [(
-        "sample_chars, nice=train_nice(CHILD_NICE), threads=threads))",
-        "sample_chars, nice=train_nice(DEFAULT_THREAD_NICE), threads=threads))")]),
+        "    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)",
+        "    nice = train_nice(DEFAULT_THREAD_NICE)")]),
     "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/registry.py", [(
         "if i in self._entries), key=lambda e: e.last_seen):", "if i in self._entries), key=lambda e: -e.last_seen):")]),
     # zips
@@ -543,7 +545,8 @@ MUTANTS = {
     "board: anyone posts a run (board)": ("minigpt/serve/board.py", [(
         "        if not entry.is_owner(run_key):\n", "        if False:\n")]),
     "board: any key withdraws a post (board)": ("minigpt/serve/board.py", [(
-        "            if not (isinstance(key, str) and (", "            if False and (isinstance(key, str) and (")]),
+        "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):",
+        "            if False:")]),
     "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/board.py", [(
         "if self.max_steps is not None and record.train.max_steps > self.max_steps:",
         "if self.max_steps is not None and record.final_step > self.max_steps:")]),
@@ -560,13 +563,37 @@ MUTANTS = {
         "post.step * train.batch_size * train.block_size * train.grad_accum",
         "post.step * train.batch_size * train.grad_accum")]),
     "board: a class never ends (board)": ("minigpt/serve/board.py", [(
-        "if b.last_active < cutoff]:", "if False]:")]),
+        "if b.last_active < cutoff]\n", "if False]\n")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
         "        name = html.escape(row.label)\n", "        name = row.label\n")]),
     "board: the teacher's key stays in the address (board page)": ("app/state/classroom.py", [(
         "    if url.TEACHER in st.query_params:\n        del st.query_params[url.TEACHER]\n", "")]),
     "board: a refreshed learner cannot withdraw (board page)": ("app/views/board.py", [(
         "mine.get(post_id) or (own[1] if own else None)", "mine.get(post_id)")]),
+
+    # nothing lost when the server restarts (issue 51)
+    "store: keys kept in clear (keys)": ("minigpt/serve/keys.py", [(
+        "    return salt + hashlib.sha256(salt + key.encode()).digest()",
+        "    return salt + key.encode().ljust(32, b\" \")[:32]"), (
+        "    return hmac.compare_digest(hashlib.sha256(salt + key.encode()).digest(), bytes(kept[SALT_BYTES:]))",
+        "    return hmac.compare_digest(key.encode().ljust(32, b\" \")[:32], bytes(kept[SALT_BYTES:]))")]),
+    "store: the migration drops the answers (store)": ("minigpt/serve/store.py", [(
+        "        if answers:\n            connection.execute(sa.insert(answers_table), answers)",
+        "        if False:\n            connection.execute(sa.insert(answers_table), answers)")]),
+    "store: the line comes back in reverse (store)": ("minigpt/serve/store.py", [(
+        ".where(where).order_by(runs_table.c.line_order, runs_table.c.created)",
+        ".where(where).order_by(runs_table.c.line_order.desc(), runs_table.c.created)")]),
+    "store: a write the database refused once is lost (store)": ("minigpt/serve/store.py", [(
+        "                    time.sleep(RETRY_SECONDS)\n                    continue",
+        "                    item.ok = False\n                    break")]),
+    "store: a resumed run starts again from step 0 (worker)": ("minigpt/serve/worker.py", [(
+        "        trainer.load_state_dict(checkpoint.meta[\"trainer_state\"], checkpoint.optimizer_state)",
+        "        pass")]),
+    "store: the checkpoint does not record the thread count (runner)": ("minigpt/serve/runner.py", [(
+        "\"threads\": torch.get_num_threads()", "\"threads\": 1")]),
+    "store: an interrupted run reads as still training (stored)": ("minigpt/serve/stored.py", [(
+        "        return self._row.state if self._row.state in SETTLED_STATES else INTERRUPTED",
+        "        return self._row.state")]),
 
 }
 

@@ -40,11 +40,11 @@ def post_button(entry, owner: bool) -> None:
 def posted(code: str, entry) -> None:
     """Under the post button, for as long as the run is on the board: under which name. A toast alone
     goes after a few seconds, or sooner when the page draws itself again (the run has just finished)."""
-    mine = st.session_state.get(POSTS_KEY, {})
     try:
         rows = board_view(code).rows
     except BoardError:  # the class has ended: the board page says so
         return
-    names = [row.label for row in rows if row.post_id in mine and row.run_id == entry.run_id]
+    # only its owner posts a run: any post of it is this session's, from this visit or an earlier one
+    names = [row.label for row in rows if row.run_id == entry.run_id]
     if names:
         st.caption(_("Your run is on the board of class {code} as {name}.", code=code, name=md(names[0])))

@@ -165,7 +165,8 @@ def _live(state: str) -> None:
 
 def interrupted_note(run, owner: bool) -> None:
     """A run that was training when the server stopped: where it stopped, and where Resume goes on from."""
-    step, resume = run.snapshot().step, run.resume_step
+    resume = run.resume_step
+    step = max(run.snapshot().step, resume or 0)
     if resume is None:
         st.warning(_("Interrupted at step {step:,}: the server stopped while this run trained, before its first "
                      "checkpoint. Resume trains it again from the start.", step=step) if owner else
@@ -179,7 +180,7 @@ def interrupted_note(run, owner: bool) -> None:
 
 
 def _metrics(snap, uniform: float, last_val: float | None) -> None:
-    cols = st.columns(5)
+    cols = st.columns([1.4, 1, 1, 1, 1])  # the state's column fits "interrupted", and 已中断
     cols[0].metric(_("State"), run_notes.state_label(snap.state), help=run_notes.metric_help("state"))
     cols[1].metric(_("Step (of {total:,})", total=snap.max_steps), number(snap.step), help=run_notes.metric_help("step"))
     cols[2].metric(_("Characters/s"), number(snap.tokens_per_sec, ",.0f"), help=run_notes.metric_help("tokens"))

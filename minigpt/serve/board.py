@@ -419,8 +419,8 @@ class Classes:
     def post(self, code: str, entry: RunEntry, run_key: str | None, name: str, *, learner: str,
              corpus: str) -> tuple[str, str]:
         """Post the run `entry` (its owner's key proves it is the poster's) under `name`; returns
-        the post's id and its key, which alone withdraws it. Posting a run already on the board
-        renames its post."""
+        the post's id and its key, which alone withdraws it (None where the run was posted already:
+        posting it again renames its post, from this visit or a later one with the run's key)."""
         board = self.find(code)
         if not entry.is_owner(run_key):
             raise BoardError("Only the browser session that started a run can post it to the class board.")
@@ -428,7 +428,7 @@ class Classes:
         tag = board.learner_tag(learner)
         with board._lock:
             for post in board.posts.values():
-                if post.run_id == entry.run_id and post.learner == tag:
+                if post.run_id == entry.run_id and (post.learner == tag or keys.matches(run_key, post.run_key)):
                     post.name = plain_name(name)
                     board.version += 1
                     board.last_active = self._clock()

@@ -184,6 +184,7 @@ class RunRegistry:
         self.store, self.builder, self.facts = store, builder, facts
         self._missing: OrderedDict[str, None] = OrderedDict()  # ids the store did not have either
         self._forgotten: list[RunEntry] = []  # let go since the last write: their last state goes to the store
+        self._save_lock = threading.Lock()     # one writer of a run's news at a time: the dispatcher, or a sink
         if store is not None:
             self._orders = itertools.count(store.max_line_order() + 1)
             self._restore_line()
@@ -432,7 +433,7 @@ class RunRegistry:
                     entry.plan = replace(entry.plan, text="")  # the corpus stays with the run, not twice
                     if isinstance(run, Run):
                         if self.store is not None and entry.spec is not None:
-                            run.on_checkpoint = self._checkpoint_sink(entry.run_id)
+                            run.on_checkpoint = self._checkpoint_sink(entry)
                         run.start(paused=waiting.paused)
                     run = None
         except Exception as err:  # settings checked at submit can still fail to build or start: the owner is told
@@ -519,16 +520,19 @@ class RunRegistry:
                             line_order=entry.order, start_paused=entry.run.paused, max_steps=entry.plan.max_steps)
         entry.seen_saved = entry.last_seen
 
-    def _checkpoint_sink(self, run_id: str):
-        store = self.store
-        return lambda step, files: store.save_checkpoint(run_id, step, files)
+    def _checkpoint_sink(self, entry: RunEntry):
+        """Where a run hands its checkpoints: the store, after the steps and evaluation it holds."""
+        def sink(step: int, files: dict[str, bytes]) -> None:
+            self._save_entry(entry, self._clock(), force=True)
+            self.store.save_checkpoint(entry.run_id, step, files)
+        return sink
 
     def _save_news(self, force: bool = False) -> None:
         """Write what each run logged since the last look: new steps and evaluations, its state and step
         (at most every SAVE_EVERY seconds a run, and at once when its state changed)."""
         if self.store is None:
             return
-        from .stored import StoredRun, error_json
+        from .stored import StoredRun
 
         now = self._clock()
         with self._lock:
@@ -545,20 +549,28 @@ class RunRegistry:
                 ended = {"state": snap.state} if snap.state in ENDED_STATES else {}
                 self.store.update_run(entry.run_id, step=snap.step, elapsed=snap.elapsed, **ended)
         for entry in entries:
+            self._save_entry(entry, now, force)
+
+    def _save_entry(self, entry: RunEntry, now: float, force: bool = False) -> None:
+        """One run's news since the store last had it (the dispatcher's look, or a checkpoint's sink
+        just before the checkpoint: a checkpoint never reaches the store ahead of the steps it holds)."""
+        from .stored import error_json
+
+        with self._save_lock:
             run = entry.run
             state = run.state
             events_saved, evals_saved, state_saved, step_saved = entry.saved
             if state == state_saved and (now - entry.saved_at < SAVE_EVERY and not force):
-                continue
+                return
             if isinstance(run, WaitingRun):
                 if state != state_saved and state in ("starting", "error"):
                     self.store.update_run(entry.run_id, state=state, error=error_json(run._error))
                     entry.saved = (events_saved, evals_saved, state, step_saved)
-                continue
+                return
             snap = run.snapshot()
             if (len(snap.history), len(snap.evals), snap.state, snap.step) == entry.saved:
                 entry.saved_at = now
-                continue
+                return
             self.store.add_history(entry.run_id, snap.history[events_saved:], snap.evals[evals_saved:])
             self.store.update_run(entry.run_id, state=snap.state if snap.state != "closed" else state_saved or "stopped",
                                   step=snap.step, elapsed=snap.elapsed, tokens_per_sec=snap.tokens_per_sec,

@@ -214,9 +214,9 @@ class TrainingRun:
                     self._history.append(event)
                     if record is not None:
                         self._evals.append(record)
+                self._notify()  # the step and its evaluation reach the server before the checkpoint that holds them
                 if record is not None and not self._stops_early_now():
                     self._checkpoint()
-                self._notify()
             with self._lock:
                 if self._state != "closed" and (self.trainer.step >= self.trainer.cfg.max_steps
                                                 or self.trainer.stopped_early):
@@ -251,12 +251,13 @@ class TrainingRun:
             step = trainer.step
             if step == 0 or (ending and step == self._checkpointed and not trainer.stopped_early):
                 return
+            last = ending or step >= trainer.cfg.max_steps  # the weights it ends on: nothing resumes from them
             files = checkpoint_files(trainer.model, trainer.tokenizer, train_config=trainer.cfg,
-                                     optimizer=trainer.optimizer.state_dict(),
+                                     optimizer=None if last else trainer.optimizer.state_dict(),
                                      meta={"trainer_state": trainer.state_dict(), "threads": torch.get_num_threads(),
                                            "val_loss": trainer.last_val_loss, "run_id": self.run_id,
                                            "stopped_early": trainer.stopped_early})
-            if trainer.best_weights is not None:  # early stopping ends on these: a resumed run needs them too
+            if trainer.best_weights is not None and not last:  # early stopping ends on these: a resumed run too
                 files[BEST_WEIGHTS_NAME] = safetensors.torch.save({k: v.contiguous() for k, v in
                                                                    trainer.best_weights.items()})
             self._checkpointed = step

@@ -601,6 +601,18 @@ class Store:
                                .values(checkpoint_step=step))
         return self.write(save)
 
+    def checkpoint_step(self, run_id: str) -> int | None:
+        """The step of a run's newest checkpoint, the one load_checkpoint reads; None without one."""
+        if not _RUN_ID.fullmatch(run_id):
+            return None
+        if self.checkpoint_dir is not None:
+            from ..checkpoint import latest_checkpoint
+
+            folder = latest_checkpoint(self.checkpoint_dir / run_id)
+            return int(folder.name.split("-")[1]) if folder is not None else None
+        return self._read(lambda c: c.execute(sa.select(sa.func.max(blobs_table.c.step))
+                                              .where(blobs_table.c.run_id == run_id)).scalar(), None)
+
     def load_checkpoint(self, run_id: str) -> tuple[int, dict[str, bytes]] | None:
         """A run's newest checkpoint: its step and files, or None."""
         if not _RUN_ID.fullmatch(run_id):

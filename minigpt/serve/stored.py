@@ -104,7 +104,7 @@ class StoredRun:
         self.spec = spec_of(row.run_id, row.recipe, row.text)
         self.plan = plan_of(self.spec)
         self.trainer = StoredFacts(row, self.spec, self.plan)
-        self.resume_step = row.checkpoint_step  # its newest checkpoint's step, None without one
+        self.resume_step = store.checkpoint_step(row.run_id)  # its newest checkpoint's, None without one
         self._closed = False
 
     @property

@@ -74,13 +74,13 @@ def finished(registry: RunRegistry, corpus: str):
 @pytest.mark.trains
 def test_the_class_boards_csv_neutralises_a_name_or_an_upload_that_begins_like_a_formula(registry):
     """app/views/board.py: the teacher's "Download the table (.csv)" is csv_text(shown_table(view)). Six
-    learners post one run under the six names; another run trained on an upload named like a
+    learners post a run each under the six names; another run trained on an upload named like a
     formula, so the corpus differs and has its column. The board makes a tab or a carriage return
     a space and trims it (plain_name), so those two read "x" and "x (2)"."""
     classes = Classes()
     board = classes.open()
-    run, upload = finished(registry, "course-zh"), finished(registry, UPLOAD)
-    for i, name in enumerate(NAMES):
+    runs, upload = [finished(registry, "course-zh") for _ in NAMES], finished(registry, UPLOAD)
+    for i, (name, run) in enumerate(zip(NAMES, runs)):
         classes.post(board.code, run, run.key, name, learner=f"learner {i}", corpus="course-zh")
     classes.post(board.code, upload, upload.key, "plain", learner="another", corpus=UPLOAD)
     rows = read_back(csv_text(shown_table(classes.view(board.code, registry.get))))

@@ -118,6 +118,17 @@ def test_only_the_runs_owner_posts_it_and_only_the_poster_withdraws_it(classes, 
     assert classes.view(board.code, registry.get).rows == ()
 
 
+def test_posting_a_run_again_renames_its_post_even_from_a_later_visit(classes, registry):
+    board = classes.open()
+    entry = finished(registry)
+    post_id, key = classes.post(board.code, entry, entry.key, "first name", learner="a", corpus="course-zh")
+    assert classes.post(board.code, entry, entry.key, "second", learner="a", corpus="course-zh") == (post_id, None)
+    # a refresh or a restart: a new learner id, the same run's key from the address
+    assert classes.post(board.code, entry, entry.key, "third", learner="b", corpus="course-zh") == (post_id, None)
+    assert [r.label for r in classes.view(board.code, registry.get).rows] == ["third"]
+    classes.withdraw(board.code, post_id, key)  # the key handed out at the first post still withdraws it
+
+
 def test_limits_on_classes_posts_per_board_and_posts_per_learner(classes, registry, clock):
     boards = [classes.open() for _ in range(3)]
     with pytest.raises(BoardError, match="3 open classes"):

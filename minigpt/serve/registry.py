@@ -76,7 +76,7 @@ class RunEntry:
     stopped_for_line: bool = False        # paused longer than the registry's grace while others waited
     key_hash: bytes = field(default=b"", repr=False)  # keys.hashed(key): what is compared, and stored
     spec: RunSpec | None = field(default=None, repr=False)  # what rebuilds it (the store keeps it as its recipe)
-    saved: tuple = field(default=(0, 0, "", -1), repr=False)  # events, evaluations, state, step the store has
+    saved: tuple | None = field(default=None, repr=False)  # events, evaluations, state, step the store has (None: no row yet)
     saved_at: float = field(default=float("-inf"), repr=False)
     seen_saved: float = field(default=float("-inf"), repr=False)
     _model: tuple[int, MiniGPT] | None = field(default=None, repr=False)
@@ -290,7 +290,7 @@ class RunRegistry:
             self._entries[entry.run_id] = entry
         if old is not None:
             old.release()
-        self._save_new(entry)
+        self._save_new(entry, paused)
         self._start_heads(only=entry)  # the caller's own run, if its turn is now: nobody else's
         self._nudge()
         return entry
@@ -510,15 +510,18 @@ class RunRegistry:
                     return
 
     # -- the store -----------------------------------------------------------------------------------
-    def _save_new(self, entry: RunEntry) -> None:
-        """A run that joined the line: what rebuilds it, its owner key's digest, its place."""
+    def _save_new(self, entry: RunEntry, paused: bool) -> None:
+        """A run that joined the line: what rebuilds it, its owner key's digest, its place. Its news is
+        written only once its row is queued (`saved`): the dispatcher may start it meanwhile."""
         if self.store is None or entry.spec is None:
             return
         from .stored import recipe_of
 
         self.store.save_run(entry.run_id, entry.key_hash, recipe_of(entry.spec), entry.spec.text, entry.corpus,
-                            line_order=entry.order, start_paused=entry.run.paused, max_steps=entry.plan.max_steps)
+                            line_order=entry.order, start_paused=paused, max_steps=entry.plan.max_steps)
         entry.seen_saved = entry.last_seen
+        with self._save_lock:
+            entry.saved = (0, 0, "waiting", 0)
 
     def _checkpoint_sink(self, entry: RunEntry):
         """Where a run hands its checkpoints: the store, after the steps and evaluation it holds."""
@@ -540,6 +543,8 @@ class RunRegistry:
                        and not isinstance(e.run, HeldSlot)]
             forgotten, self._forgotten = self._forgotten, []
         for entry in forgotten:
+            if entry.saved is None:
+                continue
             run, (events_saved, evals_saved, *_rest) = entry.run, entry.saved
             if isinstance(run, WaitingRun):  # out of the line for good: never back in line at a restart
                 self.store.update_run(entry.run_id, state="cancelled", line_order=None)
@@ -557,6 +562,8 @@ class RunRegistry:
         from .stored import error_json
 
         with self._save_lock:
+            if entry.saved is None:  # its row is not queued yet (submit writes it)
+                return
             run = entry.run
             state = run.state
             events_saved, evals_saved, state_saved, step_saved = entry.saved

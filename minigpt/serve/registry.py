@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..messages import LabError
 from . import keys
 from .line import Estimate, Pace, Progress, RunPlan, SpeedBook, WaitingRun, estimate
-from .run import ACTIVE_STATES, ENDED_STATES, INTERRUPTED, Resume, Run, RunSnapshot
+from .run import ACTIVE_STATES, ENDED_STATES, EXITING, INTERRUPTED, Resume, Run, RunSnapshot
 
 if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (Home does, before it loads)
     from ..model import MiniGPT
@@ -533,7 +533,7 @@ class RunRegistry:
     def _save_news(self, force: bool = False) -> None:
         """Write what each run logged since the last look: new steps and evaluations, its state and step
         (at most every SAVE_EVERY seconds a run, and at once when its state changed)."""
-        if self.store is None:
+        if self.store is None or EXITING.is_set():
             return
         from .stored import StoredRun
 
@@ -562,7 +562,7 @@ class RunRegistry:
         from .stored import error_json
 
         with self._save_lock:
-            if entry.saved is None:  # its row is not queued yet (submit writes it)
+            if entry.saved is None or EXITING.is_set():  # no row queued yet (submit writes it); the server exits
                 return
             run = entry.run
             state = run.state

@@ -12,6 +12,7 @@ tests/minigpt/serve/test_run_interface.py is the one suite every implementation 
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -28,6 +29,10 @@ if TYPE_CHECKING:  # annotations only: a run's snapshot is read on Home, before 
 ACTIVE_STATES = ("running", "paused")      # a run in one of these holds a training slot
 ENDED_STATES = ("finished", "stopped", "error")  # a run in one of these trains no more: it can be kept small
 INTERRUPTED = "interrupted"  # a run that was training when its server stopped: its owner may resume it (stored.py)
+# set as the interpreter exits, before its runs are stopped: what stopping them does to their state
+# (stopped, or an error where a child process went with its server) is not news for the store, so a
+# server stopped and started again finds them interrupted, as after a kill
+EXITING = threading.Event()
 
 # where a run hands each checkpoint it makes (at every evaluation, and as it ends): its step and files
 # (minigpt.checkpoint.checkpoint_files), called on the thread that trains, or the one that hears the child

@@ -45,7 +45,7 @@ from ..messages import Message
 from ..model import MiniGPT
 from ..sample import Sampling, generate
 from ..train import Trainer, TrainEvent
-from .run import CheckpointSink, EvalRecord, RunSnapshot
+from .run import EXITING, CheckpointSink, EvalRecord, RunSnapshot
 
 THREAD_NAME = "minigpt-trainer"
 PR_SET_NAME = 15  # <linux/prctl.h>
@@ -339,9 +339,15 @@ def _describe_failure(err: Exception, step: int) -> Exception | Message:
 def _register(run: "TrainingRun") -> None:
     global _ATEXIT_REGISTERED
     if not _ATEXIT_REGISTERED:
-        atexit.register(stop_all_runs)
+        atexit.register(_exit)
         _ATEXIT_REGISTERED = True
     _ALL_RUNS.add(run)
+
+
+def _exit() -> None:
+    """The interpreter exits: its runs stop, and the store is told nothing of it (run.EXITING)."""
+    EXITING.set()
+    stop_all_runs()
 
 
 def stop_all_runs(timeout: float = 2.0) -> None:

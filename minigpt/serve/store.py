@@ -27,12 +27,14 @@ hands in the engine that `st.connection(type="sql")` made; the library and its t
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import queue
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -334,6 +336,7 @@ class Store:
         if engine.dialect.name == "sqlite":
             sa.event.listen(engine, "connect", _sqlite_settings)
             sa.event.listen(engine, "begin", _sqlite_begin)
+        atexit.register(_flush_at_exit, weakref.ref(self))  # a server stopped in order writes what it queued
         self.open()
 
     @classmethod
@@ -730,6 +733,12 @@ class Store:
         if self.checkpoint_dir is not None and self.checkpoint_dir.exists():
             total += sum(p.stat().st_size for p in self.checkpoint_dir.rglob("*") if p.is_file())
         return total
+
+
+def _flush_at_exit(ref: weakref.ref[Store]) -> None:
+    store = ref()
+    if store is not None and store._opened and not store._closing:
+        store.flush(timeout=5.0)
 
 
 @dataclass

@@ -281,3 +281,27 @@ def test_only_the_owner_key_steers_a_run_after_a_restart(database_url, servers):
     assert registry.get(mine.run_id).run.state == "interrupted"  # nobody else resumed it
     registry.control(mine.run_id, mine.key, "resume")
     _finished(registry, mine)
+
+
+def test_a_server_exiting_leaves_its_training_runs_to_come_back_interrupted(tmp_path, servers):
+    # what the interpreter's exit does (runner._exit): every run stopped, a child process ended with its
+    # server; none of that may reach the store as the run's end, or a redeploy would lose it
+    from minigpt.serve.run import EXITING
+    from minigpt.serve.runner import _exit
+
+    spec, plan = _spec(2_000, 20)
+    server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", _builder(in_process=True))
+    entry = _submit(server.registry, spec, plan, server.builder)
+    wait_until(lambda: entry.run.snapshot().step > 20, "the run to train past its first evaluation")
+    server.registry.dispatch()
+    try:
+        _exit()
+        wait_until(lambda: entry.run.state in ("stopped", "error"), "the exit to stop the run")
+        server.registry.dispatch()  # the dispatcher's next look, as the interpreter winds down
+        server.registry.stop_all()
+        assert server.store.flush(30)
+    finally:
+        EXITING.clear()
+    server = servers.restart(server)
+    back = server.registry.get(entry.run_id, entry.key)
+    assert back.run.state == "interrupted" and back.run.resume_step is not None and back.run.resume_step >= 20

@@ -20,7 +20,7 @@ from pathlib import Path
 import streamlit as st
 
 from minigpt.messages import Message
-from minigpt.serve.store import Retention, Store, StoreError, describe, driver_missing
+from minigpt.serve.store import CONNECT_SECONDS, Retention, Store, StoreError, describe, driver_missing
 
 from app.chrome.i18n import _, error_text
 
@@ -77,7 +77,11 @@ def database() -> Database:
     try:
         if settings:
             params = {k: v for k, v in settings.items() if k != "create_engine_kwargs"}  # as read above, once
-            connection = st.connection(CONNECTION, type="sql", **params, **dict(settings.get("create_engine_kwargs", {})))
+            engine_kwargs = dict(settings.get("create_engine_kwargs", {}))
+            if str(url or settings.get("dialect", "")).startswith("postgresql"):  # given up after seconds, not minutes
+                engine_kwargs["connect_args"] = {"connect_timeout": CONNECT_SECONDS,
+                                                 **engine_kwargs.get("connect_args", {})}
+            connection = st.connection(CONNECTION, type="sql", **params, **engine_kwargs)
             checkpoint_dir = None
             if connection.engine.dialect.name == "sqlite" and connection.engine.url.database:
                 checkpoint_dir = Path(connection.engine.url.database).parent / "checkpoints"

@@ -57,6 +57,7 @@ RETRY_SECONDS = 2.0       # between tries of a write the database refused
 REOPEN_SECONDS = 30.0     # between tries to open a database that could not be opened
 MAX_PENDING = 20_000      # writes held while the database does not answer; past it the oldest history goes
 BUSY_TIMEOUT_MS = 10_000  # SQLite: how long a write waits for another connection's lock
+CONNECT_SECONDS = 5      # PostgreSQL: how long a connection may take before the database counts as away
 MIGRATION_LOCK = 0x6D696E69  # PostgreSQL: the advisory lock a migration holds ("mini")
 TIDY_SECONDS = 600.0      # between retention passes
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -329,6 +330,7 @@ class Store:
         self._lock = threading.Lock()
         self._problem: Message | StoreError | None = None
         self._opened = False
+        self._reopening = False
         self._next_open = 0.0
         self._last_tidy = float("-inf")
         self._thread: threading.Thread | None = None
@@ -356,10 +358,23 @@ class Store:
 
     @property
     def ready(self) -> bool:
-        """The database is open at the current schema (tried again every REOPEN_SECONDS when not)."""
-        if not self._opened and time.monotonic() >= self._next_open:
-            self.open()
+        """The database is open at the current schema. When it is not, it is tried again every
+        REOPEN_SECONDS on a thread of its own: a page that asks never waits for a database that does
+        not answer."""
+        with self._lock:
+            due = not self._opened and not self._reopening and time.monotonic() >= self._next_open
+            if due:
+                self._reopening, self._next_open = True, time.monotonic() + REOPEN_SECONDS
+        if due:
+            threading.Thread(target=self._reopen, name="minigpt-store-open", daemon=True).start()
         return self._opened
+
+    def _reopen(self) -> None:
+        try:
+            self.open()
+        finally:
+            with self._lock:
+                self._reopening = False
 
     def open(self) -> bool:
         """Open the database: migrate its schema, and start the writer. False (with `problem` set) when
@@ -750,8 +765,11 @@ class _Write:
 
 # ------------------------------------------------------------------------------------------ helpers
 def create_engine(url: str, **kwargs: Any) -> sa.Engine:
-    """An engine for `url`; StoreError naming the package to install where its driver is missing."""
+    """An engine for `url`; StoreError naming the package to install where its driver is missing. A
+    PostgreSQL server that does not answer is given up after CONNECT_SECONDS, not the system's minutes."""
     try:
+        if sa.engine.make_url(url).get_backend_name() == "postgresql":
+            kwargs["connect_args"] = {"connect_timeout": CONNECT_SECONDS, **kwargs.get("connect_args", {})}
         return sa.create_engine(url, **kwargs)
     except (ModuleNotFoundError, ImportError, sa.exc.NoSuchModuleError) as err:
         raise driver_missing(url, err) from None

@@ -27,6 +27,7 @@ from minigpt import (
 )
 from minigpt.lab.tasks import find_task, task_for_corpus
 from minigpt.pretrained import shipped_header
+from minigpt.serve.stored import NoWeightsError
 
 from app.chrome.i18n import _, error_text, number
 from app.chrome.site import HOME
@@ -261,7 +262,10 @@ def _run_model() -> LoadedModel:
     if entry is None:
         raise ModelUnavailable(_("No training run in this session: start one on the Train page."))
     snap = entry.run.snapshot()
-    model = entry.inference_model()
+    try:
+        model = entry.inference_model()
+    except NoWeightsError as err:  # a run read back from the store before its first checkpoint
+        raise ModelUnavailable(error_text(err)) from None
     return LoadedModel(model, entry.run.trainer.tokenizer, TRAINED, entry.corpus, state_label(snap.state),
                        _("{step:,} / {total:,}", step=snap.step, total=snap.max_steps),
                        _("run `{run}` from the Train page", run=entry.run_id),

@@ -197,9 +197,10 @@ def _metrics(snap, uniform: float, last_val: float | None) -> None:
 
 def downloads_and_sharing(entry: RunEntry, owner: bool) -> None:
     """The run's checkpoint and history to download, keeping it for the comparison, and a link to watch it."""
-    st.download_button(_("Download checkpoint (.zip)"), data=lambda: runs.run_checkpoint_zip(entry),
-                       file_name=f"minigpt-{entry.run_id}.zip", mime="application/zip", on_click="ignore",
-                       key="download", help=_("The current weights; upload the zip on Home to use them again."))
+    if getattr(entry.run, "resume_step", 0) is not None:  # a run read back from the store keeps its checkpoint's
+        st.download_button(_("Download checkpoint (.zip)"), data=lambda: runs.run_checkpoint_zip(entry),
+                           file_name=f"minigpt-{entry.run_id}.zip", mime="application/zip", on_click="ignore",
+                           key="download", help=_("The current weights; upload the zip on Home to use them again."))
     st.download_button(_("Download the history (.csv)"),
                        data=lambda: csv_text(history_table(entry.run.snapshot().history)),
                        file_name=f"minigpt-{entry.run_id}-history.csv", mime="text/csv", on_click="ignore",

@@ -276,8 +276,11 @@ class Classes:
         self.builds = 0  # views built: what the board's cost is counted in
         self.store = store
         if store is not None:
-            for stored in store.load_classes():
-                self._restore(stored)
+            stored = store.load_classes()
+            # posting order goes on after every position the store has used (withdrawn posts' too)
+            self._positions = itertools.count(store.max_post_position() + 1)
+            for board in stored:
+                self._restore(board)
 
     def _restore(self, stored: StoredClass) -> None:
         """A class the store kept, as it was: its last activity as long ago as it was then."""
@@ -294,7 +297,6 @@ class Classes:
                                                row["run_key"], row["learner"], row["corpus"],
                                                record_from_json(row["record"]), row["sample"], row["state"],
                                                row["step"], row["hidden"])
-            next(self._positions)
         self._classes[board.code] = board
 
     # -- the teacher --------------------------------------------------------------------------

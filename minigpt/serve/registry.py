@@ -550,7 +550,7 @@ class RunRegistry:
                 self.store.update_run(entry.run_id, state="cancelled", line_order=None)
             elif not isinstance(run, StoredRun):  # released while training: it reads as interrupted, resumable
                 snap = run.snapshot()
-                self.store.add_history(entry.run_id, snap.history[events_saved:], [])
+                self.store.add_history(entry.run_id, snap.history[events_saved:], snap.evals[evals_saved:])
                 ended = {"state": snap.state} if snap.state in ENDED_STATES else {}
                 self.store.update_run(entry.run_id, step=snap.step, elapsed=snap.elapsed, **ended)
         for entry in entries:
@@ -689,8 +689,8 @@ class RunRegistry:
             del self._entries[entry.run_id]
         self._kept.pop(entry.run_id, None)
         self._keep_tries.pop(entry.run_id, None)
-        if self.store is not None and entry.spec is not None:
-            self._forgotten.append(entry)
+        if self.store is not None and entry.saved is not None and not _is_stored(entry.run):
+            self._forgotten.append(entry)  # its last news goes to the store (a run read from it has none)
         if successor is not None:
             _remember(self._successors, entry.run_id, successor.run_id)
         if reason is not None:
@@ -731,6 +731,12 @@ class RunRegistry:
             self._forget_locked(entry, reason="trimmed")
             dropped.append(entry)
         return dropped
+
+
+def _is_stored(run) -> bool:
+    from .stored import StoredRun
+
+    return isinstance(run, StoredRun)
 
 
 def _remember(memory: OrderedDict, key: str, value: str) -> None:

@@ -330,6 +330,8 @@ class Store:
         self._lock = threading.Lock()
         self._problem: Message | StoreError | None = None
         self._opened = False
+        self._refused = False    # a schema newer than ours: never written to
+        self._reads_after = 0.0  # a read that failed: the next tries wait until then
         self._reopening = False
         self._next_open = 0.0
         self._last_tidy = float("-inf")
@@ -340,6 +342,8 @@ class Store:
             sa.event.listen(engine, "begin", _sqlite_begin)
         atexit.register(_flush_at_exit, weakref.ref(self))  # a server stopped in order writes what it queued
         self.open()
+        self._thread = threading.Thread(target=self._write_loop, name="minigpt-store", daemon=True)
+        self._thread.start()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Store:
@@ -387,6 +391,7 @@ class Store:
             if self.engine.dialect.name == "sqlite":
                 _wal(self.engine)
         except StoreError as err:
+            self._refused = True
             self._set_problem(err, reopen=float("inf"))  # a newer schema: never written
             return False
         except Exception as err:  # noqa: BLE001 - unreachable, locked, corrupt: said, and tried again later
@@ -394,9 +399,6 @@ class Store:
             return False
         with self._lock:
             self._opened, self._problem = True, None
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._write_loop, name="minigpt-store", daemon=True)
-                self._thread.start()
         return True
 
     def close(self) -> None:
@@ -427,16 +429,19 @@ class Store:
     # -- the writer --------------------------------------------------------------------------
     def write(self, operation: Callable[[sa.Connection], None], *, wait: bool = False, history: bool = False) -> bool:
         """Queue `operation(connection)`, one transaction, done in order on the writer's thread. `wait`:
-        return once it is in the database (True) or after WAIT_SECONDS (False: it stays queued).
-        `history`: a run's logged steps, the first to go when the queue is full."""
-        if not self.ready:
+        return once it is in the database (True) or after WAIT_SECONDS (False: it stays queued). While
+        the database is away it is queued all the same, and False says it is not saved yet. `history`:
+        a run's logged steps, the first to go when the queue is full."""
+        if self._refused or self._closing:  # a newer schema is never written; a closed store writes nothing
             return False
         with self._lock:
             if self._pending >= MAX_PENDING and history:
                 return False  # the database has not answered for long: the run's own curve keeps them
             self._pending += 1
         write = _Write(operation, done=threading.Event() if wait else None)
-        self._queue.put(write)
+        self._queue.put(write)  # queued even while the database is away: written, in order, once it answers
+        if not self.ready:  # not in the database now; it will be, in its turn, once the database answers
+            return False
         return write.done.wait(WAIT_SECONDS) and write.ok if write.done is not None else True
 
     def _write_loop(self) -> None:
@@ -444,7 +449,14 @@ class Store:
             item = self._queue.get()
             if item is None:
                 return
+            item.ok = False  # until it is in the database
             while not self._closing:
+                if not self._opened:  # away, or never opened yet: open it here, then write what waited
+                    if self._refused:
+                        break
+                    if time.monotonic() < self._next_open or not self.open():
+                        time.sleep(RETRY_SECONDS)
+                        continue
                 try:
                     with writing(self.engine) as connection:
                         item.operation(connection)
@@ -452,9 +464,10 @@ class Store:
                     self._set_problem(describe(err))
                     time.sleep(RETRY_SECONDS)
                     continue
-                except Exception:  # noqa: BLE001 - refused for good (its run was erased meanwhile): dropped
-                    item.ok = False
+                except Exception as err:  # noqa: BLE001 - refused for good (its run erased meanwhile): dropped, said
+                    self._set_problem(describe(err))
                     break
+                item.ok = True
                 if self._problem is not None:
                     self._set_problem(None)
                 break
@@ -468,14 +481,16 @@ class Store:
                     self._tidy(connection)
 
     def _read(self, query: Callable[[sa.Connection], Any], default: Any) -> Any:
-        """Run a read on the caller's thread; `default` (and `problem` said) when the database fails."""
-        if not self.ready:
+        """Run a read on the caller's thread; `default` (and `problem` said) when the database fails, and
+        for RETRY_SECONDS after: a page that reads many runs waits for a database that is away once."""
+        if not self.ready or time.monotonic() < self._reads_after:
             return default
         try:
             with self.engine.connect() as connection:
                 return query(connection)
         except Exception as err:  # noqa: BLE001
             self._set_problem(describe(err))
+            self._reads_after = time.monotonic() + RETRY_SECONDS
             return default
 
     # -- classes -----------------------------------------------------------------------------
@@ -675,6 +690,9 @@ class Store:
             return True
         return self.write(lambda c: c.execute(sa.update(runs_table).where(runs_table.c.run_id.in_(ids))
                                               .values(last_seen=now)))
+
+    def max_post_position(self) -> int:
+        return self._read(lambda c: c.execute(sa.select(sa.func.max(posts_table.c.position))).scalar() or 0, 0)
 
     def max_line_order(self) -> int:
         return self._read(lambda c: c.execute(sa.select(sa.func.max(runs_table.c.line_order))).scalar() or 0, 0)

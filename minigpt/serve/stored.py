@@ -9,6 +9,7 @@ newest checkpoint (the registry does: RunRegistry.control).
 """
 from __future__ import annotations
 
+import math
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -58,9 +59,10 @@ def error_json(error: Any) -> dict | None:
     if error is None:
         return None
     template, params = getattr(error, "template", None), getattr(error, "params", None)
-    if isinstance(template, str) and isinstance(params, dict):
-        return {"template": template, "params": {k: v if isinstance(v, (int, float, str, bool)) or v is None
-                                                  else str(v) for k, v in params.items()}}
+    if isinstance(template, str) and isinstance(params, dict):  # JSON and PostgreSQL take no NaN: those as text
+        return {"template": template, "params": {k: v if isinstance(v, (int, str, bool)) or v is None
+                                                  or isinstance(v, float) and math.isfinite(v) else str(v)
+                                                  for k, v in params.items()}}
     return {"text": f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)}
 
 
@@ -164,6 +166,7 @@ class StoredRun:
         self._closed = True
 
     def nbytes(self) -> int:
-        """What it holds in memory: its history and samples (its weights stay in the store)."""
-        return 200 * len(self._row.history) + sum(len(r.sample) * 4 for r in self._row.evals)
+        """What it holds in memory: its corpus, history and samples (its weights stay in the store)."""
+        return (4 * len(self._row.text) + 200 * len(self._row.history)
+                + sum(len(r.sample) * 4 for r in self._row.evals))
 

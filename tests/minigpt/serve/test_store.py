@@ -825,3 +825,20 @@ def test_a_full_database_is_said_and_loses_nothing_once_it_has_room(tmp_path, st
     room["pages"] = 1_000_000  # room again (a disk cleared)
     assert store.flush(30) and store.problem is None
     assert store.load_run("second").text == big and store.load_run("first") is not None
+
+
+def test_writes_made_while_the_database_was_away_at_start_land_in_order_once_it_answers(tmp_path, stores, monkeypatch):
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(store_module, "REOPEN_SECONDS", 0.05)
+    other = sqlite3.connect(tmp_path / "store.db", isolation_level=None)  # the file held by another process
+    other.execute("BEGIN EXCLUSIVE")
+    store = stores.open(f"sqlite:///{tmp_path / 'store.db'}")
+    assert not store.ready and "busy" in str(store.problem)
+    assert _save_run(store, "early") is False  # not saved yet: the page is told so
+    assert store.update_run("early", step=7) is False and store.add_history("early", _events(10), []) is False
+    other.execute("ROLLBACK")
+    other.close()
+    wait_until(lambda: store.ready and store.flush(1.0), "the store to open and write what waited")
+    row = store.load_run("early")
+    assert row is not None and row.step == 7 and [e.step for e in row.history] == [10] and store.problem is None

@@ -290,8 +290,8 @@ class RunRegistry:
             self._entries[entry.run_id] = entry
         if old is not None:
             old.release()
-        self._save_new(entry, paused)
         self._start_heads(only=entry)  # the caller's own run, if its turn is now: nobody else's
+        self._save_new(entry, paused)  # its row; its news is written once this is queued (saved)
         self._nudge()
         return entry
 

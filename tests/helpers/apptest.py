@@ -85,7 +85,8 @@ def wait_finished(at: AppTest):
     from app.state import runs
 
     entry = runs.registry().get(*own_run(at))
-    wait_until(lambda: entry.run.state not in ("idle", "running"), "the run to end")
+    # a run the line's dispatcher starts is "waiting", then "starting" for a moment: not ended either
+    wait_until(lambda: entry.run.state not in ("idle", "running", "waiting", "starting"), "the run to end")
     assert entry.run.state == "finished", (entry.run.state, entry.run.snapshot().error)
     return entry
 

@@ -10,7 +10,6 @@ newest checkpoint (the registry does: RunRegistry.control).
 from __future__ import annotations
 
 import math
-import threading
 from typing import TYPE_CHECKING, Any
 
 from ..config import GPTConfig, TrainConfig
@@ -74,28 +73,17 @@ def error_from_json(data: dict | None) -> Message | None:
     return Message("{error}", error=data.get("text", ""))
 
 
-class StoredFacts:
-    """`run.trainer` of a stored run (run.TrainerFacts), from its recipe and history."""
+def stored_facts(row: StoredRunRow, plan: RunPlan):
+    """`run.trainer` of a stored run (run.TrainerFacts): its plan's facts (line.PlannedTrainer, which
+    draws the validation windows when asked), at the step, time and losses it had logged."""
+    from .line import PlannedTrainer
 
-    def __init__(self, row: StoredRunRow, spec: RunSpec, plan: RunPlan):
-        self._plan = plan
-        self.cfg, self.model_config, self.tokenizer = spec.train, spec.model, plan.tokenizer
-        self.model_params, self.corpus_chars = spec.model.num_params(), len(spec.text)
-        self.step, self.elapsed, self.stopped_early = row.step, row.elapsed, row.stopped_early
-        vals = [(r.step, r.val_loss) for r in row.evals]
-        self.last_val_loss = vals[-1][1] if vals else None
-        self.best_val = min(vals, key=lambda v: v[1]) if vals else None
-        self._val_windows = None
-        self._lock = threading.Lock()
-
-    @property
-    def val_windows(self):
-        from .line import corpus_val_windows
-
-        with self._lock:
-            if self._val_windows is None:
-                self._val_windows = corpus_val_windows(self._plan)
-            return self._val_windows
+    facts = PlannedTrainer(plan)
+    facts.step, facts.elapsed, facts.stopped_early = row.step, row.elapsed, row.stopped_early
+    vals = [(r.step, r.val_loss) for r in row.evals]
+    facts.last_val_loss = vals[-1][1] if vals else None
+    facts.best_val = min(vals, key=lambda v: v[1]) if vals else None
+    return facts
 
 
 class StoredRun:
@@ -105,7 +93,7 @@ class StoredRun:
         self.run_id, self._row, self._store = row.run_id, row, store
         self.spec = spec_of(row.run_id, row.recipe, row.text)
         self.plan = plan_of(self.spec)
-        self.trainer = StoredFacts(row, self.spec, self.plan)
+        self.trainer = stored_facts(row, self.plan)
         self.resume_step = store.checkpoint_step(row.run_id)  # its newest checkpoint's, None without one
         self._closed = False
 

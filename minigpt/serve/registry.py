@@ -229,6 +229,15 @@ class RunRegistry:
         with self._lock:
             return self._gone.get(run_id)
 
+    def resize(self, max_runs: int) -> None:
+        """Train this many runs at once from now on (a cluster's machines joined or left): runs waiting
+        start at once where there is room; runs training beyond it go on, and no more start meanwhile."""
+        with self._lock:
+            grew = max_runs > self.max_runs
+            self.max_runs = max_runs
+        if grew:
+            self._nudge()
+
     def active_count(self) -> int:
         self._tidy()
         with self._lock:

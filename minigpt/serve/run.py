@@ -6,7 +6,8 @@ Two protocols, because not every run trains:
   waiting in line (line.WaitingRun) and a finished run kept small (kept.KeptRun) are views.
 - `Run` is a view that trains and is steered: start, pause, resume, run_steps, stop, close.
   `TrainingRun` trains on a thread of the server (runner.py), `ProcessRun` in a child process
-  (worker.py); the registry starts whichever the server is set to, through a build function.
+  (worker.py), `RayRun` in an actor on a Ray cluster (cluster.py); the registry starts whichever
+  the server is set to, through a build function.
 
 tests/minigpt/serve/test_run_interface.py is the one suite every implementation passes.
 """
@@ -73,6 +74,7 @@ class RunSnapshot:
     elapsed: float
     error: Exception | Message | None = None   # why the run stopped with an error: a sentence to show
     stopped_early: bool = False     # early_stop_patience ran out before max_steps
+    notice: Message | None = None   # what happened to the run that its owner should know (it moved machines)
 
     @property
     def progress(self) -> float:

@@ -95,12 +95,20 @@ def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool =
     checkpoint, with the thread count it was saved with (the same losses need the same count), and
     what it had logged up to there."""
     if resume is not None:
-        meta = json.loads(resume.files[CONFIG_NAME])["meta"]
-        spec = replace(spec, resume=resume.files, threads=int(meta.get("threads") or spec.threads))
+        spec = resume_spec(spec, resume.files)
     history, evals = (resume.history, resume.evals) if resume is not None else ((), ())
     if in_process:
         return ProcessRun(spec, history=history, evals=evals)
     return _build(spec, history, evals)
+
+
+def resume_spec(spec: RunSpec, files: dict[str, bytes] | None) -> RunSpec:
+    """`spec` to go on from a checkpoint's `files` (None: from step 0), with the thread count it was
+    saved with: the same losses need the same count."""
+    if files is None:
+        return replace(spec, resume=None)
+    meta = json.loads(files[CONFIG_NAME])["meta"]
+    return replace(spec, resume=files, threads=int(meta.get("threads") or spec.threads))
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -580,8 +588,8 @@ def _numpy(value: Any) -> Any:
 
 
 def _torch(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(value)
+    if isinstance(value, np.ndarray):  # one read from Ray's object store is read-only: torch gets a copy
+        return torch.from_numpy(value if value.flags.writeable else value.copy())
     if isinstance(value, dict):
         return {k: _torch(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -1,6 +1,7 @@
 """minigpt/serve/run.py: the one suite every implementation of a run passes.
 
-`Run` (trains, steered): TrainingRun on a thread, ProcessRun in a child process. `RunView` (read
+`Run` (trains, steered): TrainingRun on a thread, ProcessRun in a child process, RayRun in an actor
+on a 2-node Ray cluster the test starts (tests/helpers/ray_cluster.py). `RunView` (read
 only): a run waiting in line (WaitingRun), a finished run kept small (KeptRun), a run read back
 from the store (StoredRun). The registry and
 the pages use a run through these protocols alone, so each behaviour below is what they rely on,
@@ -28,6 +29,7 @@ from minigpt.serve.keys import hashed
 from minigpt.serve.store import Store
 from minigpt.serve.stored import StoredRun, recipe_of
 from minigpt.serve.worker import ProcessRun, RunSpec
+from minigpt.serve.cluster import RayRun
 
 pytestmark = pytest.mark.trains
 STEPS, EVAL = 12, 6
@@ -48,23 +50,34 @@ def thread_run(run_id: str, max_steps: int = STEPS) -> TrainingRun:
                        sample_prompt="the", run_id=run_id)
 
 
-def process_run(run_id: str, max_steps: int = STEPS) -> ProcessRun:
+def spec(run_id: str, max_steps: int = STEPS) -> RunSpec:
     tok, model, train = _configs(max_steps)
-    return ProcessRun(RunSpec(run_id, model, train, tuple(tok.chars), TEXT, probe_text=PROBE, sample_prompt="the",
-                              log_interval=1, nice=0))
+    return RunSpec(run_id, model, train, tuple(tok.chars), TEXT, probe_text=PROBE, sample_prompt="the", log_interval=1,
+                   nice=0)
+
+
+def process_run(run_id: str, max_steps: int = STEPS) -> ProcessRun:
+    return ProcessRun(spec(run_id, max_steps))
+
+
+def ray_run(run_id: str, max_steps: int = STEPS, *, cluster) -> RayRun:
+    """A run in an actor on the test's 2-node Ray cluster (tests/helpers/ray_cluster.py)."""
+    return RayRun(spec(run_id, max_steps), cluster.cluster)
 
 
 IMPLEMENTATIONS = [pytest.param(thread_run, id="thread"),
                    pytest.param(process_run, id="process", marks=[
-                       pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="the fork server")])]
+                       pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="the fork server")]),
+                   pytest.param(ray_run, id="ray", marks=[pytest.mark.slow, pytest.mark.cluster])]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 def make(request):
     made = []
+    extra = {"cluster": request.getfixturevalue("ray_cluster")} if request.param is ray_run else {}
 
     def build(run_id: str = "r", max_steps: int = STEPS):
-        made.append(request.param(run_id, max_steps))
+        made.append(request.param(run_id, max_steps, **extra))
         return made[-1]
 
     yield build

@@ -1,0 +1,598 @@
+"""Runs on a Ray cluster: each run is a Ray actor, placed by Ray on a machine with a free CPU (or a
+share of a GPU), and steered from the dashboard like a run on a thread or in a child process.
+
+`RayRun` is a `Run` (run.py) seen from the dashboard, as `ProcessRun` (worker.py) is: the same
+start, pause, run_steps, stop, close, snapshot, inference_model and checkpoint_parts, and a
+`trainer` that answers what pages ask. Inside its actor a `TrainingRun` trains (the same code as on
+the box), built from the same `RunSpec`. Between them only Ray travels:
+- news (logged steps, evaluations, state) comes back through one waiting call at a time, which the
+  actor answers as soon as something changed, or after `NEWS_WAIT` seconds;
+- commands leave one at a time, in order, from a thread of the run's own, so a page never waits on
+  the cluster except where it asks for an answer (weights), and then at most `WEIGHTS_TIMEOUT`;
+- weights, checkpoints and snapshots come back through Ray's object store, never a shared disk.
+A run whose machine leaves the cluster goes on from its last checkpoint on another machine (its
+owner sees a notice); a run whose actor fails while its machine stays (the out-of-memory killer, a
+crash) ends with an error, as a child process that dies does. A run that fails in training (NaN)
+fails inside its TrainingRun, as anywhere.
+
+`connect` joins a cluster (`ray.init`) after checking it can be reached and that every machine in it
+runs the dashboard's Python, Ray, torch and minigpt; `Cluster.size` is what the line's slots come
+from. Ray is optional (requirements-cluster.txt): nothing here imports it until it is used.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import platform
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..messages import LabError, Message
+from .run import CheckpointSink, EvalRecord, Resume, RunSnapshot
+from .runner import _register, steady_speed
+
+INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
+CONNECT_SECONDS = 5.0     # how long connecting may take before the dashboard trains on its own box
+PLACE_SECONDS = 120.0     # how long a run waits for a machine (a new actor: a worker process, torch, the model)
+NEWS_WAIT = 0.5           # the longest the actor holds a call for news before it answers "nothing new"
+WEIGHTS_TIMEOUT = 60.0    # seconds a page waits for a run's weights
+NAMESPACE = "minigpt"     # the Ray namespace the dashboard's actors live in
+
+
+class ClusterError(LabError, RuntimeError):
+    """The cluster cannot be used: not installed, unreachable, or running other versions."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """What the cluster has now: machines alive, and their CPUs and GPUs."""
+
+    machines: int
+    cpus: float
+    gpus: float
+
+    def slots(self, gpu_per_run: float = 0.0) -> int:
+        """How many runs train at once: one per CPU, or, where runs take a share of a GPU, as many as the
+        GPUs hold (each run still takes a CPU)."""
+        by_cpu = int(self.cpus + 1e-9)
+        if gpu_per_run <= 0:
+            return by_cpu
+        return min(by_cpu, int(self.gpus / gpu_per_run + 1e-9))
+
+
+def versions() -> dict[str, str]:
+    """What must be the same on the dashboard and on every machine of the cluster."""
+    import ray
+    import torch
+
+    return {"Python": platform.python_version(), "Ray": ray.__version__, "torch": torch.__version__.split("+")[0],
+            "minigpt": code_version()}
+
+
+def code_version() -> str:
+    """minigpt's source, as a short digest: a run's spec and news travel as Python objects, so the
+    machines must run the same code as the dashboard."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def differences(ours: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """"Ray 2.60.0 here, 2.59.0 there" for each version that differs."""
+    return [f"{name} {ours[name]} here, {theirs.get(name, '?')} there" for name in ours if ours[name] != theirs.get(name)]
+
+
+class Cluster:
+    """The cluster this dashboard is connected to (`connect`)."""
+
+    def __init__(self, address: str, gpu_per_run: float = 0.0):
+        self.address, self.gpu_per_run = address, gpu_per_run
+
+    def size(self) -> Size:
+        """Machines alive now, and their resources (they change as machines join and leave)."""
+        import ray
+
+        alive = [node for node in ray.nodes() if node.get("Alive")]
+        return Size(len(alive), sum(n["Resources"].get("CPU", 0.0) for n in alive),
+                    sum(n["Resources"].get("GPU", 0.0) for n in alive))
+
+    def slots(self) -> int:
+        return self.size().slots(self.gpu_per_run)
+
+    def node_alive(self, node_id: str) -> bool | None:
+        """Whether a machine is still in the cluster (None: the cluster did not answer)."""
+        import ray
+
+        try:
+            return any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())
+        except Exception:  # noqa: BLE001 - the head has gone too
+            return None
+
+    def run(self, spec, resume: Resume | None = None) -> RayRun:
+        """The run `spec` describes, in an actor on the cluster; from `resume`'s checkpoint, with what
+        it had logged up to there (as worker.build_run does on the box)."""
+        from .worker import resume_spec
+
+        if resume is None:
+            return RayRun(spec, self)
+        return RayRun(resume_spec(spec, resume.files), self, history=resume.history, evals=resume.evals)
+
+    def check_versions(self, ours: dict[str, str] | None = None) -> None:
+        """Every machine runs what the dashboard runs (`ours`, by default `versions()`): ClusterError
+        naming both where one does not."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ours = ours or versions()
+        probe = ray.remote(num_cpus=0)(versions)
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        answers = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                           .remote() for n in nodes], timeout=PLACE_SECONDS)
+        for node, theirs in zip(nodes, answers):
+            differ = differences(ours, theirs)
+            if differ:
+                raise ClusterError("The machine {node} of the cluster runs other versions than this dashboard: {diff}. "
+                                   "Install the same ones on both (docs/cluster.md).",
+                                   node=node.get("NodeManagerAddress", "?"), diff="; ".join(differ))
+
+
+def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SECONDS) -> Cluster:
+    """Join the Ray cluster at `address` ("host:port" of its head, or "auto" for one started on this
+    machine), checked; ClusterError with a sentence for the teacher where it cannot be used."""
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("Runs are set to train on a Ray cluster, but Ray is not installed here. Install it with "
+                           "`{command}`; until then runs train on this machine.", command=INSTALL) from None
+    if ray.is_initialized():
+        cluster = Cluster(address, gpu_per_run)
+        cluster.check_versions()
+        return cluster
+    host, _, port = address.rpartition(":")
+    if address != "auto":
+        if not host or not port.isdigit():
+            raise ClusterError("The cluster's address `{address}` is not host:port, the address `ray start --head` "
+                               "prints.", address=address)
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                pass
+        except OSError as err:
+            raise ClusterError("The Ray cluster at {address} cannot be reached ({reason}). Runs train on this machine "
+                               "until it can.", address=address, reason=err.strerror or str(err)) from None
+    joined: Future = Future()
+
+    def join() -> None:  # ray.init retries for minutes where something answers that is not a working head
+        try:
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False)
+            joined.set_result(None)
+        except Exception as err:  # noqa: BLE001 - handed to the waiting caller
+            joined.set_exception(err)
+
+    threading.Thread(target=join, name="minigpt-ray-connect", daemon=True).start()
+    try:
+        joined.result(timeout * 4)
+    except TimeoutError:
+        raise ClusterError("The Ray cluster at {address} did not answer within {seconds:.0f} s. Runs train on this "
+                           "machine.", address=address, seconds=timeout * 4) from None
+    except RuntimeError as err:
+        if "version mismatch" in str(err).lower():
+            ours = versions()
+            raise ClusterError("The Ray cluster at {address} runs other versions than this dashboard (Python {python}, "
+                               "Ray {ray} here). Ray says: {said}", address=address, python=ours["Python"],
+                               ray=ours["Ray"], said=str(err).strip()) from None
+        raise ClusterError("The Ray cluster at {address} could not be joined: {reason}", address=address,
+                           reason=str(err)) from None
+    cluster = Cluster(address, gpu_per_run)
+    try:
+        cluster.check_versions()
+    except Exception:
+        ray.shutdown()
+        raise
+    return cluster
+
+
+# -- the actor, on a machine of the cluster ---------------------------------------------------------
+class RunActor:
+    """A TrainingRun on a machine of the cluster (made a Ray actor by `_actor_class`). Commands come
+    one at a time, in order, on its default thread; `news` waits on a thread of its own."""
+
+    def __init__(self, spec, device: str | None):
+        import ray
+        import torch
+
+        from .worker import _build, _portable
+
+        torch.set_num_threads(spec.threads)  # its share of the machine: as on the box, the same losses
+        if device is not None:  # a share of a GPU: the run trains on it
+            spec = replace(spec, train=replace(spec.train, device=device))
+        self.node = ray.get_runtime_context().get_node_id()
+        self.changed = threading.Condition()
+        self.version = 0  # bumped at every change: what `news` waits on
+        self.done = 0     # the last command done (its number, from the dashboard)
+        self.checkpoints: list[tuple[int, int, dict[str, bytes]]] = []  # (number, step, files) until acknowledged
+        self.numbers = itertools.count(1)
+        self.failed, self.run = None, None
+        try:
+            self.run = _build(spec)
+        except Exception as err:  # noqa: BLE001 - a ConfigError or CorpusError: the dashboard's to show
+            self.failed = _portable(err)
+            return
+        self.run._on_update = lambda ending: self._changed()
+
+    def ready(self) -> dict:
+        """What the dashboard keeps of the run, or the error that kept it from being built."""
+        if self.failed is not None:
+            return {"failed": self.failed}
+        trainer = self.run.trainer
+        return {"cfg": trainer.cfg, "model_config": trainer.model_config, "model_params": trainer.model_params,
+                "device": str(trainer.device), "node": self.node, **self._status()}
+
+    def command(self, op: str, number: int, *args: Any) -> tuple[Any, dict]:
+        """One command from the dashboard: its answer, and the run's status once it is done."""
+        from .worker import _do
+
+        if op == "start":  # (paused, wants checkpoints)
+            self.run.on_checkpoint = self._checkpoint if args[1] else None
+            self.run.start(paused=args[0])
+            answer = None
+        else:
+            answer = _do(self.run, op, list(args), None)
+        with self.changed:
+            self.done = number
+        self._changed()
+        return answer, self._status()
+
+    def news(self, history_from: int, evals_from: int, acknowledged: int, seen: int) -> dict:
+        """What is new since what the dashboard has: held until something is, or NEWS_WAIT seconds."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.version > seen, NEWS_WAIT)
+            version = self.version
+            self.checkpoints = [c for c in self.checkpoints if c[0] > acknowledged]
+            checkpoints = list(self.checkpoints)
+        snap = self.run.snapshot()  # taken after the checkpoints: it holds the steps they were made at
+        return {"history": snap.history[history_from:], "evals": snap.evals[evals_from:], "version": version,
+                "checkpoints": checkpoints, "status": self._status(snap)}
+
+    def _checkpoint(self, step: int, files: dict[str, bytes]) -> None:
+        with self.changed:
+            self.checkpoints.append((next(self.numbers), step, files))
+        self._changed()
+
+    def _changed(self) -> None:
+        with self.changed:
+            self.version += 1
+            self.changed.notify_all()
+
+    def _status(self, snap: RunSnapshot | None = None) -> dict:
+        from .worker import _status
+
+        with self.changed:
+            done = self.done
+        return dict(_status(self.run, snap), done=done)
+
+
+_ACTOR_CLASS = None
+
+
+def _actor_class():
+    """RunActor as a Ray actor class, made once Ray is imported; `news` has a thread of its own."""
+    global _ACTOR_CLASS
+    if _ACTOR_CLASS is None:
+        import ray
+
+        _ACTOR_CLASS = ray.remote(concurrency_groups={"news": 1})(RunActor)
+    return _ACTOR_CLASS
+
+
+# -- the run, as the dashboard holds it -------------------------------------------------------------
+_ENDED = ("finished", "error", "closed")
+
+
+class RayRun:
+    """A TrainingRun in a Ray actor. Thread-safe, like TrainingRun; see the module docstring.
+
+    Building it waits until Ray has placed the actor and the run is built (at most PLACE_SECONDS; the
+    registry builds runs on its dispatcher thread, never a page's). Starting it is not waited for;
+    pause, run_steps, stop and close return once the actor has done them (at most `timeout`)."""
+
+    def __init__(self, spec, cluster: Cluster, *, history: list = (), evals: list[EvalRecord] = ()):
+        """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
+        from .worker import TrainerView
+
+        self.run_id, self.spec, self.cluster = spec.run_id, spec, cluster
+        self.on_checkpoint: CheckpointSink | None = None
+        self._lock = threading.Condition()
+        self._history: list = list(history)
+        self._evals: list[EvalRecord] = list(evals)
+        self._state, self._dead, self._closing = "idle", False, False
+        self._notice: Message | None = None
+        self._wants_checkpoints = False
+        # what it goes on from if its machine leaves: its newest checkpoint (the one it was resumed from)
+        self._last_checkpoint: tuple[int, dict[str, bytes] | None] = (history[-1].step if history else 0, spec.resume)
+        self._actor, facts = self._place(spec)
+        self._status = dict(facts, state="idle")
+        self._cursor = (0, 0, 0, 0)  # the actor's history and evals received, checkpoints acknowledged, version seen
+        self._ids = itertools.count(1)
+        self._sent = 0               # the last command's number: the actor's state is news once it has done it
+        self._generation = 0         # bumped when the run moves to a new actor: answers from the old one are dropped
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self.trainer = TrainerView(self, spec)
+        threading.Thread(target=self._send_commands, name=f"minigpt-ray-{self.run_id}", daemon=True).start()
+        threading.Thread(target=self._listen, name=f"minigpt-ray-news-{self.run_id}", daemon=True).start()
+        _register(self)  # stopped as the server exits, like every run
+
+    # -- steering ----------------------------------------------------------------------------------
+    def start(self, paused: bool = False) -> None:
+        with self._lock:
+            self._wants_checkpoints = self.on_checkpoint is not None
+        self._command("start", paused, self._wants_checkpoints,
+                      change=lambda state: None if state in (*_ENDED, "running") else "paused" if paused else "running")
+
+    def resume(self) -> None:
+        self.start()
+
+    def run_steps(self, n: int, timeout: float | None = 5.0) -> None:
+        self._command("steps", n, change=lambda state: None if state in (*_ENDED, "running") else "running",
+                      timeout=timeout)
+
+    def pause(self, timeout: float | None = 5.0) -> None:
+        self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self._command("stop", change=lambda state: "stopped" if state in ("running", "paused", "idle") else state,
+                      timeout=timeout)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop for good and end the actor, which frees its CPU on the cluster. Closing twice is fine."""
+        import ray
+
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        self._command("close", change=lambda state: "closed", timeout=timeout)
+        with self._lock:
+            self._state, self._evals, self._dead = "closed", [], True
+            self._status["alive"] = False
+            actor = self._actor
+            self._lock.notify_all()
+        self._commands.put(None)
+        with contextlib.suppress(Exception):
+            ray.kill(actor)
+        self.trainer.release()
+
+    # -- reading -----------------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def is_alive(self) -> bool:
+        """Its training thread is alive, or a command sent to it is not done yet."""
+        with self._lock:
+            return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)
+
+    def snapshot(self) -> RunSnapshot:
+        with self._lock:
+            status = self._status
+            return RunSnapshot(run_id=self.run_id, state=self._state, step=status["step"],
+                               max_steps=self.spec.train.max_steps, history=list(self._history),
+                               evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
+                               elapsed=status["elapsed"], error=status["error"],
+                               stopped_early=status["stopped_early"], notice=self._notice)
+
+    def inference_model(self):
+        return self._weights("weights")[0].eval()
+
+    def checkpoint_parts(self) -> dict:
+        from .worker import _torch
+
+        model, parts = self._weights("checkpoint")
+        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
+                "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
+                "val_loss": parts["val_loss"]}
+
+    def _weights(self, op: str):
+        from ..model import MiniGPT
+        from .worker import _torch
+
+        answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
+        if answer is None:
+            raise RuntimeError(f"run {self.run_id}'s actor has ended or did not answer in {WEIGHTS_TIMEOUT} s, so "
+                               "its weights cannot be read")
+        model = MiniGPT(self.trainer.model_config)
+        model.load_state_dict(_torch(answer["model"]))
+        return model, answer
+
+    def _facts(self) -> dict:  # what TrainerView reads: step, elapsed, best_val...
+        with self._lock:
+            return self._status
+
+    # -- talking to the actor ----------------------------------------------------------------------
+    def _place(self, spec) -> tuple[Any, dict]:
+        """A new actor for `spec`, on whichever machine Ray finds room: the actor and its first facts."""
+        import ray
+
+        gpu = self.cluster.gpu_per_run
+        actor = _actor_class().options(num_cpus=1, num_gpus=gpu, namespace=NAMESPACE).remote(
+            spec, "cuda" if gpu > 0 else None)
+        try:
+            facts = ray.get(actor.ready.remote(), timeout=PLACE_SECONDS)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(actor)
+            raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every CPU is busy, "
+                               "or the machines have left.", run=spec.run_id, seconds=PLACE_SECONDS) from None
+        except ray.exceptions.RayError as err:
+            raise ClusterError("The cluster could not start run {run}: {reason}", run=spec.run_id,
+                               reason=_first_line(err)) from None
+        if "failed" in facts:
+            ray.kill(actor)
+            raise facts["failed"]
+        return actor, facts
+
+    def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
+                 timeout: float | None = 0.0) -> Any:
+        """Send a command, the state it leads to set in the same step as its number (`change` of the
+        current state; None: send nothing). With a timeout, wait (None: as long as it takes) for the
+        actor to have done it: its answer, or None where the actor has gone or is too slow."""
+        with self._lock:
+            new = change(self._state)
+            if new is None or self._dead:
+                return None
+            self._state = new
+            self._sent = number = next(self._ids)
+            done: Future = Future()
+            self._commands.put((op, number, args, done))
+        if timeout == 0.0:
+            return None
+        with contextlib.suppress(Exception):  # too slow, or the actor has gone: the news thread says why
+            return done.result(timeout)
+        return None
+
+    def _send_commands(self) -> None:
+        """The run's command thread: each command in order, one at a time, its status applied."""
+        import ray
+
+        while (item := self._commands.get()) is not None:
+            op, number, args, done = item
+            with self._lock:
+                actor, generation = self._actor, self._generation
+            try:
+                answer, status = ray.get(actor.command.remote(op, number, *args), timeout=WEIGHTS_TIMEOUT)
+            except Exception as err:  # noqa: BLE001 - the actor has gone, or is too slow
+                done.set_exception(err)
+                continue
+            with self._lock:
+                if generation == self._generation:
+                    self._take_status(status)
+                self._lock.notify_all()
+            done.set_result(answer)
+
+    def _listen(self) -> None:
+        """The run's news thread: one waiting call at a time until the run is closed. A machine that
+        left moves the run; an actor that failed ends it."""
+        import ray
+
+        while True:
+            with self._lock:
+                if self._dead:
+                    return
+                actor, generation, cursor = self._actor, self._generation, self._cursor
+            try:
+                news = ray.get(actor.news.options(concurrency_group="news").remote(*cursor), timeout=WEIGHTS_TIMEOUT)
+            except ray.exceptions.GetTimeoutError:
+                continue
+            except ray.exceptions.RayError as err:
+                with self._lock:
+                    if self._closing or self._dead or generation != self._generation:
+                        continue
+                if not self._move_if_machine_left():
+                    self._ended(err)
+                continue
+            self._apply(news, generation)
+
+    def _apply(self, news: dict, generation: int) -> None:
+        with self._lock:
+            if generation != self._generation:
+                return
+            history_from, evals_from, acknowledged, _ = self._cursor
+            last_step = self._history[-1].step if self._history else -1
+            last_eval = self._evals[-1].step if self._evals else -1
+            # a run that moved trains the steps since its checkpoint again: the same numbers, kept once
+            self._history.extend(e for e in news["history"] if e.step > last_step)
+            if self._state != "closed":
+                self._evals.extend(r for r in news["evals"] if r.step > last_eval)
+            checkpoints = news["checkpoints"]
+            self._cursor = (history_from + len(news["history"]), evals_from + len(news["evals"]),
+                            checkpoints[-1][0] if checkpoints else acknowledged, news["version"])
+            self._take_status(news["status"])
+            self._lock.notify_all()
+            sink = self.on_checkpoint
+        for _, step, files in checkpoints:  # outside the lock: the sink may write to disk
+            self._last_checkpoint = (step, files)
+            if sink is not None:
+                sink(step, files)
+
+    def _take_status(self, status: dict) -> None:
+        self._status.update(status)
+        if status["done"] >= self._sent and self._state != "closed":
+            self._state = status["state"]  # the actor has done every command sent: its state is the truth
+
+    def _move_if_machine_left(self) -> bool:
+        """Where the run's machine has left the cluster, go on from its last checkpoint on another
+        machine, in the state it was in; False where the machine is still there."""
+        from .worker import resume_spec
+
+        with self._lock:
+            node, state, lost = self._status.get("node"), self._state, self._status["step"]
+        if state not in ("running", "paused", "idle") or self.cluster.node_alive(node) is not False:
+            return False
+        resumed_from, files = self._last_checkpoint
+        try:
+            actor, facts = self._place(resume_spec(self.spec, files))
+        except Exception as err:  # noqa: BLE001 - no machine could take it: the run ends, and says why
+            self._ended(err)
+            return True
+        with self._lock:
+            if self._closing:
+                import ray
+
+                ray.kill(actor)
+                return True
+            self._actor, self._generation, self._cursor = actor, self._generation + 1, (0, 0, 0, 0)
+            self._status.update(facts)  # its `done` (0) is behind the commands sent: the state stays ours until it starts
+            self._notice = Message("The machine that trained this run left the cluster at step {lost}; the run went on "
+                                   "from its checkpoint at step {step} on another machine.", lost=lost,
+                                   step=resumed_from)
+            state = self._state
+        if state != "idle":
+            self._command("start", state == "paused", self._wants_checkpoints, change=lambda current: state)
+        return True
+
+    def _ended(self, err: Exception) -> None:
+        """The actor has gone while its machine stays, or no machine could take the run: it failed."""
+        with self._lock:
+            self._dead = True
+            self._status["alive"] = False
+            if self._state in ("running", "paused", "idle"):
+                self._state = "error"
+                self._status["error"] = Message(
+                    "the cluster lost this run at step {step} ({reason}). The other runs go on; train again, perhaps "
+                    "with a smaller model or batch.", step=self._status["step"], reason=_first_line(err))
+            self._lock.notify_all()
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def watch(cluster: Cluster, resize: Callable[[int, Size], None], every: float = 5.0,
+          stop: threading.Event | None = None) -> threading.Thread:
+    """Tell `resize(slots, size)` what the cluster has, now and whenever it changes (checked every
+    `every` seconds, on a thread of its own)."""
+    stop = stop or threading.Event()
+
+    def loop() -> None:
+        last = None
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # a head that does not answer: the slots stay as they were
+                size = cluster.size()
+                if size != last:
+                    resize(size.slots(cluster.gpu_per_run), size)
+                    last = size
+            stop.wait(every)
+
+    thread = threading.Thread(target=loop, name="minigpt-ray-watch", daemon=True)
+    thread.start()
+    return thread

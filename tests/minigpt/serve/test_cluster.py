@@ -1,0 +1,220 @@
+"""minigpt/serve/cluster.py: runs as Ray actors on a real 2-node cluster the tests start in a network
+namespace of their own (tests/helpers/ray_cluster.py). The run interface suite runs on RayRun too
+(test_run_interface.py); here, what only a cluster does: the same losses as on the box, a machine
+that leaves mid-run, an actor that fails, the slots, and the faults of connecting.
+
+    pytest tests/minigpt/serve/test_cluster.py
+"""
+import socket
+import sys
+import threading
+from dataclasses import replace
+
+import pytest
+
+from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
+from helpers.waiting import wait_until
+from minigpt import CorpusError, TrainConfig
+from minigpt.serve import cluster as cluster_module
+from minigpt.serve.cluster import ClusterError, RayRun, Size, connect, differences
+from minigpt.serve.worker import ProcessRun, RunSpec
+
+STEPS, EVAL = 120, 40
+
+
+def _spec(run_id: str, max_steps: int = STEPS, **train) -> RunSpec:
+    tok = tiny_tokenizer()
+    model = tiny_config(vocab_size=tok.vocab_size, dropout=0.1).validate()
+    cfg = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=EVAL,
+                      eval_iters=2, device="cpu", **train).validate(model)
+    return RunSpec(run_id, model, cfg, tuple(tok.chars), TEXT, probe_text="the cat", sample_prompt="the",
+                   log_interval=1, nice=0)
+
+
+def _finished(run) -> list[float]:
+    wait_until(lambda: run.state in ("finished", "error") and not run.is_alive(), "the run to end", timeout=120)
+    snap = run.snapshot()
+    assert snap.error is None and snap.state == "finished"
+    return [event.train_loss for event in snap.history]
+
+
+# -- pure: no cluster --------------------------------------------------------------------------------
+def test_slots_are_one_per_cpu_or_as_many_gpu_shares_as_the_gpus_hold():
+    assert Size(3, 12.0, 0.0).slots() == 12
+    assert Size(1, 16.0, 1.0).slots(gpu_per_run=0.25) == 4   # a GPU machine: 4 runs share its one GPU
+    assert Size(2, 2.0, 2.0).slots(gpu_per_run=0.25) == 2    # still a CPU each
+    assert Size(1, 8.0, 0.0).slots(gpu_per_run=0.5) == 0     # runs that want a GPU, on a cluster with none
+    assert Size(0, 0.0, 0.0).slots() == 0
+
+
+def test_differences_name_both_versions():
+    ours = {"Python": "3.11.7", "Ray": "2.60.0", "torch": "2.13.0", "minigpt": "abc"}
+    assert differences(ours, dict(ours)) == []
+    assert differences(ours, dict(ours, Ray="2.59.0", Python="3.12.1")) == ["Python 3.11.7 here, 3.12.1 there",
+                                                                             "Ray 2.60.0 here, 2.59.0 there"]
+
+
+def test_without_ray_installed_the_message_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(ClusterError, match="pip install -r requirements-cluster.txt"):
+        connect("127.0.0.1:6379")
+
+
+def test_an_unreachable_cluster_is_said_at_once():
+    pytest.importorskip("ray")
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{port} cannot be reached"):
+        connect(f"127.0.0.1:{port}", timeout=2.0)
+    with pytest.raises(ClusterError, match="is not host:port"):
+        connect("head-node")
+
+
+# -- on the cluster ----------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_a_run_on_the_cluster_has_the_losses_of_the_same_run_in_a_child_process(ray_cluster):
+    remote = RayRun(_spec("on-ray"), ray_cluster.cluster)
+    local = ProcessRun(_spec("on-box"))
+    try:
+        remote.start()
+        local.start()
+        ray_losses, box_losses = _finished(remote), _finished(local)
+        assert len(ray_losses) == STEPS + 1
+        assert ray_losses == pytest.approx(box_losses, rel=0, abs=1e-6)
+        assert [r.step for r in remote.snapshot().evals] == [0, EVAL, 2 * EVAL, 3 * EVAL]
+        assert remote.trainer.device.type == "cpu"
+    finally:
+        remote.close()
+        local.close()
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_the_cluster_size_and_a_machine_that_joins(ray_cluster):
+    cluster = ray_cluster.cluster
+    assert cluster.size() == Size(2, 2.0, 0.0) and cluster.slots() == 2
+    seen = []
+    stop = threading.Event()
+    cluster_module.watch(cluster, lambda slots, size: seen.append((slots, size.machines)), every=0.2, stop=stop)
+    try:
+        wait_until(lambda: seen and seen[-1] == (2, 2), "the watcher's first look")
+        node = ray_cluster.nodes.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+        wait_until(lambda: seen[-1] == (3, 3), "the new machine's slot")
+        ray_cluster.nodes.remove_node(node)
+        wait_until(lambda: seen[-1] == (2, 2), "the slot to go with its machine")
+    finally:
+        stop.set()
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_a_run_whose_machine_leaves_goes_on_elsewhere_to_the_same_final_loss(ray_cluster):
+    """The head's CPU is held, so the run lands on the second machine; a third joins, the second is
+    removed mid-run: the run goes on from its checkpoint on the third and ends as a run that was never
+    interrupted, step for step."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    class Holder:  # holds a CPU of the machine it is put on (a local class: Ray ships it by value)
+        def ready(self) -> bool:
+            return True
+
+    nodes = ray_cluster.nodes
+    head = nodes.head_node.node_id
+    holder = ray.remote(num_cpus=1)(Holder).options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)).remote()
+    ray.get(holder.ready.remote())
+    second = next(node for node in nodes.worker_nodes)
+    third = None
+    checkpoints = []
+    run = RayRun(_spec("moves", max_steps=300), ray_cluster.cluster)
+    try:
+        assert run._status["node"] == second.node_id
+        run.on_checkpoint = lambda step, files: checkpoints.append(step)
+        run.start()
+        wait_until(lambda: run.snapshot().step >= EVAL + 5 and EVAL in checkpoints, "a checkpoint and a few steps more")
+        third = nodes.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+        nodes.wait_for_nodes()
+        nodes.remove_node(second)
+        wait_until(lambda: run.snapshot().notice is not None, "the run to move", timeout=60)
+        moved = _finished(run)
+        assert run._status["node"] == third.node_id
+        notice = run.snapshot().notice
+        assert notice.params["step"] in checkpoints and notice.params["lost"] >= EVAL + 5
+        assert [e.step for e in run.snapshot().history] == list(range(301))  # every step once
+    finally:
+        run.close()
+        ray.kill(holder)
+    alone = ProcessRun(_spec("never-moved", max_steps=300))
+    try:
+        alone.start()
+        assert moved == pytest.approx(_finished(alone), rel=0, abs=1e-6)
+    finally:
+        alone.close()
+        if third is not None:  # the cluster as it was: head and one more, for the next test
+            nodes.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+            nodes.remove_node(third)
+            nodes.wait_for_nodes()
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_an_actor_that_dies_on_a_machine_that_stays_fails_its_run_and_the_next_run_trains(ray_cluster):
+    import ray
+
+    run = RayRun(_spec("killed", max_steps=100_000), ray_cluster.cluster)
+    try:
+        run.start()
+        wait_until(lambda: run.snapshot().step >= 3, "three steps")
+        ray.kill(run._actor)  # as the out-of-memory killer ends it
+        wait_until(lambda: run.state == "error", "the run to fail")
+        snap = run.snapshot()
+        assert "the cluster lost this run at step" in str(snap.error) and not run.is_alive()
+        assert snap.notice is None  # not moved: its machine is still there
+    finally:
+        run.close()
+    after = RayRun(_spec("after"), ray_cluster.cluster)
+    try:
+        after.start()
+        _finished(after)
+    finally:
+        after.close()
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_a_run_that_diverges_on_the_cluster_fails_with_the_same_sentence(ray_cluster):
+    run = RayRun(_spec("diverges", lr=1e6), ray_cluster.cluster)
+    try:
+        run.start()
+        wait_until(lambda: run.state == "error", "the run to fail")
+        assert "Try a lower learning rate" in str(run.snapshot().error)
+    finally:
+        run.close()
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_machine_with_other_versions_is_named_with_both(ray_cluster):
+    ours = cluster_module.versions()
+    ray_cluster.cluster.check_versions()  # the real cluster: the same everywhere
+    with pytest.raises(ClusterError, match=r"Ray 2\.0\.0 here, [0-9.]+ there"):
+        ray_cluster.cluster.check_versions(ours=dict(ours, Ray="2.0.0"))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_settings_the_trainer_refuses_are_raised_to_the_caller_and_free_the_cpu(ray_cluster):
+    bad = replace(_spec("bad"), text=TEXT[:6])  # too short a corpus for its windows
+    with pytest.raises(CorpusError, match="fewer than block_size"):
+        RayRun(bad, ray_cluster.cluster)
+    import ray
+
+    wait_until(lambda: ray.available_resources().get("CPU") == 2.0, "both CPUs free again")

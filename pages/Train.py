@@ -4,7 +4,7 @@ from minigpt import N_
 from app import navigation
 from app.chrome import site
 from app.parts import train_form
-from app.state import corpora, database, runs, train_settings
+from app.state import corpora, database, placement, runs, train_settings
 from app.views import training
 
 navigation.open_page(site.TRAIN, N_(
@@ -15,6 +15,7 @@ navigation.open_page(site.TRAIN, N_(
     "time-lapse."), lesson_steps=(11, 12))
 
 database.not_saving_warning()
+placement.cluster_warning()
 corpus = corpora.current_corpus()
 entry, owner = runs.session_run()
 train_settings.ensure_filled(runs.run_settings(entry) if entry is not None else None)

@@ -9,15 +9,22 @@ from minigpt.serve.registry import RunEntry
 
 from app.chrome.i18n import _, n_
 from app.chrome.text import format_duration, ordinal
-from app.state import runs
+from app.state import placement, runs
 
 HEARTBEAT_SECONDS = 30.0  # any other page of the owner's looks this often, or thrice within the absence limit
 
 
 def server_line() -> str:
-    """"N training slots on this server · M in use · K runs waiting"."""
+    """"N training slots on this server · M in use · K runs waiting", or "on a cluster of M machines"."""
     registry = runs.registry()
-    return " · ".join([n_("{n} training slot on this server", "{n} training slots on this server", registry.max_runs),
+    size = placement.placement().size
+    if size is not None:  # "12 training slots on a cluster of 3 machines"
+        where = _("{slots} on a cluster of {machines}", slots=n_("{n} training slot", "{n} training slots",
+                                                                 registry.max_runs),
+                  machines=n_("{n} machine", "{n} machines", size.machines))
+    else:
+        where = n_("{n} training slot on this server", "{n} training slots on this server", registry.max_runs)
+    return " · ".join([where,
                        n_("{n} in use", "{n} in use", registry.active_count()),
                        n_("{n} run waiting", "{n} runs waiting", registry.waiting_count())])
 

@@ -36,7 +36,7 @@ from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
 from app.chrome import url
 from app.chrome.i18n import _, language
 from app.chrome.text import format_duration
-from app.state import database
+from app.state import database, placement
 from app.state.choices import MODEL_SOURCE, TRAINED, current_device
 from app.state.corpora import Corpus
 
@@ -124,22 +124,28 @@ def registry() -> RunRegistry:
     from minigpt.serve.runner import stop_orphaned_runs
 
     stop_orphaned_runs()
-    slots, kept = server_sizes(read_capacity())
-    return RunRegistry(max_runs=slots,
+    cluster = placement.on_cluster()
+    slots, kept = server_sizes(read_capacity(), cluster.slots() if cluster is not None else None)
+    made = RunRegistry(max_runs=slots,
                        idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS),
                        max_waiting=env_int(MAX_WAITING_ENV, registry_module.DEFAULT_MAX_WAITING),
                        waiting_idle_seconds=env_int(WAITING_IDLE_ENV, registry_module.DEFAULT_WAITING_IDLE),
                        kept_bytes=kept * KEPT_RUN_BYTES, store=database.store(), builder=build_run, facts=run_facts)
+    placement.watch(made.resize)  # on a cluster, the slots follow its machines
+    return made
 
 
 def build_run(spec, resume=None):
-    """The run `spec` describes, where this server trains (a child process or a thread), at its
-    priority; from `resume`'s checkpoint where a run goes on after a restart."""
+    """The run `spec` describes, where this server trains (an actor on the cluster, a child process or
+    a thread), at its priority; from `resume`'s checkpoint where a run goes on after a restart."""
     from minigpt.serve.worker import CHILD_NICE
     from minigpt.serve.worker import build_run as build
 
+    cluster = placement.on_cluster()
     in_process = train_in() == "process"
-    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)
+    nice = train_nice(CHILD_NICE if in_process or cluster is not None else DEFAULT_THREAD_NICE)
+    if cluster is not None:
+        return cluster.run(replace(spec, nice=nice), resume)
     return build(replace(spec, nice=nice), resume, in_process=in_process)
 
 
@@ -149,16 +155,22 @@ def run_facts(spec) -> RunFacts:
                     unseen_validation_chars(spec.text, spec.train.val_fraction))
 
 
-def server_sizes(capacity: Capacity) -> tuple[int, int]:
-    """How many runs may train at once (MINIGPT_MAX_RUNS, else what the box affords), and how many
-    finished runs it keeps small in the memory the server and its slots leave."""
+def server_sizes(capacity: Capacity, cluster_slots: int | None = None) -> tuple[int, int]:
+    """How many runs may train at once (MINIGPT_MAX_RUNS, else the cluster's slots where runs train on
+    one, else what the box affords), and how many finished runs it keeps small in the memory the server
+    and its slots leave (runs on a cluster take none of this box's)."""
+    if cluster_slots is not None:
+        return env_int(MAX_RUNS_ENV, cluster_slots, low=0), kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES,
+                                                                          MIN_KEPT, MAX_KEPT)
     slots = env_int(MAX_RUNS_ENV, slots_for(capacity, RUN_BYTES, SERVER_BYTES))
     return slots, kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES + slots * RUN_BYTES, MIN_KEPT, MAX_KEPT)
 
 
 def run_threads() -> int:
-    """Intra-op threads for each run's process: its share of the server's CPUs, never more, and at most
-    MAX_RUN_THREADS, what a run here is fastest with."""
+    """Intra-op threads for each run: its share of the server's CPUs, never more, and at most
+    MAX_RUN_THREADS, what a run here is fastest with; on a cluster, the one CPU its actor takes."""
+    if placement.on_cluster() is not None:
+        return MAX_RUN_THREADS
     return min(threads_per_run(read_capacity(), registry().max_runs), MAX_RUN_THREADS)
 
 

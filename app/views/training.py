@@ -16,7 +16,7 @@ from app.chrome import charts
 from app.chrome.i18n import _, error_text, number
 from app.chrome.text import format_duration, md
 from app.parts import compare, line, post
-from app.state import kept_runs, run_notes, runs, train_settings
+from app.state import kept_runs, placement, run_notes, runs, train_settings
 from app.state.choices import current_device
 from app.state.corpora import Corpus
 
@@ -34,7 +34,7 @@ def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range:
     else:
         settings_ok = in_range  # a box outside its range has said so under itself
     facts = [_("Corpus **{corpus}** ({chars:,} characters)", corpus=md(corpus.label), chars=len(corpus.text)),
-             _("device **{device}**", device=current_device())]
+             _("device **{device}**", device=placement.run_device() or current_device())]
     if settings_ok:
         facts.append(_("a new run with these settings: **{params:,}** parameters", params=sized.num_params()))
     facts.append(line.server_line())
@@ -125,6 +125,8 @@ def _live(state: str) -> None:
     last_val = snap.evals[-1].val_loss if snap.evals else None
     _metrics(snap, uniform, last_val)
     line.paused_note(current, owner)
+    if snap.notice is not None:  # its machine left the cluster: it went on from a checkpoint elsewhere
+        st.info(error_text(snap.notice))
     if snap.error:
         st.error(_("Training stopped: {error}", error=md(error_text(snap.error))))
     if snap.stopped_early:

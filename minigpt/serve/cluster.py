@@ -37,7 +37,6 @@ from typing import Any
 
 from ..messages import LabError, Message
 from .run import CheckpointSink, EvalRecord, Resume, RunSnapshot
-from .runner import _register, steady_speed
 
 INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
 CONNECT_SECONDS = 5.0     # how long connecting may take before the dashboard trains on its own box
@@ -87,9 +86,9 @@ def code_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def differences(ours: dict[str, str], theirs: dict[str, str]) -> list[str]:
-    """"Ray 2.60.0 here, 2.59.0 there" for each version that differs."""
-    return [f"{name} {ours[name]} here, {theirs.get(name, '?')} there" for name in ours if ours[name] != theirs.get(name)]
+def differences(ours: dict[str, str], theirs: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(name, ours, theirs) for each version that differs."""
+    return [(name, ours[name], theirs.get(name, "?")) for name in ours if ours[name] != theirs.get(name)]
 
 
 class Cluster:
@@ -139,11 +138,10 @@ class Cluster:
         answers = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                            .remote() for n in nodes], timeout=PLACE_SECONDS)
         for node, theirs in zip(nodes, answers):
-            differ = differences(ours, theirs)
-            if differ:
-                raise ClusterError("The machine {node} of the cluster runs other versions than this dashboard: {diff}. "
-                                   "Install the same ones on both (docs/cluster.md).",
-                                   node=node.get("NodeManagerAddress", "?"), diff="; ".join(differ))
+            for name, here, there in differences(ours, theirs):
+                raise ClusterError("The machine {node} of the cluster runs {name} {theirs}, and this dashboard {name} "
+                                   "{ours}. Install the same versions on both (docs/cluster.md).",
+                                   node=node.get("NodeManagerAddress", "?"), name=name, theirs=there, ours=here)
 
 
 def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SECONDS) -> Cluster:
@@ -153,7 +151,7 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
         import ray
     except ImportError:
         raise ClusterError("Runs are set to train on a Ray cluster, but Ray is not installed here. Install it with "
-                           "`{command}`; until then runs train on this machine.", command=INSTALL) from None
+                           "`{command}`.", command=INSTALL) from None
     if ray.is_initialized():
         cluster = Cluster(address, gpu_per_run)
         cluster.check_versions()
@@ -167,8 +165,7 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
             with socket.create_connection((host, int(port)), timeout=timeout):
                 pass
         except OSError as err:
-            raise ClusterError("The Ray cluster at {address} cannot be reached ({reason}). Runs train on this machine "
-                               "until it can.", address=address, reason=err.strerror or str(err)) from None
+            raise ClusterError("The Ray cluster at {address} cannot be reached ({reason}).", address=address, reason=_why_unreachable(err)) from None
     joined: Future = Future()
 
     def join() -> None:  # ray.init retries for minutes where something answers that is not a working head
@@ -182,8 +179,7 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
     try:
         joined.result(timeout * 4)
     except TimeoutError:
-        raise ClusterError("The Ray cluster at {address} did not answer within {seconds:.0f} s. Runs train on this "
-                           "machine.", address=address, seconds=timeout * 4) from None
+        raise ClusterError("The Ray cluster at {address} did not answer within {seconds:.0f} s.", address=address, seconds=timeout * 4) from None
     except RuntimeError as err:
         if "version mismatch" in str(err).lower():
             ours = versions()
@@ -329,6 +325,8 @@ class RayRun:
         self.trainer = TrainerView(self, spec)
         threading.Thread(target=self._send_commands, name=f"minigpt-ray-{self.run_id}", daemon=True).start()
         threading.Thread(target=self._listen, name=f"minigpt-ray-news-{self.run_id}", daemon=True).start()
+        from .runner import _register
+
         _register(self)  # stopped as the server exits, like every run
 
     # -- steering ----------------------------------------------------------------------------------
@@ -383,6 +381,8 @@ class RayRun:
             return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)
 
     def snapshot(self) -> RunSnapshot:
+        from .runner import steady_speed
+
         with self._lock:
             status = self._status
             return RunSnapshot(run_id=self.run_id, state=self._state, step=status["step"],
@@ -570,6 +570,17 @@ class RayRun:
                     "the cluster lost this run at step {step} ({reason}). The other runs go on; train again, perhaps "
                     "with a smaller model or batch.", step=self._status["step"], reason=_first_line(err))
             self._lock.notify_all()
+
+
+def _why_unreachable(err: OSError) -> Message | str:
+    """Why a connection failed, in words the catalogs hold for the usual causes."""
+    if isinstance(err, ConnectionRefusedError):
+        return Message("nothing answers on that port")
+    if isinstance(err, (TimeoutError, socket.timeout)):
+        return Message("no answer")
+    if isinstance(err, socket.gaierror):
+        return Message("the host name is not known")
+    return err.strerror or str(err)
 
 
 def _first_line(err: Exception) -> str:

@@ -32,6 +32,10 @@ def _entry(at):
     return runs.registry().get(*own_run(at))
 
 
+def _caption(at) -> str:
+    return " · ".join(caption.value for caption in at.caption)
+
+
 def test_the_train_page_opens_on_the_default_preset_and_presets_fill_every_setting():
     at = page(home(), TRAIN.script)
     default = PRESETS["small"]
@@ -366,22 +370,30 @@ def test_throughput_has_one_name_in_each_language():
 
 @pytest.mark.trains
 @pytest.mark.slow
-@pytest.mark.parametrize("train_in", ["process", "thread"])
-def test_a_run_in_a_child_process_or_a_thread_steps_as_asked_and_generate_writes_with_its_weights(monkeypatch,
-                                                                                                   train_in):
-    """MINIGPT_TRAIN_IN: the same page, the run in a child (minigpt/serve/worker.py) or on a thread of
-    the server (minigpt/serve/runner.py). The reference is the Trainer alone, stepped as often in this
-    process."""
+@pytest.mark.parametrize("train_in", ["process", "thread", pytest.param("ray", marks=pytest.mark.cluster)])
+def test_a_run_in_a_child_process_a_thread_or_on_a_cluster_steps_as_asked_and_the_pages_read_its_weights(
+        monkeypatch, request, train_in):
+    """MINIGPT_TRAIN_IN and MINIGPT_RUNS_ON: the same pages, the run in a child (minigpt/serve/worker.py),
+    on a thread of the server (minigpt/serve/runner.py), or in an actor on a 2-node Ray cluster
+    (minigpt/serve/cluster.py, tests/helpers/ray_cluster.py). The reference is the Trainer alone, stepped
+    as often in this process."""
     from minigpt.lab.tasks import task_for_corpus, training_hooks
+    from minigpt.serve.cluster import RayRun
     from minigpt.serve.runner import TrainingRun
     from minigpt.serve.worker import ProcessRun
 
-    monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
+    if train_in == "ray":
+        monkeypatch.setenv("MINIGPT_RUNS_ON", "ray")
+        monkeypatch.setenv("RAY_ADDRESS", request.getfixturevalue("ray_cluster").address)
+    else:
+        monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
     at = tiny_settings(page(home(), TRAIN.script), max_steps=500)
+    if train_in == "ray":
+        assert not at.warning and "2 training slots on a cluster of 2 machines" in _caption(at)
     at.button(key="reset").click().run()
     assert not at.exception and at.metric[0].value == "paused" and step_of(at) == 0
     entry = _entry(at)
-    assert type(entry.run) is {"process": ProcessRun, "thread": TrainingRun}[train_in]
+    assert type(entry.run) is {"process": ProcessRun, "thread": TrainingRun, "ray": RayRun}[train_in]
     at.segmented_control(key="step_size").set_value(10).run()
     at.button(key="step").click().run()
     wait_until(lambda: entry.run.snapshot().step >= 10 and entry.run.state == "paused", "the run to stop at step 10")
@@ -406,7 +418,14 @@ def test_a_run_in_a_child_process_or_a_thread_steps_as_asked_and_generate_writes
                                 sampling=minigpt.Sampling(temperature=0.0),
                                 block_size=trainer.cfg.block_size)
     assert at.session_state["generation"]["text"] == expected
+    attention = page(at, ATTENTION.script)
+    assert not attention.exception and not attention.error
+    assert attention.get("plotly_chart")  # the heatmaps of its weights
     page(at, TRAIN.script)
+    curve = [trace for trace in plotly_spec(at)["data"] if trace.get("name") == "train loss"]
+    history = entry.run.snapshot().history  # the live chart: every step the run logged, wherever it trained
+    assert history[-1].step == 10 and list(plotly_array(curve[0]["x"])) == [e.step for e in history]
+    np.testing.assert_allclose(plotly_array(curve[0]["y"]), [e.train_loss for e in history])
     at.button(key="stop").click().run()
     assert at.metric[0].value == "stopped" and not entry.run.is_alive()
 

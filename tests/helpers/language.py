@@ -16,7 +16,7 @@ from app.views import glossary
 SYMBOLS = ("MiniGPT Lab", "MiniGPT", "d_model", "d_k", "d_ff", "num_heads", "num_layers", "max_len", "block_size",
            "batch_size", "seq_len", "vocab_size", "softmax", "top-k", "top-p", "Top-k", "Top-p", "AdamW", "GELU",
            "Pre-LN", "KV", "GPT", "ln", "exp", "std", "Var", "lr", "cpu", "cuda", "mps", "UTF-8", "UTF-16",
-           "GB18030", "GBK", "HTML", "PNG", ".txt", ".zip", "TXT", "ZIP", ".csv", ".npz", "numpy.load", "course-zh", "demo-zh", "pydoc-en", "task-reverse", "task-copy", "task-sort", "minGPT", "QKᵀ", "Transformer", "Python", "MB", "JSON", "logits", "W_O", "e^H", "PE", "pos", "sin", "cos", "logit", "LayerNorm", "English")  # English: the language switch names itself
+           "GB18030", "GBK", "HTML", "PNG", ".txt", ".zip", "TXT", "ZIP", ".csv", ".npz", "numpy.load", "course-zh", "demo-zh", "pydoc-en", "task-reverse", "task-copy", "task-sort", "minGPT", "QKᵀ", "Transformer", "Python", "Ray", "MB", "JSON", "logits", "W_O", "e^H", "PE", "pos", "sin", "cos", "logit", "LayerNorm", "English")  # English: the language switch names itself
 _TEXT_FIELDS = {"label", "body", "help", "options", "placeholder", "text", "delta", "caption"}
 _FIGURE_KEYS = {"text", "name", "hovertemplate", "title"}
 

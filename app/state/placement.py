@@ -64,7 +64,13 @@ def gpu_per_run() -> float:
     return share if 0 < share <= 1 else 0.0
 
 
-@st.cache_resource(show_spinner=False, on_release=lambda placed: placed.stop.set())
+def _release(placed: Placement) -> None:
+    placed.stop.set()
+    if placed.cluster is not None:
+        placed.cluster.shrink()
+
+
+@st.cache_resource(show_spinner=False, on_release=_release)
 def placement() -> Placement:
     """Connect once per process, where the settings ask for a cluster."""
     if runs_on() != "ray":

@@ -142,8 +142,8 @@ def build_run(spec, resume=None):
     from minigpt.serve.worker import build_run as build
 
     cluster = placement.on_cluster()
-    in_process = train_in() == "process"
-    nice = train_nice(CHILD_NICE if in_process or cluster is not None else DEFAULT_THREAD_NICE)
+    in_process = train_in() == "process" or cluster is not None  # out of the server's interpreter: a child's priority
+    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)
     if cluster is not None:
         return cluster.run(replace(spec, nice=nice), resume)
     return build(replace(spec, nice=nice), resume, in_process=in_process)

@@ -44,6 +44,7 @@ PLACE_SECONDS = 120.0     # how long a run waits for a machine (a new actor: a w
 NEWS_WAIT = 0.5           # the longest the actor holds a call for news before it answers "nothing new"
 WEIGHTS_TIMEOUT = 60.0    # seconds a page waits for a run's weights
 NAMESPACE = "minigpt"     # the Ray namespace the dashboard's actors live in
+NODE_GRACE = 10.0         # seconds the cluster has to see a machine gone, once an actor on it has died
 
 
 class ClusterError(LabError, RuntimeError):
@@ -96,6 +97,63 @@ class Cluster:
 
     def __init__(self, address: str, gpu_per_run: float = 0.0):
         self.address, self.gpu_per_run = address, gpu_per_run
+        self._idle: list = []  # warm actors between runs: a run placed on one starts without a new process
+        self._idle_lock = threading.Lock()
+
+    def place(self, spec) -> tuple[Any, dict]:
+        """An actor with `spec`'s run built in it, and its first facts: a warm one between runs where
+        there is one, else a new one wherever Ray finds room (PLACE_SECONDS at most). The run's
+        ConfigError or CorpusError is raised here, ClusterError where no machine takes it."""
+        import ray
+
+        device = "cuda" if self.gpu_per_run > 0 else None
+        while True:
+            with self._idle_lock:
+                actor = self._idle.pop() if self._idle else None
+            warm = actor is not None
+            if actor is None:
+                actor = _actor_class().options(num_cpus=1, num_gpus=self.gpu_per_run, namespace=NAMESPACE).remote()
+            try:
+                facts = ray.get(actor.load.remote(spec, device), timeout=PLACE_SECONDS)
+            except ray.exceptions.GetTimeoutError:
+                ray.kill(actor)
+                raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every CPU is "
+                                   "busy, or the machines have left.", run=spec.run_id, seconds=PLACE_SECONDS) from None
+            except ray.exceptions.RayError as err:
+                if warm:  # its machine left while it waited: a new one, wherever there is room
+                    continue
+                raise ClusterError("The cluster could not start run {run}: {reason}", run=spec.run_id,
+                                   reason=_first_line(err)) from None
+            if "failed" in facts:
+                self.give_back(actor)
+                raise facts["failed"]
+            return actor, facts
+
+    def give_back(self, actor) -> None:
+        """An actor whose run is closed: kept warm for the next run while the cluster has slots for it
+        (it holds its CPU meanwhile), else ended, which frees its CPU."""
+        import ray
+
+        try:
+            ray.get(actor.unload.remote(), timeout=WEIGHTS_TIMEOUT)
+            with self._idle_lock:
+                if len(self._idle) < self.slots():
+                    self._idle.append(actor)
+                    return
+        except Exception:  # noqa: BLE001 - gone with its machine, or the head does not answer
+            pass
+        with contextlib.suppress(Exception):
+            ray.kill(actor)
+
+    def shrink(self) -> None:
+        """End the warm actors between runs, freeing their CPUs."""
+        import ray
+
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for actor in idle:
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
 
     def size(self) -> Size:
         """Machines alive now, and their resources (they change as machines join and leave)."""
@@ -107,6 +165,16 @@ class Cluster:
 
     def slots(self) -> int:
         return self.size().slots(self.gpu_per_run)
+
+    def machine_left(self, node_id: str, err: Exception) -> bool:
+        """Whether an actor that died on `node_id` went with its machine (Ray says so, or the machine
+        is gone from the cluster within NODE_GRACE seconds), rather than alone (killed, crashed)."""
+        if "its node has died" in str(err):
+            return True
+        deadline = time.monotonic() + NODE_GRACE
+        while (alive := self.node_alive(node_id)) is not False and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return alive is False
 
     def node_alive(self, node_id: str) -> bool | None:
         """Whether a machine is still in the cluster (None: the cluster did not answer)."""
@@ -152,10 +220,6 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
     except ImportError:
         raise ClusterError("Runs are set to train on a Ray cluster, but Ray is not installed here. Install it with "
                            "`{command}`.", command=INSTALL) from None
-    if ray.is_initialized():
-        cluster = Cluster(address, gpu_per_run)
-        cluster.check_versions()
-        return cluster
     host, _, port = address.rpartition(":")
     if address != "auto":
         if not host or not port.isdigit():
@@ -166,6 +230,12 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
                 pass
         except OSError as err:
             raise ClusterError("The Ray cluster at {address} cannot be reached ({reason}).", address=address, reason=_why_unreachable(err)) from None
+    if ray.is_initialized():  # joined already (a settings change, a reload): that cluster, or the new one
+        if address in ("auto", ray.get_runtime_context().gcs_address):
+            cluster = Cluster(address, gpu_per_run)
+            cluster.check_versions()
+            return cluster
+        ray.shutdown()
     joined: Future = Future()
 
     def join() -> None:  # ray.init retries for minutes where something answers that is not a working head
@@ -199,31 +269,49 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
 
 # -- the actor, on a machine of the cluster ---------------------------------------------------------
 class RunActor:
-    """A TrainingRun on a machine of the cluster (made a Ray actor by `_actor_class`). Commands come
-    one at a time, in order, on its default thread; `news` waits on a thread of its own."""
+    """A machine's worker for runs, one run at a time (made a Ray actor by `_actor_class`): `load`
+    builds a run in it, `unload` frees it, and the next run reuses the warm process (torch imported,
+    its first allocations made). Commands come one at a time, in order, on its default thread;
+    `news` waits on a thread of its own."""
 
-    def __init__(self, spec, device: str | None):
+    def __init__(self):
         import ray
+
+        self.node = ray.get_runtime_context().get_node_id()
+        self.changed = threading.Condition()
+        self.version = 0  # bumped at every change: what `news` waits on
+        self.run, self.failed = None, None
+
+    def load(self, spec, device: str | None) -> dict:
+        """Build `spec`'s run here (on `device` where it takes a share of a GPU); what `ready` says."""
         import torch
 
         from .worker import _build, _portable
 
         torch.set_num_threads(spec.threads)  # its share of the machine: as on the box, the same losses
-        if device is not None:  # a share of a GPU: the run trains on it
+        if device is not None:
             spec = replace(spec, train=replace(spec.train, device=device))
-        self.node = ray.get_runtime_context().get_node_id()
-        self.changed = threading.Condition()
-        self.version = 0  # bumped at every change: what `news` waits on
-        self.done = 0     # the last command done (its number, from the dashboard)
-        self.checkpoints: list[tuple[int, int, dict[str, bytes]]] = []  # (number, step, files) until acknowledged
-        self.numbers = itertools.count(1)
-        self.failed, self.run = None, None
+        with self.changed:
+            self.done = 0     # the last command done (its number, from the dashboard)
+            self.checkpoints: list[tuple[int, int, dict[str, bytes]]] = []  # (number, step, files) until acknowledged
+            self.numbers = itertools.count(1)
+            self.run, self.failed = None, None
         try:
             self.run = _build(spec)
         except Exception as err:  # noqa: BLE001 - a ConfigError or CorpusError: the dashboard's to show
             self.failed = _portable(err)
-            return
+            return self.ready()
         self.run._on_update = lambda ending: self._changed()
+        return self.ready()
+
+    def unload(self) -> None:
+        """Free the run (closed by the dashboard first): the process stays, warm, for the next one."""
+        import gc
+
+        if self.run is not None:
+            self.run.close(timeout=None)
+        self.run = None
+        gc.collect()
 
     def ready(self) -> dict:
         """What the dashboard keeps of the run, or the error that kept it from being built."""
@@ -243,6 +331,8 @@ class RunActor:
             answer = None
         else:
             answer = _do(self.run, op, list(args), None)
+            if op == "close":
+                answer = True  # done: the dashboard may give this actor to the next run
         with self.changed:
             self.done = number
         self._changed()
@@ -315,7 +405,7 @@ class RayRun:
         self._wants_checkpoints = False
         # what it goes on from if its machine leaves: its newest checkpoint (the one it was resumed from)
         self._last_checkpoint: tuple[int, dict[str, bytes] | None] = (history[-1].step if history else 0, spec.resume)
-        self._actor, facts = self._place(spec)
+        self._actor, facts = cluster.place(spec)
         self._status = dict(facts, state="idle")
         self._cursor = (0, 0, 0, 0)  # the actor's history and evals received, checkpoints acknowledged, version seen
         self._ids = itertools.count(1)
@@ -358,15 +448,18 @@ class RayRun:
             if self._closing:
                 return
             self._closing = True
-        self._command("close", change=lambda state: "closed", timeout=timeout)
+        closed = self._command("close", change=lambda state: "closed", timeout=timeout)
         with self._lock:
             self._state, self._evals, self._dead = "closed", [], True
             self._status["alive"] = False
             actor = self._actor
             self._lock.notify_all()
         self._commands.put(None)
-        with contextlib.suppress(Exception):
-            ray.kill(actor)
+        if closed is None:  # the actor did not answer: ended, not reused
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
+        else:
+            self.cluster.give_back(actor)
         self.trainer.release()
 
     # -- reading -----------------------------------------------------------------------------------
@@ -419,27 +512,6 @@ class RayRun:
             return self._status
 
     # -- talking to the actor ----------------------------------------------------------------------
-    def _place(self, spec) -> tuple[Any, dict]:
-        """A new actor for `spec`, on whichever machine Ray finds room: the actor and its first facts."""
-        import ray
-
-        gpu = self.cluster.gpu_per_run
-        actor = _actor_class().options(num_cpus=1, num_gpus=gpu, namespace=NAMESPACE).remote(
-            spec, "cuda" if gpu > 0 else None)
-        try:
-            facts = ray.get(actor.ready.remote(), timeout=PLACE_SECONDS)
-        except ray.exceptions.GetTimeoutError:
-            ray.kill(actor)
-            raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every CPU is busy, "
-                               "or the machines have left.", run=spec.run_id, seconds=PLACE_SECONDS) from None
-        except ray.exceptions.RayError as err:
-            raise ClusterError("The cluster could not start run {run}: {reason}", run=spec.run_id,
-                               reason=_first_line(err)) from None
-        if "failed" in facts:
-            ray.kill(actor)
-            raise facts["failed"]
-        return actor, facts
-
     def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
                  timeout: float | None = 0.0) -> Any:
         """Send a command, the state it leads to set in the same step as its number (`change` of the
@@ -490,20 +562,21 @@ class RayRun:
                 actor, generation, cursor = self._actor, self._generation, self._cursor
             try:
                 news = ray.get(actor.news.options(concurrency_group="news").remote(*cursor), timeout=WEIGHTS_TIMEOUT)
-            except ray.exceptions.GetTimeoutError:
+            except (ray.exceptions.GetTimeoutError, ray.exceptions.ActorUnavailableError):
+                time.sleep(NEWS_WAIT)  # a machine that is slow or briefly away: asked again
                 continue
             except ray.exceptions.RayError as err:
                 with self._lock:
                     if self._closing or self._dead or generation != self._generation:
                         continue
-                if not self._move_if_machine_left():
+                if not self._move_if_machine_left(err):
                     self._ended(err)
                 continue
             self._apply(news, generation)
 
     def _apply(self, news: dict, generation: int) -> None:
         with self._lock:
-            if generation != self._generation:
+            if generation != self._generation or self._dead:  # an old actor's, or a closed run's
                 return
             history_from, evals_from, acknowledged, _ = self._cursor
             last_step = self._history[-1].step if self._history else -1
@@ -528,18 +601,18 @@ class RayRun:
         if status["done"] >= self._sent and self._state != "closed":
             self._state = status["state"]  # the actor has done every command sent: its state is the truth
 
-    def _move_if_machine_left(self) -> bool:
+    def _move_if_machine_left(self, err: Exception) -> bool:
         """Where the run's machine has left the cluster, go on from its last checkpoint on another
         machine, in the state it was in; False where the machine is still there."""
         from .worker import resume_spec
 
         with self._lock:
             node, state, lost = self._status.get("node"), self._state, self._status["step"]
-        if state not in ("running", "paused", "idle") or self.cluster.node_alive(node) is not False:
+        if state not in ("running", "paused", "idle") or not self.cluster.machine_left(node, err):
             return False
         resumed_from, files = self._last_checkpoint
         try:
-            actor, facts = self._place(resume_spec(self.spec, files))
+            actor, facts = self.cluster.place(resume_spec(self.spec, files))
         except Exception as err:  # noqa: BLE001 - no machine could take it: the run ends, and says why
             self._ended(err)
             return True

@@ -116,4 +116,5 @@ def ray_cluster(_ray_session):
     try:
         yield _ray_session
     finally:
+        _ray_session.cluster.shrink()  # the warm actors a test left: the next one starts with every CPU free
         _ray_session.namespace.leave()

@@ -141,7 +141,8 @@ def test_a_run_whose_machine_leaves_goes_on_elsewhere_to_the_same_final_loss(ray
         third = nodes.add_node(num_cpus=1, object_store_memory=100 * 2**20)
         nodes.wait_for_nodes()
         nodes.remove_node(second)
-        wait_until(lambda: run.snapshot().notice is not None, "the run to move", timeout=60)
+        wait_until(lambda: run.snapshot().notice is not None or run.state == "error", "the run to move", timeout=120)
+        assert run.snapshot().notice is not None, run.snapshot().error
         moved = _finished(run)
         assert run._status["node"] == third.node_id
         notice = run.snapshot().notice
@@ -211,10 +212,49 @@ def test_a_machine_with_other_versions_is_named_with_both(ray_cluster):
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_settings_the_trainer_refuses_are_raised_to_the_caller_and_free_the_cpu(ray_cluster):
+@pytest.mark.trains
+def test_settings_the_trainer_refuses_are_raised_to_the_caller_and_its_actor_serves_the_next_runs(ray_cluster):
+    cluster = ray_cluster.cluster
     bad = replace(_spec("bad"), text=TEXT[:6])  # too short a corpus for its windows
     with pytest.raises(CorpusError, match="fewer than block_size"):
-        RayRun(bad, ray_cluster.cluster)
-    import ray
+        RayRun(bad, cluster)
+    runs = [RayRun(_spec(f"after-{i}"), cluster) for i in range(2)]  # both CPUs: the refused run's actor is free
+    try:
+        for run in runs:
+            run.start()
+        assert _finished(runs[0]) == _finished(runs[1])
+    finally:
+        for run in runs:
+            run.close()
 
-    wait_until(lambda: ray.available_resources().get("CPU") == 2.0, "both CPUs free again")
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_a_closed_runs_actor_trains_the_next_run_warm_and_leaves_nothing_behind(ray_cluster):
+    """A run's actor is kept warm for the next run: the next one starts in the same process, and trains
+    exactly as a run in a new actor does (nothing of the last run is left in it)."""
+    cluster = ray_cluster.cluster
+    first = RayRun(_spec("first", max_steps=30), cluster)
+    try:
+        first.start()
+        _finished(first)
+        actor = first._actor
+    finally:
+        first.close()
+    assert cluster._idle == [actor]
+    second = RayRun(_spec("second", max_steps=40, lr=3e-3), cluster)
+    try:
+        assert second._actor is actor and not cluster._idle
+        second.start()
+        reused = _finished(second)
+    finally:
+        second.close()
+    cluster.shrink()
+    fresh = RayRun(_spec("fresh", max_steps=40, lr=3e-3), cluster)
+    try:
+        assert fresh._actor is not actor
+        fresh.start()
+        assert reused == _finished(fresh)
+    finally:
+        fresh.close()

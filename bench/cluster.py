@@ -5,7 +5,8 @@ It starts a local Ray cluster as the tests do (a head and a second node with 1 C
 
 - `speed`: one run of the Train page's default preset, alone, as a Ray actor and as a child process
   (the box's default), A B A B: its steps/s from its first step to its last, and the seconds from
-  Start (building the run included: forking a child, or placing an actor) to its first step;
+  Start (building the run included: forking a child, or placing an actor) to its first step. The
+  first actor is new (a process starts, imports torch); later runs reuse it warm, as a class's do;
 - `class`: a class of N learners who all press Start at once, through the registry with its line:
   on the box (its 2 slots, child processes) and on the 2-node cluster (its 2 slots, actors); the
   time until every run has finished. On a 2-core machine this is Ray's overhead, not a speed-up;
@@ -173,16 +174,19 @@ def main() -> None:
             for where in ("box", "ray"):
                 result = one_run(where, args.steps, cluster)
                 figures[where].append(result)
-                rows.append([round_ + 1, where, f"{result['steps_per_s']:.1f}", f"{result['to_first']:.2f}"])
-        print_table(["round", "where", "steps/s", "Start to step 1 (s)"], rows)
+                actor = "" if where == "box" else "new" if round_ == 0 else "warm"
+                rows.append([round_ + 1, where, actor, f"{result['steps_per_s']:.1f}", f"{result['to_first']:.2f}"])
+        print_table(["round", "where", "actor", "steps/s", "Start to step 1 (s)"], rows)
         ratios = [r["steps_per_s"] / b["steps_per_s"] for r, b in zip(figures["ray"], figures["box"])]
+        warm = [r["to_first"] for r in figures["ray"][1:]]
         print(f"one run: ray/box steps/s, median of {args.rounds} rounds: {statistics.median(ratios):.3f} "
               f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}); Start to step 1: box "
-              f"{statistics.median(r['to_first'] for r in figures['box']):.2f} s, ray "
-              f"{statistics.median(r['to_first'] for r in figures['ray']):.2f} s")
+              f"{statistics.median(r['to_first'] for r in figures['box']):.2f} s, ray on a new actor "
+              f"{figures['ray'][0]['to_first']:.2f} s" + (f", on a warm one {statistics.median(warm):.2f} s" if warm else ""))
 
         seconds = {}
         for where in ("box", "ray"):
+            cluster.shrink()  # the class starts as on a fresh server: no warm actor yet
             seconds[where] = a_class(where, args.learners, args.class_steps, cluster)
             print(f"a class of {args.learners}, {args.class_steps} steps each, on {where}: {seconds[where]:.1f} s")
         print(f"class: ray/box time {seconds['ray'] / seconds['box']:.3f}")

@@ -449,6 +449,19 @@ MUTANTS = {
     "a learner's run built without the priority the server is told (runs)": ("app/state/runs.py", [(
         "    return build(replace(spec, nice=nice), resume, in_process=in_process)",
         "    return build(spec, resume, in_process=in_process)")]),
+    "cluster: a run that moved machines keeps the steps it trained again twice": ("minigpt/serve/cluster.py", [(
+        '            self._history.extend(e for e in news["history"] if e.step > last_step)',
+        '            self._history.extend(news["history"])')]),
+    "cluster: an actor that dies on a machine that stays is moved as if its machine had left": (
+        "minigpt/serve/cluster.py", [(
+            '        if "its node has died" in str(err):',
+            '        if True:')]),
+    "cluster: a run that ends keeps its actor's CPU until it is closed": ("minigpt/serve/cluster.py", [(
+        "        if ended:\n            self._let_actor_go()",
+        "        if False:\n            self._let_actor_go()")]),
+    "cluster: the slots ignore the GPUs runs take a share of": ("minigpt/serve/cluster.py", [(
+        "        return min(by_cpu, int(self.gpus / gpu_per_run + 1e-9))",
+        "        return by_cpu")]),
     "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/state/runs.py", [(
         "    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)",
         "    nice = CHILD_NICE if in_process else train_nice(DEFAULT_THREAD_NICE)")]),

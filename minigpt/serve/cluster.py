@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import LabError, Message
-from .run import CheckpointSink, EvalRecord, Resume, RunSnapshot
+from .run import ENDED_STATES, CheckpointSink, EvalRecord, Resume, RunSnapshot
 
 INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
 CONNECT_SECONDS = 5.0     # how long connecting may take before the dashboard trains on its own box
@@ -102,32 +102,45 @@ class Cluster:
 
     def place(self, spec) -> tuple[Any, dict]:
         """An actor with `spec`'s run built in it, and its first facts: a warm one between runs where
-        there is one, else a new one wherever Ray finds room (PLACE_SECONDS at most). The run's
-        ConfigError or CorpusError is raised here, ClusterError where no machine takes it."""
+        there is one (also one handed back while a new one waited for a CPU), else a new one wherever
+        Ray finds room, within PLACE_SECONDS. The run's ConfigError or CorpusError is raised here,
+        ClusterError where no machine takes it."""
         import ray
 
         device = "cuda" if self.gpu_per_run > 0 else None
+        deadline = time.monotonic() + PLACE_SECONDS
+        pending = None  # a new actor, and its load, that Ray has not placed yet
         while True:
             with self._idle_lock:
                 actor = self._idle.pop() if self._idle else None
-            warm = actor is not None
-            if actor is None:
-                actor = _actor_class().options(num_cpus=1, num_gpus=self.gpu_per_run, namespace=NAMESPACE).remote()
-            try:
-                facts = ray.get(actor.load.remote(spec, device), timeout=PLACE_SECONDS)
-            except ray.exceptions.GetTimeoutError:
-                ray.kill(actor)
-                raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every CPU is "
-                                   "busy, or the machines have left.", run=spec.run_id, seconds=PLACE_SECONDS) from None
-            except ray.exceptions.RayError as err:
-                if warm:  # its machine left while it waited: a new one, wherever there is room
+            if actor is not None:
+                if pending is not None:  # not needed after all: its CPU stays free
+                    ray.kill(pending[0])
+                    pending = None
+                try:
+                    return self._loaded(actor, ray.get(actor.load.remote(spec, device), timeout=PLACE_SECONDS))
+                except ray.exceptions.RayError:  # gone with its machine: another one, or a new one
                     continue
-                raise ClusterError("The cluster could not start run {run}: {reason}", run=spec.run_id,
-                                   reason=_first_line(err)) from None
-            if "failed" in facts:
-                self.give_back(actor)
-                raise facts["failed"]
-            return actor, facts
+            if pending is None:
+                new = _actor_class().options(num_cpus=1, num_gpus=self.gpu_per_run, namespace=NAMESPACE).remote()
+                pending = (new, new.load.remote(spec, device))
+            ready, _ = ray.wait([pending[1]], timeout=0.25)
+            if ready:
+                try:
+                    return self._loaded(pending[0], ray.get(pending[1]))
+                except ray.exceptions.RayError as err:
+                    raise ClusterError("The cluster could not start run {run}: {reason}", run=spec.run_id,
+                                       reason=_first_line(err)) from None
+            if time.monotonic() > deadline:
+                ray.kill(pending[0])
+                raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every CPU is "
+                                   "busy, or the machines have left.", run=spec.run_id, seconds=PLACE_SECONDS)
+
+    def _loaded(self, actor, facts: dict) -> tuple[Any, dict]:
+        if "failed" in facts:  # the run's own settings: the actor serves the next run
+            self.give_back(actor)
+            raise facts["failed"]
+        return actor, facts
 
     def give_back(self, actor) -> None:
         """An actor whose run is closed: kept warm for the next run while the cluster has slots for it
@@ -401,11 +414,14 @@ class RayRun:
         self._history: list = list(history)
         self._evals: list[EvalRecord] = list(evals)
         self._state, self._dead, self._closing = "idle", False, False
+        self._final: dict | None = None  # its weights (and optimizer), once it ended and its actor went back
         self._notice: Message | None = None
         self._wants_checkpoints = False
         # what it goes on from if its machine leaves: its newest checkpoint (the one it was resumed from)
         self._last_checkpoint: tuple[int, dict[str, bytes] | None] = (history[-1].step if history else 0, spec.resume)
         self._actor, facts = cluster.place(spec)
+        self._held = True  # its actor is this run's, until handed back (_hand_back)
+        self._hand_lock = threading.Lock()
         self._status = dict(facts, state="idle")
         self._cursor = (0, 0, 0, 0)  # the actor's history and evals received, checkpoints acknowledged, version seen
         self._ids = itertools.count(1)
@@ -441,25 +457,20 @@ class RayRun:
                       timeout=timeout)
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Stop for good and end the actor, which frees its CPU on the cluster. Closing twice is fine."""
-        import ray
-
+        """Stop for good and hand its actor back (to the next run, or ended, which frees its CPU).
+        Closing twice is fine."""
         with self._lock:
             if self._closing:
                 return
             self._closing = True
-        closed = self._command("close", change=lambda state: "closed", timeout=timeout)
+            held = self._held and self._final is None
+        closed = self._command("close", change=lambda state: "closed", timeout=timeout) if held else None
         with self._lock:
-            self._state, self._evals, self._dead = "closed", [], True
+            self._state, self._evals, self._dead, self._final = "closed", [], True, None
             self._status["alive"] = False
-            actor = self._actor
             self._lock.notify_all()
         self._commands.put(None)
-        if closed is None:  # the actor did not answer: ended, not reused
-            with contextlib.suppress(Exception):
-                ray.kill(actor)
-        else:
-            self.cluster.give_back(actor)
+        self._hand_back(kill=closed is None)  # an actor that did not answer is ended, not reused
         self.trainer.release()
 
     # -- reading -----------------------------------------------------------------------------------
@@ -499,7 +510,12 @@ class RayRun:
         from ..model import MiniGPT
         from .worker import _torch
 
-        answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
+        with self._lock:
+            final = self._final
+        if final is not None and (op == "weights" or "optimizer_state" in final):
+            answer = final
+        else:
+            answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
         if answer is None:
             raise RuntimeError(f"run {self.run_id}'s actor has ended or did not answer in {WEIGHTS_TIMEOUT} s, so "
                                "its weights cannot be read")
@@ -553,6 +569,12 @@ class RayRun:
     def _listen(self) -> None:
         """The run's news thread: one waiting call at a time until the run is closed. A machine that
         left moves the run; an actor that failed ends it."""
+        try:
+            self._listen_until_closed()
+        except Exception as err:  # noqa: BLE001 - what Ray raised that nothing here expects: the run fails, said
+            self._ended(err)
+
+    def _listen_until_closed(self) -> None:
         import ray
 
         while True:
@@ -591,10 +613,43 @@ class RayRun:
             self._take_status(news["status"])
             self._lock.notify_all()
             sink = self.on_checkpoint
+            ended = (self._state in ENDED_STATES and not self._status["alive"] and self._status["done"] >= self._sent)
         for _, step, files in checkpoints:  # outside the lock: the sink may write to disk
             self._last_checkpoint = (step, files)
             if sink is not None:
                 sink(step, files)
+        if ended:
+            self._let_actor_go()
+
+    def _let_actor_go(self) -> None:
+        """The run trains no more: its weights come to the dashboard, and its actor goes back to the
+        cluster, so that its CPU trains the next run (a run that ends holds no slot; it may still be
+        read: Generate, Attention, the download, the registry's small form)."""
+        final = self._command("checkpoint", timeout=WEIGHTS_TIMEOUT)
+        if final is None:  # a failed run whose optimizer cannot be had: its weights alone
+            final = self._command("weights", timeout=WEIGHTS_TIMEOUT)
+        with self._lock:
+            if self._dead or final is None:
+                return
+            self._final, self._dead = final, True
+            self._lock.notify_all()
+        self._commands.put(None)
+        self._hand_back(kill=False)
+
+    def _hand_back(self, kill: bool) -> None:
+        """Give the run's actor back to the cluster, once, whoever asks first (its end, or close)."""
+        import ray
+
+        with self._hand_lock:  # close() returns once the actor is back, even where the run's end gave it
+            with self._lock:
+                actor, self._held = (self._actor if self._held else None), False
+            if actor is None:
+                return
+            if kill:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
+            else:
+                self.cluster.give_back(actor)
 
     def _take_status(self, status: dict) -> None:
         self._status.update(status)
@@ -623,6 +678,7 @@ class RayRun:
                 ray.kill(actor)
                 return True
             self._actor, self._generation, self._cursor = actor, self._generation + 1, (0, 0, 0, 0)
+            self._held = True
             self._status.update(facts)  # its `done` (0) is behind the commands sent: the state stays ours until it starts
             self._notice = Message("The machine that trained this run left the cluster at step {lost}; the run went on "
                                    "from its checkpoint at step {step} on another machine.", lost=lost,

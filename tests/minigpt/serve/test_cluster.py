@@ -14,9 +14,11 @@ import pytest
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
-from minigpt import CorpusError, TrainConfig
+from minigpt import CharTokenizer, CorpusError, TrainConfig
 from minigpt.serve import cluster as cluster_module
 from minigpt.serve.cluster import ClusterError, RayRun, Size, connect, differences
+from minigpt.serve.line import RunPlan
+from minigpt.serve.registry import RunRegistry
 from minigpt.serve.worker import ProcessRun, RunSpec
 
 STEPS, EVAL = 120, 40
@@ -141,7 +143,7 @@ def test_a_run_whose_machine_leaves_goes_on_elsewhere_to_the_same_final_loss(ray
         third = nodes.add_node(num_cpus=1, object_store_memory=100 * 2**20)
         nodes.wait_for_nodes()
         nodes.remove_node(second)
-        wait_until(lambda: run.snapshot().notice is not None or run.state == "error", "the run to move", timeout=120)
+        wait_until(lambda: run.snapshot().notice is not None or run.state == "error", "the run to move", timeout=150)
         assert run.snapshot().notice is not None, run.snapshot().error
         moved = _finished(run)
         assert run._status["node"] == third.node_id
@@ -258,3 +260,21 @@ def test_a_closed_runs_actor_trains_the_next_run_warm_and_leaves_nothing_behind(
         assert reused == _finished(fresh)
     finally:
         fresh.close()
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.trains
+def test_a_line_longer_than_the_slots_trains_through_the_registry(ray_cluster):
+    """Four Starts on the cluster's 2 slots: a run that ends hands its CPU back at once, so the line
+    moves on without waiting for anything to close the ended run."""
+    cluster = ray_cluster.cluster
+    spec = _spec("", max_steps=20)
+    plan = RunPlan(spec.model, spec.train, CharTokenizer(spec.chars), spec.text)
+    registry = RunRegistry(max_runs=cluster.slots(), max_waiting=10)
+    try:
+        entries = [registry.submit(lambda run_id: RayRun(replace(spec, run_id=run_id), cluster), plan, corpus="tiny",
+                                   probe="") for _ in range(4)]
+        wait_until(lambda: all(e.run.state == "finished" for e in entries), "all four runs to finish", timeout=120)
+    finally:
+        registry.stop_all()

@@ -1,6 +1,6 @@
 """The registry and the classes across a restart: what a server process held, read back by a new one
 (a new Store, RunRegistry and Classes on the same database, as after a redeploy). An interrupted run
-resumes to the very losses of one never interrupted, in threads and in child processes; finished,
+resumes to the very losses of one never interrupted, in threads, in child processes and as Ray actors; finished,
 training and waiting runs come back as they were; a class comes back whole; every key still works
 and no other key does.
 
@@ -103,12 +103,19 @@ def servers():
         server.stop()
 
 
-@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
-def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_interrupted(in_process, tmp_path,
-                                                                                       servers):
+@pytest.mark.parametrize("where", ["thread", "process", pytest.param("ray", marks=pytest.mark.cluster)])
+def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_interrupted(where, tmp_path, servers,
+                                                                                       request):
+    """On a thread, in a child process, and as an actor on a 2-node Ray cluster (tests/helpers/ray_cluster.py),
+    whose actors end with the server that made them."""
     spec, plan = _spec(60, 20, d_model=32, d_ff=64, max_len=32, block_size=16, eval_iters=2, warmup_steps=5,
                        threads=2)  # a run's share of the CPUs: its checkpoint says how many threads it trained on
-    builder = _builder(in_process)
+    in_process = where != "thread"  # out of this interpreter: it trains with the spec's thread count
+    if where == "ray":
+        cluster = request.getfixturevalue("ray_cluster").cluster
+        builder = lambda spec, resume: cluster.run(spec, resume)  # noqa: E731
+    else:
+        builder = _builder(in_process)
     alone = RunRegistry(max_runs=1, dispatcher=False)
     try:
         whole = _submit(alone, spec, plan, builder)

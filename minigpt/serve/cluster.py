@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import logging
 import platform
+import re
 import queue
 import socket
 import threading
@@ -45,6 +47,9 @@ NEWS_WAIT = 0.5           # the longest the actor holds a call for news before i
 WEIGHTS_TIMEOUT = 60.0    # seconds a page waits for a run's weights
 NAMESPACE = "minigpt"     # the Ray namespace the dashboard's actors live in
 NODE_GRACE = 10.0         # seconds the cluster has to see a machine gone, once an actor on it has died
+
+
+LOG = logging.getLogger(__name__)  # where addresses go: the server's log, never a learner's page
 
 
 class ClusterError(LabError, RuntimeError):
@@ -73,7 +78,8 @@ def versions() -> dict[str, str]:
     import ray
     import torch
 
-    return {"Python": platform.python_version(), "Ray": ray.__version__, "torch": torch.__version__.split("+")[0],
+    python = ".".join(platform.python_version_tuple()[:2])  # a patch release apart is fine, as Ray itself allows
+    return {"Python": python, "Ray": ray.__version__, "torch": torch.__version__.split("+")[0],
             "minigpt": code_version()}
 
 
@@ -220,9 +226,11 @@ class Cluster:
                            .remote() for n in nodes], timeout=PLACE_SECONDS)
         for node, theirs in zip(nodes, answers):
             for name, here, there in differences(ours, theirs):
-                raise ClusterError("The machine {node} of the cluster runs {name} {theirs}, and this dashboard {name} "
-                                   "{ours}. Install the same versions on both (docs/cluster.md).",
-                                   node=node.get("NodeManagerAddress", "?"), name=name, theirs=there, ours=here)
+                LOG.warning("the machine %s of the cluster runs %s %s, this dashboard %s", node.get("NodeManagerAddress"),
+                            name, there, here)
+                raise ClusterError("A machine of the cluster runs {name} {theirs}, and this dashboard {name} {ours}. "
+                                   "Install the same versions on both (docs/cluster.md).", name=name, theirs=there,
+                                   ours=here)
 
 
 def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SECONDS) -> Cluster:
@@ -236,13 +244,14 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
     host, _, port = address.rpartition(":")
     if address != "auto":
         if not host or not port.isdigit():
-            raise ClusterError("The cluster's address `{address}` is not host:port, the address `ray start --head` "
-                               "prints.", address=address)
+            LOG.warning("the cluster's address %r is not host:port", address)
+            raise ClusterError("The cluster's address is not host:port, as `ray start --head` prints it.")
         try:
             with socket.create_connection((host, int(port)), timeout=timeout):
                 pass
         except OSError as err:
-            raise ClusterError("The Ray cluster at {address} cannot be reached ({reason}).", address=address, reason=_why_unreachable(err)) from None
+            LOG.warning("the Ray cluster at %s cannot be reached: %s", address, err)
+            raise ClusterError("The Ray cluster cannot be reached ({reason}).", reason=_why_unreachable(err)) from None
     if ray.is_initialized():  # joined already (a settings change, a reload): that cluster, or the new one
         if address in ("auto", ray.get_runtime_context().gcs_address):
             cluster = Cluster(address, gpu_per_run)
@@ -262,15 +271,21 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
     try:
         joined.result(timeout * 4)
     except TimeoutError:
-        raise ClusterError("The Ray cluster at {address} did not answer within {seconds:.0f} s.", address=address, seconds=timeout * 4) from None
+        LOG.warning("the Ray cluster at %s did not answer within %.0f s", address, timeout * 4)
+        raise ClusterError("The Ray cluster did not answer within {seconds:.0f} s.", seconds=timeout * 4) from None
     except RuntimeError as err:
+        LOG.warning("the Ray cluster at %s could not be joined: %s", address, err)
         if "version mismatch" in str(err).lower():
-            ours = versions()
-            raise ClusterError("The Ray cluster at {address} runs other versions than this dashboard (Python {python}, "
-                               "Ray {ray} here). Ray says: {said}", address=address, python=ours["Python"],
-                               ray=ours["Ray"], said=str(err).strip()) from None
-        raise ClusterError("The Ray cluster at {address} could not be joined: {reason}", address=address,
-                           reason=str(err)) from None
+            ours, theirs = versions(), _cluster_versions(str(err))
+            if theirs is not None:
+                raise ClusterError("The Ray cluster runs Ray {their_ray} on Python {their_python}, and this dashboard "
+                                   "Ray {ray} on Python {python}. Install the same versions on both (docs/cluster.md).",
+                                   their_ray=theirs[0], their_python=theirs[1], ray=ours["Ray"],
+                                   python=ours["Python"]) from None
+            raise ClusterError("The Ray cluster runs other versions of Ray or Python than this dashboard (Ray {ray} on "
+                               "Python {python}). Install the same versions on both (docs/cluster.md).",
+                               ray=ours["Ray"], python=ours["Python"]) from None
+        raise ClusterError("The Ray cluster could not be joined; the server's log says why.") from None
     cluster = Cluster(address, gpu_per_run)
     try:
         cluster.check_versions()
@@ -710,6 +725,12 @@ def _why_unreachable(err: OSError) -> Message | str:
     if isinstance(err, socket.gaierror):
         return Message("the host name is not known")
     return err.strerror or str(err)
+
+
+def _cluster_versions(said: str) -> tuple[str, str] | None:
+    """(Ray, Python) the cluster was started with, from Ray's version-mismatch error; None if unsaid."""
+    found = re.search(r"cluster was started with:\s*Ray:\s*(\S+)\s+Python:\s*(\S+)", said)
+    return (found.group(1), found.group(2)) if found else None
 
 
 def _first_line(err: Exception) -> str:

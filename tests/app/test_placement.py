@@ -43,7 +43,7 @@ def test_an_unreachable_cluster_is_said_on_train_and_runs_train_here(monkeypatch
     monkeypatch.setenv(runs.TRAIN_IN_ENV, "thread")
     at = start_tiny_run(max_steps=20, eval_interval=10)
     said = [w for w in _warnings(at) if "not on the cluster" in w]
-    assert said and f"127.0.0.1:{port} cannot be reached" in said[0]
+    assert said and "The Ray cluster cannot be reached" in said[0] and str(port) not in said[0]  # no address to learners
     assert runs.registry().max_runs >= 1  # the box's own slots
     entry = wait_finished(at)
     assert type(entry.run).__name__ == "TrainingRun"

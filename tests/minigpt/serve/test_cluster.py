@@ -67,10 +67,18 @@ def test_an_unreachable_cluster_is_said_at_once():
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(ClusterError, match=f"127.0.0.1:{port} cannot be reached"):
+    with pytest.raises(ClusterError, match=r"cannot be reached \(nothing answers on that port\)") as refused:
         connect(f"127.0.0.1:{port}", timeout=2.0)
+    assert str(port) not in str(refused.value)  # a learner's page shows it: Ray's address stays in the server's log
     with pytest.raises(ClusterError, match="is not host:port"):
         connect("head-node")
+
+
+def test_the_cluster_versions_are_read_from_rays_own_mismatch_error():
+    said = ("Version mismatch: The cluster was started with:\n    Ray: 2.59.0\n    Python: 3.10.12\n"
+            "This process on node 10.0.0.5 was started with:\n    Ray: 2.60.0\n    Python: 3.11.7\n")
+    assert cluster_module._cluster_versions(said) == ("2.59.0", "3.10.12")
+    assert cluster_module._cluster_versions("something else") is None
 
 
 # -- on the cluster ----------------------------------------------------------------------------------
@@ -208,7 +216,7 @@ def test_a_run_that_diverges_on_the_cluster_fails_with_the_same_sentence(ray_clu
 def test_a_machine_with_other_versions_is_named_with_both(ray_cluster):
     ours = cluster_module.versions()
     ray_cluster.cluster.check_versions()  # the real cluster: the same everywhere
-    with pytest.raises(ClusterError, match=r"runs Ray 2\.[0-9.]+, and this dashboard Ray 2\.0\.0"):
+    with pytest.raises(ClusterError, match=r"A machine of the cluster runs Ray 2\.[0-9.]+, and this dashboard Ray 2\.0\.0"):
         ray_cluster.cluster.check_versions(ours=dict(ours, Ray="2.0.0"))
 
 

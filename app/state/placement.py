@@ -12,6 +12,7 @@ process, as it starts; Ray's own ports and dashboard are the cluster's, never sh
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ RUNS_ON_ENV, RUNS_ON_CHOICES, DEFAULT_RUNS_ON = "MINIGPT_RUNS_ON", ("box", "ray"
 ADDRESS_ENV = "RAY_ADDRESS"   # Ray's own setting for the head's address
 GPU_ENV = "MINIGPT_RUN_GPU"   # the share of a GPU each run takes on the cluster; 0: its CPUs
 SECRETS_SECTION = "cluster"   # [cluster] address = "host:port" in .streamlit/secrets.toml
+LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -85,6 +87,9 @@ def placement() -> Placement:
         return Placement(cluster, size=cluster.size())
     except ClusterError as err:
         return Placement(None, err)
+    except Exception as err:  # noqa: BLE001 - whatever else Ray raises: said, and the box trains
+        LOG.warning("the Ray cluster at %s could not be used: %s", where, err)
+        return Placement(None, ClusterError("The Ray cluster could not be joined; the server's log says why."))
 
 
 def on_cluster() -> Cluster | None:

@@ -131,7 +131,7 @@ def registry() -> RunRegistry:
                        max_waiting=env_int(MAX_WAITING_ENV, registry_module.DEFAULT_MAX_WAITING),
                        waiting_idle_seconds=env_int(WAITING_IDLE_ENV, registry_module.DEFAULT_WAITING_IDLE),
                        kept_bytes=kept * KEPT_RUN_BYTES, store=database.store(), builder=build_run, facts=run_facts)
-    placement.watch(made.resize)  # on a cluster, the slots follow its machines
+    placement.watch(lambda slots: made.resize(env_int(MAX_RUNS_ENV, slots, low=0)))  # the slots follow its machines
     return made
 
 

@@ -47,6 +47,7 @@ NEWS_WAIT = 0.5           # the longest the actor holds a call for news before i
 WEIGHTS_TIMEOUT = 60.0    # seconds a page waits for a run's weights
 NAMESPACE = "minigpt"     # the Ray namespace the dashboard's actors live in
 NODE_GRACE = 10.0         # seconds the cluster has to see a machine gone, once an actor on it has died
+IDLE_ACTOR_SECONDS = 600.0  # a warm actor no run has needed this long is ended, and its CPU freed
 
 
 LOG = logging.getLogger(__name__)  # where addresses go: the server's log, never a learner's page
@@ -104,6 +105,7 @@ class Cluster:
     def __init__(self, address: str, gpu_per_run: float = 0.0):
         self.address, self.gpu_per_run = address, gpu_per_run
         self._idle: list = []  # warm actors between runs: a run placed on one starts without a new process
+        self._idle_since: dict = {}  # when each went idle: one idle for IDLE_ACTOR_SECONDS is ended (prune)
         self._idle_lock = threading.Lock()
 
     def place(self, spec) -> tuple[Any, dict]:
@@ -124,8 +126,15 @@ class Cluster:
                     ray.kill(pending[0])
                     pending = None
                 try:
-                    return self._loaded(actor, ray.get(actor.load.remote(spec, device), timeout=PLACE_SECONDS))
-                except ray.exceptions.RayError:  # gone with its machine: another one, or a new one
+                    left = max(deadline - time.monotonic(), 1.0)
+                    return self._loaded(actor, ray.get(actor.load.remote(spec, device), timeout=left))
+                except ray.exceptions.RayError:  # gone with its machine, or stuck: ended; another, or a new one
+                    with contextlib.suppress(Exception):
+                        ray.kill(actor)
+                    if time.monotonic() > deadline:
+                        raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every "
+                                           "CPU is busy, or the machines have left.", run=spec.run_id,
+                                           seconds=PLACE_SECONDS) from None
                     continue
             if pending is None:
                 new = _actor_class().options(num_cpus=1, num_gpus=self.gpu_per_run, namespace=NAMESPACE).remote()
@@ -158,19 +167,25 @@ class Cluster:
             with self._idle_lock:
                 if len(self._idle) < self.slots():
                     self._idle.append(actor)
+                    self._idle_since[actor] = time.monotonic()
                     return
         except Exception:  # noqa: BLE001 - gone with its machine, or the head does not answer
             pass
         with contextlib.suppress(Exception):
             ray.kill(actor)
 
-    def shrink(self) -> None:
-        """End the warm actors between runs, freeing their CPUs."""
+    def shrink(self, idle_for: float = 0.0) -> None:
+        """End the warm actors that have waited between runs `idle_for` seconds or more (all, by
+        default), freeing their CPUs for anything else on the cluster."""
         import ray
 
+        now = time.monotonic()
         with self._idle_lock:
-            idle, self._idle = self._idle, []
-        for actor in idle:
+            ended = [a for a in self._idle if now - self._idle_since.get(a, now) >= idle_for]
+            self._idle = [a for a in self._idle if a not in ended]
+            for actor in ended:
+                self._idle_since.pop(actor, None)
+        for actor in ended:
             with contextlib.suppress(Exception):
                 ray.kill(actor)
 
@@ -222,8 +237,13 @@ class Cluster:
         ours = ours or versions()
         probe = ray.remote(num_cpus=0)(versions)
         nodes = [n for n in ray.nodes() if n.get("Alive")]
-        answers = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                           .remote() for n in nodes], timeout=PLACE_SECONDS)
+        try:
+            answers = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                               .remote() for n in nodes], timeout=PLACE_SECONDS)
+        except Exception as err:  # noqa: BLE001 - minigpt missing there (its answer cannot be read), or no answer
+            LOG.warning("a machine of the cluster could not be checked: %s", err)
+            raise ClusterError("A machine of the cluster could not be checked: is minigpt installed there, the same "
+                               "as here (docs/cluster.md)? The server's log says more.") from None
         for node, theirs in zip(nodes, answers):
             for name, here, there in differences(ours, theirs):
                 LOG.warning("the machine %s of the cluster runs %s %s, this dashboard %s", node.get("NodeManagerAddress"),
@@ -308,6 +328,7 @@ class RunActor:
         self.node = ray.get_runtime_context().get_node_id()
         self.changed = threading.Condition()
         self.version = 0  # bumped at every change: what `news` waits on
+        self.stamps = itertools.count(1)  # each status read, in order: the dashboard keeps the newest
         self.run, self.failed = None, None
 
     def load(self, spec, device: str | None) -> dict:
@@ -353,14 +374,17 @@ class RunActor:
         """One command from the dashboard: its answer, and the run's status once it is done."""
         from .worker import _do
 
-        if op == "start":  # (paused, wants checkpoints)
-            self.run.on_checkpoint = self._checkpoint if args[1] else None
-            self.run.start(paused=args[0])
+        try:
+            if op == "start":  # (paused, wants checkpoints)
+                self.run.on_checkpoint = self._checkpoint if args[1] else None
+                self.run.start(paused=args[0])
+                answer = None
+            else:
+                answer = _do(self.run, op, list(args), None)
+                if op == "close":
+                    answer = True  # done: the dashboard may give this actor to the next run
+        except Exception:  # noqa: BLE001 - a command that fails is answered with nothing, and still done
             answer = None
-        else:
-            answer = _do(self.run, op, list(args), None)
-            if op == "close":
-                answer = True  # done: the dashboard may give this actor to the next run
         with self.changed:
             self.done = number
         self._changed()
@@ -368,14 +392,15 @@ class RunActor:
 
     def news(self, history_from: int, evals_from: int, acknowledged: int, seen: int) -> dict:
         """What is new since what the dashboard has: held until something is, or NEWS_WAIT seconds."""
-        with self.changed:
+        with self.changed:  # the run as it is, and every checkpoint made before: one consistent answer
             self.changed.wait_for(lambda: self.version > seen, NEWS_WAIT)
             version = self.version
+            snap = self.run.snapshot()
+            status = self._status(snap)
             self.checkpoints = [c for c in self.checkpoints if c[0] > acknowledged]
             checkpoints = list(self.checkpoints)
-        snap = self.run.snapshot()  # taken after the checkpoints: it holds the steps they were made at
         return {"history": snap.history[history_from:], "evals": snap.evals[evals_from:], "version": version,
-                "checkpoints": checkpoints, "status": self._status(snap)}
+                "checkpoints": checkpoints, "status": status}
 
     def _checkpoint(self, step: int, files: dict[str, bytes]) -> None:
         with self.changed:
@@ -388,11 +413,11 @@ class RunActor:
             self.changed.notify_all()
 
     def _status(self, snap: RunSnapshot | None = None) -> dict:
+        """The run's status, stamped: a later stamp is a later look (the lock orders the looks)."""
         from .worker import _status
 
         with self.changed:
-            done = self.done
-        return dict(_status(self.run, snap), done=done)
+            return dict(_status(self.run, snap or self.run.snapshot()), done=self.done, stamp=next(self.stamps))
 
 
 _ACTOR_CLASS = None
@@ -410,14 +435,17 @@ def _actor_class():
 
 # -- the run, as the dashboard holds it -------------------------------------------------------------
 _ENDED = ("finished", "error", "closed")
+_HAND_BACK = "hand back"  # the command thread's last item: the actor goes back to the cluster
 
 
 class RayRun:
     """A TrainingRun in a Ray actor. Thread-safe, like TrainingRun; see the module docstring.
 
-    Building it waits until Ray has placed the actor and the run is built (at most PLACE_SECONDS; the
-    registry builds runs on its dispatcher thread, never a page's). Starting it is not waited for;
-    pause, run_steps, stop and close return once the actor has done them (at most `timeout`)."""
+    Building it waits until Ray has placed the actor and the run is built: a moment on a warm actor,
+    about 3 s on a new one (bench/RESULTS.md), at most PLACE_SECONDS where no machine has room (the
+    registry builds a run on the page that pressed Start when a slot is free, else on its dispatcher
+    thread). Starting it is not waited for; pause, run_steps, stop and close return once the actor
+    has done them (at most `timeout`)."""
 
     def __init__(self, spec, cluster: Cluster, *, history: list = (), evals: list[EvalRecord] = ()):
         """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
@@ -435,9 +463,9 @@ class RayRun:
         # what it goes on from if its machine leaves: its newest checkpoint (the one it was resumed from)
         self._last_checkpoint: tuple[int, dict[str, bytes] | None] = (history[-1].step if history else 0, spec.resume)
         self._actor, facts = cluster.place(spec)
-        self._held = True  # its actor is this run's, until handed back (_hand_back)
-        self._hand_lock = threading.Lock()
+        self._handing: Future | None = None  # its actor going back to the cluster (the command thread does it, last)
         self._status = dict(facts, state="idle")
+        self._stamp = facts["stamp"]  # the newest status taken: an older one arriving later is dropped
         self._cursor = (0, 0, 0, 0)  # the actor's history and evals received, checkpoints acknowledged, version seen
         self._ids = itertools.count(1)
         self._sent = 0               # the last command's number: the actor's state is news once it has done it
@@ -478,14 +506,13 @@ class RayRun:
             if self._closing:
                 return
             self._closing = True
-            held = self._held and self._final is None
-        closed = self._command("close", change=lambda state: "closed", timeout=timeout) if held else None
+            training = not self._dead  # not yet handed back as it ended, nor lost
+        closed = self._command("close", change=lambda state: "closed", timeout=timeout) if training else True
         with self._lock:
             self._state, self._evals, self._dead, self._final = "closed", [], True, None
             self._status["alive"] = False
             self._lock.notify_all()
-        self._commands.put(None)
-        self._hand_back(kill=closed is None)  # an actor that did not answer is ended, not reused
+        self._hand_back(kill=closed is None, timeout=timeout)  # an actor that did not answer is ended, not reused
         self.trainer.release()
 
     # -- reading -----------------------------------------------------------------------------------
@@ -495,9 +522,11 @@ class RayRun:
             return self._state
 
     def is_alive(self) -> bool:
-        """Its training thread is alive, or a command sent to it is not done yet."""
+        """Its training thread is alive, or a command sent to it is not done yet, or it has ended and
+        its weights are on their way to the dashboard (then it is read from there)."""
         with self._lock:
-            return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)
+            return not self._dead and (self._status["alive"] or self._status["done"] < self._sent
+                                       or self._state in ENDED_STATES)
 
     def snapshot(self) -> RunSnapshot:
         from .runner import steady_speed
@@ -525,12 +554,16 @@ class RayRun:
         from ..model import MiniGPT
         from .worker import _torch
 
-        with self._lock:
-            final = self._final
-        if final is not None and (op == "weights" or "optimizer_state" in final):
-            answer = final
-        else:
+        answer = None
+        for _ in range(2):  # the run may end between the two looks: then its weights are here
+            with self._lock:
+                final = self._final
+            if final is not None:
+                answer = final if op == "weights" or "optimizer_state" in final else None
+                break
             answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
+            if answer is not None:
+                break
         if answer is None:
             raise RuntimeError(f"run {self.run_id}'s actor has ended or did not answer in {WEIGHTS_TIMEOUT} s, so "
                                "its weights cannot be read")
@@ -563,11 +596,16 @@ class RayRun:
         return None
 
     def _send_commands(self) -> None:
-        """The run's command thread: each command in order, one at a time, its status applied."""
+        """The run's command thread: each command in order, one at a time, its status applied; last,
+        the actor handed back, once every command before has been done on it."""
         import ray
 
-        while (item := self._commands.get()) is not None:
-            op, number, args, done = item
+        while True:
+            op, number, args, done = self._commands.get()
+            if op == _HAND_BACK:
+                self._give_actor_back(kill=args[0])
+                done.set_result(True)
+                return
             with self._lock:
                 actor, generation = self._actor, self._generation
             try:
@@ -612,6 +650,8 @@ class RayRun:
             self._apply(news, generation)
 
     def _apply(self, news: dict, generation: int) -> None:
+        """News, in the order a run in a child process sends it: the steps and evaluations, then the
+        checkpoints made at them (to the sink, outside the lock: it may write to disk), then the state."""
         with self._lock:
             if generation != self._generation or self._dead:  # an old actor's, or a closed run's
                 return
@@ -625,14 +665,17 @@ class RayRun:
             checkpoints = news["checkpoints"]
             self._cursor = (history_from + len(news["history"]), evals_from + len(news["evals"]),
                             checkpoints[-1][0] if checkpoints else acknowledged, news["version"])
-            self._take_status(news["status"])
-            self._lock.notify_all()
             sink = self.on_checkpoint
-            ended = (self._state in ENDED_STATES and not self._status["alive"] and self._status["done"] >= self._sent)
-        for _, step, files in checkpoints:  # outside the lock: the sink may write to disk
+        for _, step, files in checkpoints:
             self._last_checkpoint = (step, files)
             if sink is not None:
                 sink(step, files)
+        with self._lock:
+            if generation != self._generation or self._dead:
+                return
+            self._take_status(news["status"])
+            self._lock.notify_all()
+            ended = (self._state in ENDED_STATES and not self._status["alive"] and self._status["done"] >= self._sent)
         if ended:
             self._let_actor_go()
 
@@ -644,29 +687,39 @@ class RayRun:
         if final is None:  # a failed run whose optimizer cannot be had: its weights alone
             final = self._command("weights", timeout=WEIGHTS_TIMEOUT)
         with self._lock:
-            if self._dead or final is None:
+            if self._dead:
                 return
             self._final, self._dead = final, True
             self._lock.notify_all()
-        self._commands.put(None)
-        self._hand_back(kill=False)
+        self._hand_back(kill=final is None)
 
-    def _hand_back(self, kill: bool) -> None:
-        """Give the run's actor back to the cluster, once, whoever asks first (its end, or close)."""
+    def _hand_back(self, kill: bool, timeout: float | None = 0.0) -> None:
+        """Have the command thread give the run's actor back once the commands before are done (once,
+        whoever asks first: the run's end, or close); wait up to `timeout` for it."""
+        with self._lock:
+            if self._handing is None:
+                self._handing = Future()
+                self._commands.put((_HAND_BACK, 0, (kill,), self._handing))
+            handing = self._handing
+        if timeout != 0.0:  # close(): back in the pool (or ended) when it returns, whoever asked first
+            with contextlib.suppress(Exception):
+                handing.result(timeout)
+
+    def _give_actor_back(self, kill: bool) -> None:
         import ray
 
-        with self._hand_lock:  # close() returns once the actor is back, even where the run's end gave it
-            with self._lock:
-                actor, self._held = (self._actor if self._held else None), False
-            if actor is None:
-                return
-            if kill:
-                with contextlib.suppress(Exception):
-                    ray.kill(actor)
-            else:
-                self.cluster.give_back(actor)
+        with self._lock:
+            actor = self._actor
+        if kill:
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
+        else:
+            self.cluster.give_back(actor)
 
     def _take_status(self, status: dict) -> None:
+        if status["stamp"] <= self._stamp:  # an older look than one already taken (the other channel's)
+            return
+        self._stamp = status["stamp"]
         self._status.update(status)
         if status["done"] >= self._sent and self._state != "closed":
             self._state = status["state"]  # the actor has done every command sent: its state is the truth
@@ -688,19 +741,26 @@ class RayRun:
             return True
         with self._lock:
             if self._closing:
-                import ray
-
-                ray.kill(actor)
+                self.cluster.give_back(actor)
                 return True
             self._actor, self._generation, self._cursor = actor, self._generation + 1, (0, 0, 0, 0)
-            self._held = True
+            self._stamp = facts["stamp"]  # the new actor's looks are numbered afresh
             self._status.update(facts)  # its `done` (0) is behind the commands sent: the state stays ours until it starts
             self._notice = Message("The machine that trained this run left the cluster at step {lost}; the run went on "
                                    "from its checkpoint at step {step} on another machine.", lost=lost,
                                    step=resumed_from)
+            # in the state it is in now (its owner may have paused or stopped it meanwhile), in one step
+            # with the actor's change, so that nothing pressed in between is undone
             state = self._state
-        if state != "idle":
-            self._command("start", state == "paused", self._wants_checkpoints, change=lambda current: state)
+            if state in ("running", "paused"):
+                follow = ("start", (state == "paused", self._wants_checkpoints))
+            elif state in ENDED_STATES:  # stopped meanwhile: said to the new actor, which then goes back
+                follow = ("stop", ())
+            else:
+                follow = None
+            if follow is not None:
+                self._sent = number = next(self._ids)
+                self._commands.put((follow[0], number, follow[1], Future()))
         return True
 
     def _ended(self, err: Exception) -> None:
@@ -752,6 +812,7 @@ def watch(cluster: Cluster, resize: Callable[[int, Size], None], every: float = 
                 if size != last:
                     resize(size.slots(cluster.gpu_per_run), size)
                     last = size
+                cluster.shrink(idle_for=IDLE_ACTOR_SECONDS)
             stop.wait(every)
 
     thread = threading.Thread(target=loop, name="minigpt-ray-watch", daemon=True)

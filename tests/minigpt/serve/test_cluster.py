@@ -148,11 +148,16 @@ def test_a_run_whose_machine_leaves_goes_on_elsewhere_to_the_same_final_loss(ray
         run.on_checkpoint = lambda step, files: checkpoints.append(step)
         run.start()
         wait_until(lambda: run.snapshot().step >= EVAL + 5 and EVAL in checkpoints, "a checkpoint and a few steps more")
+        run.pause()  # a tiny run would finish before a machine has joined: it moves paused, and stays so
         third = nodes.add_node(num_cpus=1, object_store_memory=100 * 2**20)
         nodes.wait_for_nodes()
         nodes.remove_node(second)
         wait_until(lambda: run.snapshot().notice is not None or run.state == "error", "the run to move", timeout=150)
         assert run.snapshot().notice is not None, run.snapshot().error
+        wait_until(lambda: run._status["node"] == third.node_id and run._status["done"] >= run._sent,
+                   "the new actor to have the run, paused")
+        assert run.state == "paused" and run.snapshot().step == EVAL  # back at its checkpoint, not running
+        run.resume()
         moved = _finished(run)
         assert run._status["node"] == third.node_id
         notice = run.snapshot().notice
@@ -250,6 +255,8 @@ def test_a_closed_runs_actor_trains_the_next_run_warm_and_leaves_nothing_behind(
         first.start()
         _finished(first)
         actor = first._actor
+        wait_until(lambda: cluster._idle == [actor], "a run that ended to hand its actor back, unclosed")
+        assert first.inference_model() is not None  # read from the dashboard's copy of its weights
     finally:
         first.close()
     assert cluster._idle == [actor]

@@ -12,7 +12,6 @@ process, as it starts; Ray's own ports and dashboard are the cluster's, never sh
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from minigpt.messages import Message
-from minigpt.serve.cluster import Cluster, ClusterError, Size, connect
+from minigpt.serve.cluster import Cluster, ClusterError, Size, connect, unusable
 
 from app.chrome.i18n import _, error_text
 
@@ -28,7 +27,6 @@ RUNS_ON_ENV, RUNS_ON_CHOICES, DEFAULT_RUNS_ON = "MINIGPT_RUNS_ON", ("box", "ray"
 ADDRESS_ENV = "RAY_ADDRESS"   # Ray's own setting for the head's address
 GPU_ENV = "MINIGPT_RUN_GPU"   # the share of a GPU each run takes on the cluster; 0: its CPUs
 SECRETS_SECTION = "cluster"   # [cluster] address = "host:port" in .streamlit/secrets.toml
-LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -88,8 +86,7 @@ def placement() -> Placement:
     except ClusterError as err:
         return Placement(None, err)
     except Exception as err:  # noqa: BLE001 - whatever else Ray raises: said, and the box trains
-        LOG.warning("the Ray cluster at %s could not be used: %s", where, err)
-        return Placement(None, ClusterError("The Ray cluster could not be joined; the server's log says why."))
+        return Placement(None, unusable(where, err))
 
 
 def on_cluster() -> Cluster | None:

@@ -776,6 +776,13 @@ class RayRun:
             self._lock.notify_all()
 
 
+def unusable(address: str, err: Exception) -> ClusterError:
+    """What to say of a cluster that failed in a way nothing here expects: its details (and address) to
+    the server's log, a sentence without them to the page."""
+    LOG.warning("the Ray cluster at %s could not be used: %s", address, err)
+    return ClusterError("The Ray cluster could not be joined; the server's log says why.")
+
+
 def _why_unreachable(err: OSError) -> Message | str:
     """Why a connection failed, in words the catalogs hold for the usual causes."""
     if isinstance(err, ConnectionRefusedError):

@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import LabError, Message
-from .run import ENDED_STATES, CheckpointSink, EvalRecord, Resume, RunSnapshot
+from .run import ENDED_STATES, WEIGHTS_TIMEOUT, CheckpointSink, EvalRecord, RemoteRun, Resume, RunSnapshot
 
 INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
 CONNECT_SECONDS = 5.0     # how long connecting may take before the dashboard trains on its own box
 PLACE_SECONDS = 120.0     # how long a run waits for a machine (a new actor: a worker process, torch, the model)
 NEWS_WAIT = 0.5           # the longest the actor holds a call for news before it answers "nothing new"
-WEIGHTS_TIMEOUT = 60.0    # seconds a page waits for a run's weights
 NAMESPACE = "minigpt"     # the Ray namespace the dashboard's actors live in
 NODE_GRACE = 10.0         # seconds the cluster has to see a machine gone, once an actor on it has died
 IDLE_ACTOR_SECONDS = 600.0  # a warm actor no run has needed this long is ended, and its CPU freed
@@ -438,7 +437,7 @@ _ENDED = ("finished", "error", "closed")
 _HAND_BACK = "hand back"  # the command thread's last item: the actor goes back to the cluster
 
 
-class RayRun:
+class RayRun(RemoteRun):
     """A TrainingRun in a Ray actor. Thread-safe, like TrainingRun; see the module docstring.
 
     Building it waits until Ray has placed the actor and the run is built: a moment on a warm actor,
@@ -446,6 +445,8 @@ class RayRun:
     registry builds a run on the page that pressed Start when a slot is free, else on its dispatcher
     thread). Starting it is not waited for; pause, run_steps, stop and close return once the actor
     has done them (at most `timeout`)."""
+
+    _where = "actor"  # what its weights could not be read from, in an error
 
     def __init__(self, spec, cluster: Cluster, *, history: list = (), evals: list[EvalRecord] = ()):
         """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
@@ -515,12 +516,7 @@ class RayRun:
         self._hand_back(kill=closed is None, timeout=timeout)  # an actor that did not answer is ended, not reused
         self.trainer.release()
 
-    # -- reading -----------------------------------------------------------------------------------
-    @property
-    def state(self) -> str:
-        with self._lock:
-            return self._state
-
+    # -- reading (state, snapshot, checkpoint_parts: RemoteRun) -----------------------------------
     def is_alive(self) -> bool:
         """Its training thread is alive, or a command sent to it is not done yet, or it has ended and
         its weights are on their way to the dashboard (then it is read from there)."""
@@ -528,52 +524,21 @@ class RayRun:
             return not self._dead and (self._status["alive"] or self._status["done"] < self._sent
                                        or self._state in ENDED_STATES)
 
-    def snapshot(self) -> RunSnapshot:
-        from .runner import steady_speed
-
-        with self._lock:
-            status = self._status
-            return RunSnapshot(run_id=self.run_id, state=self._state, step=status["step"],
-                               max_steps=self.spec.train.max_steps, history=list(self._history),
-                               evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
-                               elapsed=status["elapsed"], error=status["error"],
-                               stopped_early=status["stopped_early"], notice=self._notice)
-
     def inference_model(self):
-        return self._weights("weights")[0].eval()
+        return self._weights("weights")[0].eval()  # on the CPU: the dashboard may have no GPU
 
-    def checkpoint_parts(self) -> dict:
-        from .worker import _torch
-
-        model, parts = self._weights("checkpoint")
-        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
-                "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
-                "val_loss": parts["val_loss"]}
-
-    def _weights(self, op: str):
-        from ..model import MiniGPT
-        from .worker import _torch
-
+    def _answer(self, op: str) -> dict | None:
+        """The actor's answer to `op`, or the weights the dashboard kept as the run ended."""
         answer = None
         for _ in range(2):  # the run may end between the two looks: then its weights are here
             with self._lock:
                 final = self._final
             if final is not None:
-                answer = final if op == "weights" or "optimizer_state" in final else None
-                break
+                return final if op == "weights" or "optimizer_state" in final else None
             answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
             if answer is not None:
                 break
-        if answer is None:
-            raise RuntimeError(f"run {self.run_id}'s actor has ended or did not answer in {WEIGHTS_TIMEOUT} s, so "
-                               "its weights cannot be read")
-        model = MiniGPT(self.trainer.model_config)
-        model.load_state_dict(_torch(answer["model"]))
-        return model, answer
-
-    def _facts(self) -> dict:  # what TrainerView reads: step, elapsed, best_val...
-        with self._lock:
-            return self._status
+        return answer
 
     # -- talking to the actor ----------------------------------------------------------------------
     def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,

@@ -9,6 +9,9 @@ Two protocols, because not every run trains:
   (worker.py), `RayRun` in an actor on a Ray cluster (cluster.py); the registry starts whichever
   the server is set to, through a build function.
 
+`RemoteRun` is what the two that train out of this process (ProcessRun, RayRun) read the same way
+from the server's copy of their news.
+
 tests/minigpt/serve/test_run_interface.py is the one suite every implementation passes.
 """
 from __future__ import annotations
@@ -142,3 +145,60 @@ class Run(RunView, Protocol):
     def run_steps(self, n: int) -> None: ...  # exactly n more steps, then paused
 
     def stop(self, timeout: float | None = 5.0) -> None: ...
+
+
+WEIGHTS_TIMEOUT = 60.0  # seconds a page waits for the weights of a run that trains out of this process
+
+
+class RemoteRun:
+    """The reading half of a run that trains out of this process (worker.ProcessRun in a child,
+    cluster.RayRun in a Ray actor), answered from the server's copy of what its trainer sent.
+
+    A subclass keeps `_lock` (a Condition), `_state`, `_status` (the trainer's last status: step,
+    elapsed, error, stopped_early...), `_history`, `_evals`, `spec` and `trainer`, and answers
+    `_answer(op)`: the trainer's answer to "weights" or "checkpoint" (numpy arrays), None where it
+    has gone or did not answer in WEIGHTS_TIMEOUT."""
+
+    _notice: Message | None = None
+    _where = "training process"  # what the run's weights could not be read from, in an error
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def snapshot(self) -> RunSnapshot:
+        from .runner import steady_speed
+
+        with self._lock:
+            status = self._status
+            return RunSnapshot(
+                run_id=self.run_id, state=self._state, step=status["step"], max_steps=self.spec.train.max_steps,
+                history=list(self._history), evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
+                elapsed=status["elapsed"], error=status["error"], stopped_early=status["stopped_early"],
+                notice=self._notice)
+
+    def checkpoint_parts(self) -> dict:
+        from .worker import _torch
+
+        model, parts = self._weights("checkpoint")
+        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
+                "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
+                "val_loss": parts["val_loss"]}
+
+    def _weights(self, op: str) -> tuple[MiniGPT, dict]:
+        """The trainer's answer to `op`, its weights loaded into a model here."""
+        from ..model import MiniGPT
+        from .worker import _torch
+
+        answer = self._answer(op)
+        if answer is None:
+            raise RuntimeError(f"run {self.run_id}'s {self._where} has ended or did not answer in {WEIGHTS_TIMEOUT} s, "
+                               "so its weights cannot be read")
+        model = MiniGPT(self.trainer.model_config)
+        model.load_state_dict(_torch(answer["model"]))
+        return model, answer
+
+    def _facts(self) -> dict:  # what worker.TrainerView reads: step, elapsed, best_val...
+        with self._lock:
+            return self._status

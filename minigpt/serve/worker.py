@@ -50,7 +50,7 @@ from ..messages import Message
 from ..model import MiniGPT
 from ..tokenizer import CharTokenizer
 from ..train import Trainer, build_model, validation_windows
-from .run import CheckpointSink, Resume
+from .run import WEIGHTS_TIMEOUT, CheckpointSink, RemoteRun, Resume
 from .runner import (
     BEST_WEIGHTS_NAME,
     EvalRecord,
@@ -59,13 +59,11 @@ from .runner import (
     _register,
     keep_freed_memory,
     name_os_thread,
-    steady_speed,
 )
 
 CHILD_NICE = 19          # the training thread's niceness; the thread that answers the server keeps the server's
 CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
 OOM_SCORE_ADJ = 1000     # the out-of-memory killer's first choice is a training child, not the server
-WEIGHTS_TIMEOUT = 60.0   # seconds a page waits for a run's weights before it says the run did not answer
 PRELOAD = ["minigpt.serve.preload"]  # what the fork server imports once: this module, torch, and a warm-up
 _CONTEXT: multiprocessing.context.BaseContext | None = None
 _CONTEXT_LOCK = threading.Lock()
@@ -153,7 +151,7 @@ def _main_not_imported() -> Iterator[None]:
             main.__spec__ = None
 
 
-class ProcessRun:
+class ProcessRun(RemoteRun):
     """A TrainingRun in a child process. Thread-safe, like TrainingRun; see the module docstring.
 
     Starting a run is not waited for (the registry starts it under its lock); pause, run_steps,
@@ -229,46 +227,20 @@ class ProcessRun:
         self._finalizer()
         self.trainer.release()
 
-    @property
-    def state(self) -> str:
-        with self._lock:
-            return self._state
-
     def is_alive(self) -> bool:
         """The child's training thread is alive, or a command sent to it is not done yet (a run just
         started counts against the cap before the child has read its start)."""
         with self._lock:
             return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)
 
-    # -- reading -----------------------------------------------------------------
-    def snapshot(self) -> RunSnapshot:
-        with self._lock:
-            status = self._status
-            return RunSnapshot(
-                run_id=self.run_id, state=self._state, step=status["step"], max_steps=self.spec.train.max_steps,
-                history=list(self._history), evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
-                elapsed=status["elapsed"], error=status["error"], stopped_early=status["stopped_early"],
-            )
-
+    # -- reading (state, snapshot, checkpoint_parts: RemoteRun) -------------------------
     def inference_model(self) -> MiniGPT:
         model, _ = self._weights("weights")
         return model.to(self.trainer.device).eval()
 
-    def checkpoint_parts(self) -> dict:
-        model, parts = self._weights("checkpoint")
-        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
-                "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
-                "val_loss": parts["val_loss"]}
-
-    def _weights(self, op: str) -> tuple[MiniGPT, dict]:
-        """The child's answer to `op` ("weights", "checkpoint"), its weights loaded into a model here."""
-        answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
-        if answer is None:
-            raise RuntimeError(f"run {self.run_id}'s training process has ended or did not answer in "
-                               f"{WEIGHTS_TIMEOUT} s, so its weights cannot be read")
-        model = MiniGPT(self.trainer.model_config)
-        model.load_state_dict(_torch(answer["model"]))
-        return model, answer
+    def _answer(self, op: str) -> dict | None:
+        """The child's answer to `op` ("weights", "checkpoint")."""
+        return self._command(op, timeout=WEIGHTS_TIMEOUT)
 
     # -- talking to the child ------------------------------------------------------
     def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
@@ -333,9 +305,6 @@ class ProcessRun:
                     code=exit_code, step=self._status["step"])
             self._lock.notify_all()
 
-    def _facts(self) -> dict:
-        with self._lock:
-            return self._status
 
 
 def _receive(ref: "weakref.ref[ProcessRun]", conn, process: multiprocessing.process.BaseProcess) -> None:

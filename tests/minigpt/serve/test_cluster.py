@@ -5,16 +5,19 @@ that leaves mid-run, an actor that fails, the slots, and the faults of connectin
 
     pytest tests/minigpt/serve/test_cluster.py
 """
+import contextlib
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
-from minigpt import CharTokenizer, CorpusError, TrainConfig
+from minigpt import CharTokenizer, CorpusError, TrainConfig, build_model
 from minigpt.serve import cluster as cluster_module
 from minigpt.serve.cluster import ClusterError, RayRun, Size, connect, differences
 from minigpt.serve.line import RunPlan
@@ -31,6 +34,17 @@ def _spec(run_id: str, max_steps: int = STEPS, **train) -> RunSpec:
                       eval_iters=2, device="cpu", **train).validate(model)
     return RunSpec(run_id, model, cfg, tuple(tok.chars), TEXT, probe_text="the cat", sample_prompt="the",
                    log_interval=1, nice=0)
+
+
+@contextlib.contextmanager
+def _training(spec: RunSpec, cluster) -> Iterator[RayRun]:
+    """A run on the cluster, started; closed (its actor handed back) when the block ends."""
+    run = RayRun(spec, cluster)
+    try:
+        run.start()
+        yield run
+    finally:
+        run.close()
 
 
 def _finished(run) -> list[float]:
@@ -184,36 +198,24 @@ def test_a_run_whose_machine_leaves_goes_on_elsewhere_to_the_same_final_loss(ray
 def test_an_actor_that_dies_on_a_machine_that_stays_fails_its_run_and_the_next_run_trains(ray_cluster):
     import ray
 
-    run = RayRun(_spec("killed", max_steps=100_000), ray_cluster.cluster)
-    try:
-        run.start()
+    with _training(_spec("killed", max_steps=100_000), ray_cluster.cluster) as run:
         wait_until(lambda: run.snapshot().step >= 3, "three steps")
         ray.kill(run._actor)  # as the out-of-memory killer ends it
         wait_until(lambda: run.state == "error", "the run to fail")
         snap = run.snapshot()
         assert "the cluster lost this run at step" in str(snap.error) and not run.is_alive()
         assert snap.notice is None  # not moved: its machine is still there
-    finally:
-        run.close()
-    after = RayRun(_spec("after"), ray_cluster.cluster)
-    try:
-        after.start()
+    with _training(_spec("after"), ray_cluster.cluster) as after:
         _finished(after)
-    finally:
-        after.close()
 
 
 @pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.trains
 def test_a_run_that_diverges_on_the_cluster_fails_with_the_same_sentence(ray_cluster):
-    run = RayRun(_spec("diverges", lr=1e6), ray_cluster.cluster)
-    try:
-        run.start()
+    with _training(_spec("diverges", lr=1e6), ray_cluster.cluster) as run:
         wait_until(lambda: run.state == "error", "the run to fail")
         assert "Try a lower learning rate" in str(run.snapshot().error)
-    finally:
-        run.close()
 
 
 @pytest.mark.slow
@@ -250,31 +252,21 @@ def test_a_closed_runs_actor_trains_the_next_run_warm_and_leaves_nothing_behind(
     """A run's actor is kept warm for the next run: the next one starts in the same process, and trains
     exactly as a run in a new actor does (nothing of the last run is left in it)."""
     cluster = ray_cluster.cluster
-    first = RayRun(_spec("first", max_steps=30), cluster)
-    try:
-        first.start()
+    with _training(_spec("first", max_steps=30), cluster) as first:
         _finished(first)
         actor = first._actor
         wait_until(lambda: cluster._idle == [actor], "a run that ended to hand its actor back, unclosed")
-        assert first.inference_model() is not None  # read from the dashboard's copy of its weights
-    finally:
-        first.close()
+        kept = first.inference_model().state_dict()  # from the dashboard's copy of its weights
+        untrained = build_model(first.spec.model, first.spec.train.seed).state_dict()
+        assert kept.keys() == untrained.keys() and not all(torch.equal(kept[k], untrained[k]) for k in kept)
     assert cluster._idle == [actor]
-    second = RayRun(_spec("second", max_steps=40, lr=3e-3), cluster)
-    try:
+    with _training(_spec("second", max_steps=40, lr=3e-3), cluster) as second:
         assert second._actor is actor and not cluster._idle
-        second.start()
         reused = _finished(second)
-    finally:
-        second.close()
     cluster.shrink()
-    fresh = RayRun(_spec("fresh", max_steps=40, lr=3e-3), cluster)
-    try:
+    with _training(_spec("fresh", max_steps=40, lr=3e-3), cluster) as fresh:
         assert fresh._actor is not actor
-        fresh.start()
         assert reused == _finished(fresh)
-    finally:
-        fresh.close()
 
 
 @pytest.mark.slow

@@ -78,3 +78,13 @@ def _clear_streamlit_caches() -> None:
     if streamlit is not None:
         streamlit.cache_resource.clear()
         streamlit.cache_data.clear()
+
+
+@pytest.fixture
+def browser_cookies(monkeypatch):
+    """Cookies a browser would send on its next visit: what the pages' scripts wrote into them (a test
+    copies written_cookies into it, as the browser keeps them)."""
+    from app.state import classroom
+    jar: dict[str, str] = {}
+    monkeypatch.setattr(classroom, "cookies", lambda: dict(jar))
+    return jar

@@ -9,9 +9,14 @@ changed, so a class following an unchanged step costs the server a dictionary lo
 per poll. Pressing Back, Next or the step list leaves "follow"; the switch rejoins.
 
 While the teacher leads, a learner's answer to a step's question counts for the class, with no
-name (one answer per learner, changeable). On the step the teacher is on, the learner learns
-whether they were right once the teacher reveals the answer; the teacher sees how many chose
-each option.
+name: one answer per learner (classroom.learner, the same across a refresh and a restart), which
+they may change until the teacher reveals the step's answer. The learner learns whether they were
+right once that step is revealed, whichever step they are on; the teacher sees how many chose each
+option. The revealed counts are the class's answer: a learner may try again for themselves, and is
+told the try is not counted, until the teacher hides the answer again, which reopens the question.
+
+A learner waiting on the board sees the class's step within POLL_SECONDS of the teacher leading it
+(class_line), and a follower is taken to the Lesson when the teacher moves the class.
 """
 from __future__ import annotations
 
@@ -91,15 +96,16 @@ def follow(n: int) -> int:
 
 
 def watch(code: str, n: int, drawn: LessonNow) -> None:
-    """Poll the class's step; rerun the page only when what it shows would change: a follower's
-    step, this step's reveal, or the lead itself starting or ending."""
+    """Poll the class's step; rerun the page only when what it shows would change: the class's step
+    (a follower goes there; the others' caption names it), this step's reveal, or the lead itself
+    starting or ending."""
 
     @st.fragment(run_every=POLL_SECONDS)
     def poll() -> None:
         now = lesson_now(code)
         if now is None or now.version == drawn.version:
             return
-        moved = following() and now.step != n
+        moved = now.step != drawn.step
         revealed = (n in now.revealed) != (n in drawn.revealed)
         if moved or revealed or now.step is None:
             st.rerun(scope="app")
@@ -109,7 +115,7 @@ def watch(code: str, n: int, drawn: LessonNow) -> None:
 
 def question(n: int, step: LessonStep, params: dict) -> None:
     """The step's check question. Alone, the answer says at once whether it is right. In a class
-    the teacher leads, it counts for the class, and on the teacher's step it waits for the reveal."""
+    the teacher leads, it counts for the class, and its verdict waits for the step's reveal."""
     st.subheader(_("Check yourself"))
     code = class_code()
     now = lesson_now(code)
@@ -122,10 +128,18 @@ def question(n: int, step: LessonStep, params: dict) -> None:
         return
     widget = f"lesson_answer:{n}"
     counted = leading and key is None  # the teacher's own answer is not the class's
+    notice = st.session_state.pop(classroom.NOTICE_KEY, None)  # an answer the class could not take
+    if notice:
+        st.warning(md(notice))
+    revealed = leading and n in now.revealed
+    waiting = counted and not revealed  # the verdict waits for this step's reveal, whichever step the class is on
+    kept = counted_answer(code, n, len(options)) if counted else None
+    # the radio shows what counts: while the question is open (after a refresh, a refused answer, a reopening);
+    # once revealed, only until the learner tries again for themselves
+    if waiting or counted and widget not in st.session_state:
+        st.session_state[widget] = options[kept] if kept is not None else None
     answer = st.radio(_(step.question, **params), options, index=None, key=widget,
                       on_change=send_answer if counted else None, args=(code, n, widget, options))
-    revealed = leading and n in now.revealed
-    waiting = counted and now.step == n and not revealed
     if answer is None:
         if revealed:
             st.info(_("The teacher has revealed the answer: {answer}. {why}", answer=options[step.answer],
@@ -135,6 +149,9 @@ def question(n: int, step: LessonStep, params: dict) -> None:
         st.info(_("Your answer counts for the class. You will see whether it is right when your teacher reveals "
                   "the answer."))
         return
+    if counted and options.index(answer) != kept:
+        st.caption(_("This try is not counted: the class's answers were counted when your teacher revealed this "
+                     "question's answer."))
     explanation = _(step.explanation, **params)
     if options.index(answer) == step.answer:
         st.success(_("Right. {why}", why=explanation))
@@ -143,10 +160,20 @@ def question(n: int, step: LessonStep, params: dict) -> None:
                  if revealed else _("Not quite: try again. {why}", why=explanation))
 
 
+def counted_answer(code: str, n: int, options: int) -> int | None:
+    """The option this learner's answer to step n counts for the class, if any."""
+    try:
+        kept = classroom.classes().answered(code, classroom.learner(code), n)
+    except BoardError:
+        return None
+    return kept if kept is not None and 0 <= kept < options else None
+
+
 def send_answer(code: str, n: int, widget: str, options: list[str]) -> None:
     chosen = st.session_state.get(widget)
     try:
-        classroom.classes().answer(code, classroom.learner(), n, options.index(chosen) if chosen in options else None)
+        classroom.classes().answer(code, classroom.learner(code), n,
+                                   options.index(chosen) if chosen in options else None)
     except BoardError as err:
         st.session_state[classroom.NOTICE_KEY] = error_text(err)
 
@@ -230,17 +257,32 @@ def class_answers(code: str, key: str, n: int, step: LessonStep, params: dict | 
         st.caption(n_("{n} learner has answered.", "{n} learners have answered.", total))
         if shown:
             st.success(_(step.explanation, **params) if params is not None else _("The answer is revealed."))
-        st.button(_("Hide the answer again") if shown else _("Reveal the answer"), key=f"lead_reveal:{n}",
-                  type="secondary" if shown else "primary", on_click=reveal, args=(code, key, n, not shown))
+            st.caption(_("These counts are the class's answer: a learner who changes theirs now is not counted. "
+                         "Hiding the answer reopens the question, and changes count again."))
+        st.button(_("Hide the answer and reopen the question") if shown else _("Reveal the answer"),
+                  key=f"lead_reveal:{n}", type="secondary" if shown else "primary", on_click=reveal,
+                  args=(code, key, n, not shown))
 
     answers()
 
 
 def class_line(code: str) -> None:
-    """On a learner's board: where the teacher leads the class, with a link there."""
-    now = lesson_now(code)
-    if now is None or now.step is None:
-        return
-    st.page_link(site.LESSON.script, label=_("The class is on step {n} of the lesson: {title}", n=now.step,
-                                              title=_(STEPS[now.step - 1].title)), icon="🎓",
-                 query_params={url.LESSON: str(now.step), url.CLASS: code, url.LANG: language()})
+    """On the board: where the teacher leads the class, with a link there, looked at every
+    POLL_SECONDS (a dictionary lookup), so that an open board shows the lesson once it starts. A
+    learner who follows is taken to the Lesson at the class's step when the teacher moves the class
+    while the board is open; one who opened the board during the lesson stays on it until then."""
+    drawn = lesson_now(code)
+    teacher = classroom.teacher_key(code) is not None
+
+    @st.fragment(run_every=POLL_SECONDS)
+    def line() -> None:
+        now = lesson_now(code)
+        if now is None or now.step is None or not 1 <= now.step <= len(STEPS):
+            return
+        if not teacher and following() and drawn is not None and now.step != drawn.step:
+            st.switch_page(site.LESSON.script, query_params={url.LESSON: str(now.step), url.CLASS: code})
+        st.page_link(site.LESSON.script, label=_("The class is on step {n} of the lesson: {title}", n=now.step,
+                                                  title=_(STEPS[now.step - 1].title)), icon="🎓",
+                     query_params={url.LESSON: str(now.step), url.CLASS: code, url.LANG: language()})
+
+    line()

@@ -5,9 +5,14 @@ A teacher opens a class and gets a short code (what the class types or clicks: ?
 a secret key that only their browser holds (the server keeps a salted digest of it, enough to
 check it: keys.py): with it, and only with it, entries are hidden or pinned, a challenge is set, the
 class is led through the lesson (its step, each step's check question revealed) and the class
-is closed. Learners answer the step's question anonymously; the teacher sees the counts. A learner posts a run of their own (the run's
-owner key proves it is theirs) under a name, and gets the post's own key back: only that key
-withdraws it. A post shows the run's name, settings, curves and latest sample, nothing else.
+is closed. Learners answer the step's question anonymously; the teacher sees the counts, which the
+reveal freezes: they are the class's answer until the teacher hides the answer again, which reopens
+the question. A learner is a random token their browser keeps for the class, kept here only as a tag
+under the class's own salt (keys.tag): one answer per learner per step, and the limit on posts, hold
+across a refresh and a restart, and no tag links one browser's answers in two classes. A learner
+posts a run of their own (the run's owner key proves it is theirs) under a name, and gets the
+post's own key back: only that key withdraws it. A post shows the run's name, settings, curves and
+latest sample, nothing else.
 
 Posts refer to runs in the RunRegistry, which keeps training them; the board reads them without
 an owner's key, so watching a board never keeps a run alive. `Classes.view` builds a class's
@@ -37,6 +42,7 @@ from . import keys
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..config import GPTConfig, TrainConfig
     from .registry import RunEntry
     from .store import Store, StoredClass
 
@@ -67,13 +73,18 @@ class Challenge:
     def refusals(self, corpus: str, record: RunRecord) -> list[Message]:
         """Why a run does not meet the challenge, from its own configuration (`corpus` is the key
         of the corpus it trained on, an upload's never a built-in name): empty when it does."""
+        return self.misfits(corpus, record.model, record.train)
+
+    def misfits(self, corpus: str, model: GPTConfig, train: TrainConfig) -> list[Message]:
+        """Why a run of these settings (`model` sized for `corpus`'s vocabulary) would not meet the
+        challenge: what the Train page says before Start, and the board of a posted run."""
         reasons = []
         if self.corpus is not None and corpus != self.corpus:
             reasons.append(Message("trained on {corpus}, not {wanted}", corpus=corpus, wanted=self.corpus))
-        if self.max_steps is not None and record.train.max_steps > self.max_steps:
-            reasons.append(Message("set to train {steps:,} steps, more than {limit:,}", steps=record.train.max_steps,
+        if self.max_steps is not None and train.max_steps > self.max_steps:
+            reasons.append(Message("set to train {steps:,} steps, more than {limit:,}", steps=train.max_steps,
                                    limit=self.max_steps))
-        params = record.model.num_params()
+        params = model.num_params()
         if self.max_params is not None and params > self.max_params:
             reasons.append(Message("{params:,} parameters, more than {limit:,}", params=params, limit=self.max_params))
         return reasons
@@ -233,6 +244,7 @@ class ClassBoard:
         return keys.matches(key, self.teacher_key)
 
     def learner_tag(self, learner: str) -> bytes:
+        """What the class keeps of a learner's token: its digest under this class's salt."""
         return keys.tag(self.salt, learner)
 
 
@@ -369,7 +381,8 @@ class Classes:
         self._save(board, lesson_step=step)
 
     def reveal(self, code: str, teacher_key: str | None, step: int, revealed: bool = True) -> None:
-        """Show (or hide again) the right answer of `step`'s question to the class."""
+        """Show the right answer of `step`'s question to the class, which freezes its counts (`answer`);
+        or hide it again, which reopens the question: a learner's next change counts again."""
         board = self._as_teacher(code, teacher_key)
         with board._lock:
             if (step in board.revealed) != revealed:
@@ -393,14 +406,18 @@ class Classes:
         with board._lock:
             return LessonNow(board.lesson_step, frozenset(board.revealed), board.lesson_version)
 
-    def answer(self, code: str, learner: str, step: int, option: int | None) -> None:
+    def answer(self, code: str, learner: str, step: int, option: int | None) -> bool:
         """A learner's answer to `step`'s question (None takes it back); a later answer replaces
-        an earlier one. It counts with no name; `learner` only keeps one answer per learner."""
+        an earlier one. It counts with no name; `learner` only keeps one answer per learner. Once
+        the step is revealed its counts are the class's answer: a change is not counted (False),
+        until the teacher reopens the question."""
         board = self.find(code)
         if option is not None and not (isinstance(option, int) and 0 <= option < MAX_OPTIONS):
             raise BoardError("That is not one of the question's options.")
         tag = board.learner_tag(learner)
         with board._lock:
+            if step in board.revealed:
+                return False
             given = board.answers.setdefault(step, {})
             if option is None:
                 given.pop(tag, None)
@@ -411,9 +428,10 @@ class Classes:
                                  limit=MAX_ANSWERS)
         if self.store is not None:
             self.store.save_answer(board.code, step, tag, option)
+        return True
 
     def answered(self, code: str, learner: str, step: int) -> int | None:
-        """The option this learner chose for `step`'s question, if any."""
+        """The option this learner's counted answer to `step`'s question chose, if any."""
         board = self.find(code)
         with board._lock:
             return board.answers.get(step, {}).get(board.learner_tag(learner))

@@ -1,12 +1,13 @@
 """app/parts/class_lesson.py: the teacher leads a class through the Lesson, learners follow and leave
 "follow", answer a step's question for the class, and learn whether they were right once the
-teacher reveals it; the teacher sees counts and no names. Each person is an AppTest session; a
-follower's poll is a rerun here (the browser test watches the poll itself).
+teacher reveals it; the teacher sees counts and no names. A learner is their browser's token for
+the class: a refresh is the same learner, and the revealed counts no longer move. Each person is an
+AppTest session, and a refresh a new session sent the cookies the page wrote; a follower's poll is a
+rerun here (the browser tests watch the poll itself).
 
     pytest tests/app/test_class_lesson.py
 """
 from __future__ import annotations
-
 
 import pytest
 
@@ -15,7 +16,7 @@ from app.views import board
 from app.parts import class_lesson
 from app.state.lesson_text import STEPS
 from app.chrome.site import BOARD, LESSON
-from helpers.apptest import home, page
+from helpers.apptest import every_text, home, page, written_cookies
 from helpers.language import assert_chinese
 from minigpt import DEFAULT_CORPUS, load_corpus
 
@@ -81,7 +82,8 @@ def test_the_class_answers_the_teacher_counts_without_names_and_reveals():
     assert [bar.rsplit("— ", 1)[1] for bar in bars] == [str(int(i == right) * 2 + int(i == wrong)) for i in range(3)]
     assert any("3 learners have answered" in c.value for c in teacher.caption)
     shown = " ".join([*bars, *(m.value for m in teacher.markdown), *(c.value for c in teacher.caption)])
-    assert not [at for at in (ann, bo, cy) if at.session_state[classroom.LEARNER_KEY] in shown]  # counts, never who
+    tokens = [at.session_state[classroom.LEARNER_KEY][code] for at in (ann, bo, cy)]
+    assert not [token for token in tokens if token in shown]  # counts, never who
 
     teacher.button(key="lead_reveal:1").click().run()
     assert "✅" in [p.proto.text for p in teacher.get("progress")][right]
@@ -108,3 +110,142 @@ def test_following_in_chinese_on_a_phone_speaks_chinese():
     _teacher, code = teacher_leading()
     ann = learner(code, "zh")
     assert_chinese(ann, "the lesson, following the teacher", besides=[code])
+
+
+# ------------------------------------------------------------------ one learner, one answer
+
+def choose(at, n: int, option: int):
+    radio = at.radio(key=f"lesson_answer:{n}")
+    radio.set_value(radio.options[option]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def chosen(at, n: int) -> int | None:
+    radio = at.radio(key=f"lesson_answer:{n}")
+    return radio.options.index(radio.value) if radio.value is not None else None
+
+
+def counts(teacher, code: str, n: int = 1) -> list[int]:
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
+    return classroom.classes().counts(code, key, n, len(STEPS[n - 1].options))
+
+
+def test_a_refresh_or_a_second_tab_is_the_same_learner_with_its_answer_and_the_count_does_not_move(browser_cookies):
+    teacher, code = teacher_leading()
+    right, wrong = STEPS[0].answer, (STEPS[0].answer + 1) % len(STEPS[0].options)
+    ann = home("en", **{"class": code})  # the session's first page writes the cookie
+    written = written_cookies(ann)
+    token = written.get(classroom.LEARNER_PREFIX + code)
+    assert token and token == ann.session_state[classroom.LEARNER_KEY][code]
+    script = next(e.proto.body for e in ann.get("html") if token in e.proto.body)
+    assert "SameSite=Strict" in script and f"max-age={classroom.LEARNER_COOKIE_SECONDS}" in script
+    assert token not in str(ann.query_params) and not [t for t in every_text(ann) if token in t]  # never drawn
+    ann = choose(page(ann, LESSON.script), 1, wrong)
+    assert token not in " ".join(e.proto.body for e in ann.get("html"))  # written once: gone at the next page
+    assert token not in str(ann.query_params) and not [t for t in every_text(ann) if token in t]
+    assert counts(teacher, code) == [int(i == wrong) for i in range(3)]
+
+    browser_cookies.update(written)
+    for address in ({}, {"lesson": "1"}):  # F5, and a second tab of the same browser
+        arrived = home("en", **{"class": code}, **address)
+        assert arrived.session_state[classroom.LEARNER_KEY][code] == token
+        assert not written_cookies(arrived)  # the browser has it: nothing to write, nothing on the page
+        again = page(arrived, LESSON.script)
+        assert chosen(again, 1) == wrong  # the radio shows the counted choice
+        assert any("counts for the class" in i.value for i in again.info)
+    choose(again, 1, right)  # a change of mind replaces the answer: still one learner
+    assert counts(teacher, code) == [int(i == right) for i in range(3)]
+    assert chosen(learner(code), 1) == right
+
+    browser_cookies.clear()  # cookies off (or another browser): a learner of its own, for the session
+    bo = choose(learner(code), 1, wrong)
+    bo.run()
+    assert bo.session_state[classroom.LEARNER_KEY][code] != token and chosen(bo, 1) == wrong
+    assert counts(teacher, code) == [int(i in (right, wrong)) for i in range(3)]
+    assert not bo.warning and not bo.error  # nothing alarming said
+
+
+def test_a_forged_learner_cookie_is_not_taken(browser_cookies):
+    _teacher, code = teacher_leading()
+    browser_cookies[classroom.LEARNER_PREFIX + code] = "x\"; max-age=0"  # not a token the app makes
+    ann = home("en", **{"class": code})
+    assert ann.session_state[classroom.LEARNER_KEY][code] != "x\"; max-age=0"
+    assert classroom.TOKEN.fullmatch(written_cookies(ann)[classroom.LEARNER_PREFIX + code])
+
+
+def test_the_revealed_counts_are_the_class_answer_a_later_try_is_not_counted_and_reopening_counts_again(
+        browser_cookies):
+    teacher, code = teacher_leading()
+    right, wrong = STEPS[0].answer, (STEPS[0].answer + 1) % len(STEPS[0].options)
+    ann = home("en", **{"class": code})
+    browser_cookies.update(written_cookies(ann))
+    ann = choose(page(ann, LESSON.script), 1, wrong)
+    teacher.button(key="lead_reveal:1").click().run()
+    assert any("not counted" in c.value for c in teacher.caption)  # the teacher's page says the counts froze
+    frozen = [int(i == wrong) for i in range(3)]
+    choose(ann.run(), 1, right)  # after the reveal: a try for themselves
+    assert ann.success and ann.success[0].value.startswith("Right.")
+    assert any("This try is not counted" in c.value for c in ann.caption)
+    bo = choose(learner(code), 1, right)  # one who answers only now is not counted either
+    assert any("This try is not counted" in c.value for c in bo.caption)
+    assert counts(teacher, code) == frozen
+    teacher.run()
+    assert [p.proto.text.rsplit("— ", 1)[1] for p in teacher.get("progress")] == [str(c) for c in frozen]
+    assert chosen(learner(code), 1) == wrong  # a refresh shows the counted answer, with its verdict
+    choose(ann, 1, wrong)  # back to the counted answer: nothing to say
+    assert not [c for c in ann.caption if "not counted" in c.value]
+
+    reopen = teacher.button(key="lead_reveal:1")
+    assert "reopen" in reopen.label
+    reopen.click().run()
+    choose(ann.run(), 1, right)  # the question is open again: a change counts
+    assert counts(teacher, code) == [int(i == right) for i in range(3)]
+    assert any("counts for the class" in i.value for i in ann.info) and not ann.success
+
+
+def test_a_try_after_the_reveal_is_said_not_to_count_in_chinese():
+    teacher, code = teacher_leading()
+    teacher.button(key="lead_reveal:1").click().run()
+    ann = choose(learner(code, "zh"), 1, STEPS[0].answer)
+    assert any("不计入" in c.value for c in ann.caption)
+    assert_chinese(ann, "a try after the reveal", besides=[code])
+
+
+def test_a_learner_on_another_step_sees_no_verdict_until_that_step_is_revealed():
+    """The teacher reveals the class's step (1): a learner who went ahead to step 2 learns nothing of
+    step 2's answer until the teacher reveals step 2 itself."""
+    teacher, code = teacher_leading()
+    ann = learner(code)
+    ann.button(key="lesson_next:top").click().run()  # ahead, alone
+    assert shown_step(ann) == 2
+    cy = learner(code)
+    cy.button(key="lesson_next:top").click().run()  # ahead too, without answering
+    step = STEPS[1]
+    choose(ann, 2, step.answer)
+    assert not ann.success and not ann.error and any("counts for the class" in i.value for i in ann.info)
+    teacher.button(key="lead_reveal:1").click().run()
+    for at in (ann.run(), cy.run()):
+        assert shown_step(at) == 2
+        assert not at.success and not at.error, "step 2's verdict before step 2 is revealed"
+        assert not [i for i in at.info if "revealed the answer" in i.value]
+    teacher.button(key="lead_next").click().run()
+    teacher.button(key="lead_reveal:2").click().run()
+    assert ann.run().success and ann.success[0].value.startswith("Right.")
+    assert any("revealed the answer" in i.value for i in cy.run().info)
+
+
+def test_the_board_shows_where_the_class_is_in_the_lesson_once_the_teacher_leads():
+    teacher = page(home("en"), BOARD.script)
+    teacher.button(key="board_start").click().run()
+    code = teacher.session_state[classroom.CLASS_KEY]
+    ann = page(home("en", **{"class": code}), BOARD.script)
+    lines = lambda at: [l.proto.label for l in at.get("page_link") if "The class is on step" in l.proto.label]
+    assert not lines(ann)
+    teacher.session_state[board.TAB_KEY] = "Lead the lesson"
+    teacher.run()
+    teacher.button(key="lead_start").click().run()
+    ann.run()  # the line's poll, here a rerun
+    assert lines(ann) == [f"The class is on step 1 of the lesson: {STEPS[0].title}"]
+    link = next(l.proto for l in ann.get("page_link") if "The class is on step" in l.proto.label)
+    assert "lesson=1" in link.query_string and f"class={code}" in link.query_string

@@ -21,8 +21,8 @@ import pytest
 from app.state import classroom
 from app.state.lesson_text import STEPS
 from app.state.train_settings import to_param
-from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, drawn, main_button, new_context, screenshot_whole,
-                             start_class, wait_rendered)
+from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, drawn, main_button, new_context, post_as,
+                             screenshot_whole, start_class, wait_rendered)
 from helpers.language import GLOSSED, english_words
 from minigpt import GPTConfig, TrainConfig
 
@@ -110,13 +110,7 @@ def train_and_post(browser, server, code: str, name: str):
     page.goto(f"{server.url}/Train?class={code}&train={settings}", wait_until="domcontentloaded")
     wait_rendered(page, "Train")
     main_button(page, "Start").click()
-    box = page.get_by_role("textbox", name="Name on the class board")
-    box.wait_for()
-    drawn(page)
-    box.fill(name)
-    box.press("Enter")
-    drawn(page)
-    main_button(page, "Post to the class board").click()
+    post_as(page, name)
     page.get_by_text(f"Your run is on the board of class {code} as {name}").wait_for()
     page.get_by_test_id("stMetricValue").filter(has_text="finished").wait_for(timeout=TRAINING_MS)
     return context, page

@@ -118,3 +118,28 @@ def upload_and_train(text: str, **settings) -> AppTest:
     at.button(key="start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     return at
+
+
+def written_cookies(at) -> dict[str, str]:
+    """The cookies the page's scripts write, read from the html elements that carry them."""
+    jar = {}
+    for element in at.get("html"):
+        for name, value in re.findall(r'document\.cookie = "([^=";]+)=([^";]*);', element.proto.body):
+            jar[name] = value
+    return jar
+
+
+def every_text(at) -> list[str]:
+    """Every string any element of the page holds (labels, values, help, captions, code), besides the
+    html elements' bodies (the scripts that write cookies)."""
+    from google.protobuf.json_format import MessageToDict
+    texts = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+        proto = getattr(node, "proto", None)
+        if proto is not None and getattr(node, "type", "") != "html":
+            texts.append(str(MessageToDict(proto)))
+    walk(at._tree)
+    return texts

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,28 @@ def start_class(browser, server, lang: str = "en", **options):
     heading.wait_for()
     drawn(page)
     return context, page, heading.inner_text().split()[-1]
+
+
+@contextmanager
+def plotly_page(browser, width: int, height: int):
+    """A blank page of that size with the plotly.js that plotly ships, loaded once; a test draws a
+    figure on its #figure afresh."""
+    from plotly.offline import get_plotlyjs
+
+    context = new_context(browser, viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_content('<div id="figure"></div>')
+    page.add_script_tag(content=get_plotlyjs())
+    yield page
+    context.close()
+
+
+def post_as(page, name: str) -> None:
+    """On Train, with the session's run started in a class: name it, and press Post."""
+    box = page.get_by_role("textbox", name="Name on the class board")
+    box.wait_for()
+    drawn(page)
+    box.fill(name)
+    box.press("Enter")
+    drawn(page)
+    main_button(page, "Post to the class board").click()

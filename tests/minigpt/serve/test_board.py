@@ -251,6 +251,86 @@ def test_answers_count_one_per_learner_with_no_name_and_the_reveal_is_the_teache
     classes.answer(board.code, "d", 6, 1)  # one who answered already may still change it
 
 
+def _tags(classes, code: str, step: int) -> set[bytes]:
+    """What the class keeps of the learners who answered `step`: their tags."""
+    return set(classes.find(code).answers.get(step, {}))
+
+
+def test_one_browser_token_is_one_learner_in_a_class_and_another_in_the_next(classes):
+    """The class keeps a digest of the token under its own salt: the same token answers once however
+    often it is sent, and has another tag in another class, so no stolen table links the two."""
+    first, second = classes.open(), classes.open()
+    token = "k3Vq9xT0bLw2YpZcR7uE1g"  # as classroom.learner makes it, the browser's cookie for the class
+    for board in (first, second):
+        classes.lead(board.code, board.teacher_key, 1)
+        for option in (0, 2, 2):  # a refresh, a second tab: the same token again
+            assert classes.answer(board.code, token, 1, option)
+    assert classes.counts(first.code, first.teacher_key, 1, 3) == [0, 0, 1]
+    assert classes.answered(first.code, token, 1) == 2 and classes.answered(first.code, token + "x", 1) is None
+    (ours,), (theirs,) = _tags(classes, first.code, 1), _tags(classes, second.code, 1)
+    assert ours != theirs, "one browser has the same tag in two classes"
+    import hashlib
+    assert token.encode() not in ours and hashlib.sha256(token.encode()).digest() != ours  # salted, not a bare hash
+    assert ours == classes.find(first.code).learner_tag(token)
+
+
+def test_the_reveal_freezes_the_counts_and_hiding_the_answer_reopens_the_question(classes):
+    board = classes.open()
+    code, key = board.code, board.teacher_key
+    classes.lead(code, key, 2)
+    for learner, option in (("ann", 0), ("bo", 1), ("cy", 1)):
+        classes.answer(code, learner, 2, option)
+    classes.reveal(code, key, 2)
+    revealed = classes.counts(code, key, 2, 3)
+    assert revealed == [1, 2, 0]
+    # after the reveal: a change of mind, one who answers only now, one who takes theirs back
+    assert not classes.answer(code, "bo", 2, 0)
+    assert not classes.answer(code, "dee", 2, 2)
+    assert not classes.answer(code, "cy", 2, None)
+    assert classes.counts(code, key, 2, 3) == revealed
+    assert [classes.answered(code, who, 2) for who in ("ann", "bo", "cy", "dee")] == [0, 1, 1, None]
+    assert classes.answer(code, "bo", 3, 2)  # another step is still open
+    classes.reveal(code, key, 2, False)  # "hide the answer again": the question is open again
+    assert classes.answer(code, "bo", 2, 0) and classes.answer(code, "dee", 2, 2)
+    assert classes.counts(code, key, 2, 3) == [2, 1, 1]
+    classes.reveal(code, key, 2)
+    assert not classes.answer(code, "ann", 2, 1) and classes.counts(code, key, 2, 3) == [2, 1, 1]
+
+
+def test_the_learners_answers_and_the_frozen_counts_come_back_after_a_restart(database_url):
+    """A restart through the store: the same tokens are the same learners with the same answers, a
+    revealed step's counts still do not move, and the stored tags of one token differ by class."""
+    from minigpt.serve.store import Store
+
+    store = Store.from_url(database_url)
+    classes = Classes(store=store)
+    first, second = classes.open(), classes.open()
+    code, key = first.code, first.teacher_key
+    classes.lead(code, key, 4)
+    for learner, step, option in (("ann", 4, 1), ("bo", 4, 0), ("ann", 5, 2), ("bo", 4, 1)):
+        classes.answer(code, learner, step, option)
+    classes.answer(second.code, "ann", 4, 0)
+    classes.reveal(code, key, 4)
+    classes.answer(code, "ann", 4, 0)  # after the reveal: not counted
+    before = classes.counts(code, key, 4, 3), classes.counts(code, key, 5, 3)
+    assert before == ([0, 2, 0], [0, 0, 1])
+    assert store.flush(30)
+    store.close()
+
+    store = Store.from_url(database_url)
+    try:
+        stored = {board.code: board.answers for board in store.load_classes()}
+        assert stored[code][4].keys().isdisjoint(stored[second.code][4].keys())  # ann's tag differs by class
+        classes = Classes(store=store)
+        assert (classes.counts(code, key, 4, 3), classes.counts(code, key, 5, 3)) == before
+        assert [classes.answered(code, who, 4) for who in ("ann", "bo")] == [1, 1]
+        assert not classes.answer(code, "bo", 4, 2)  # still revealed, still frozen
+        assert classes.answer(code, "ann", 5, 0)  # the same learner: one answer, replaced
+        assert classes.counts(code, key, 5, 3) == [1, 0, 0] and classes.counts(code, key, 4, 3) == before[0]
+    finally:
+        store.close()
+
+
 def test_runs_whose_curves_coincide_are_named_together(classes, registry):
     board = classes.open()
     twins = [finished(registry, max_steps=10, seed=3) for _ in range(2)]

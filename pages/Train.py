@@ -16,9 +16,9 @@ navigation.open_page(site.TRAIN, N_(
 
 database.not_saving_warning()
 placement.cluster_warning()
-corpus = corpora.current_corpus()
 entry, owner = runs.session_run()
 train_settings.ensure_filled(runs.run_settings(entry) if entry is not None else None)
+corpus = corpora.current_corpus()  # after the form: in a class, the challenge may name the corpus
 in_range = train_form.form(expanded=entry is None)
 model_cfg, train_cfg = train_settings.configs()
 train_form.share_link(model_cfg, train_cfg)

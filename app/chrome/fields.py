@@ -21,3 +21,25 @@ def whole_number(label: str, low: int, high: int, *, key: str, where=st, **kwarg
     where.error(_("{label} must be a whole number from {low:,} to {high:,}; {value:,} is not.", label=label,
                   low=low, high=high, value=int(value)))
     return None
+
+
+def short_text(label: str, limit: int, *, key: str, where=st, **kwargs) -> str:
+    """A text box for a short name: a longer value (a paste) is cut to `limit` characters, with a
+    sentence under the box saying so. No max_chars: a browser drops a paste longer than that whole,
+    without a word."""
+    value = where.text_input(label, key=key, on_change=_cut, args=(key, limit), **kwargs)
+    if st.session_state.get(_cut_key(key)):
+        where.caption(_("“{label}” has at most {limit} characters: yours was cut to its first {limit}.", label=label,
+                        limit=limit))
+    return value
+
+
+def _cut_key(key: str) -> str:
+    return f"{key}:cut"  # session_state: the box's last value was cut (until one fits)
+
+
+def _cut(key: str, limit: int) -> None:
+    value = st.session_state.get(key) or ""
+    st.session_state[_cut_key(key)] = len(value) > limit
+    if len(value) > limit:
+        st.session_state[key] = value[:limit]

@@ -11,14 +11,15 @@ import streamlit as st
 from minigpt.lab.run_records import RunRecord, csv_text, differing_settings, results_table
 from minigpt.serve.registry import RunEntry
 
-from app.chrome import url
+from app.chrome import fields, url
 from app.chrome.charts import config as chart_config
 from app.chrome.charts import html_button, swipe_hint
-from app.chrome.i18n import _, language
+from app.chrome.i18n import _
 from app.chrome.site import TRAIN
 from app.chrome.text import md
 from app.state import runs, train_settings
-from app.state.kept_runs import COUNT_KEY, KEPT_KEY, LIVE, MINE_KEY, NOTICE_KEY, keep_run, live_record, shelf, unique
+from app.state.kept_runs import (COUNT_KEY, KEPT_KEY, LIVE, MAX_NAME, MINE_KEY, NOTICE_KEY, keep_run, live_record, shelf,
+                                 unique)
 from app.state.train_settings import SETTING_LABELS, setting_text
 
 if TYPE_CHECKING:  # pandas is heavy to import: the pages that draw no comparison never wait for it
@@ -28,8 +29,9 @@ if TYPE_CHECKING:  # pandas is heavy to import: the pages that draw no compariso
 def keep_button(entry: RunEntry) -> None:
     """On Train: keep this run's curve and settings, under a name, for the Experiments page."""
     name_col, button_col = st.columns([3, 1], vertical_alignment="bottom")
-    name = name_col.text_input(_("Name for the comparison"), value=_("run {n}", n=st.session_state.get(COUNT_KEY, 0) + 1),
-                               key="keep_name", max_chars=40, help=_("A name already kept gets a number after it."))
+    name = fields.short_text(_("Name for the comparison"), MAX_NAME, where=name_col, key="keep_name",
+                             value=_("run {n}", n=st.session_state.get(COUNT_KEY, 0) + 1),
+                             help=_("A name already kept gets a number after it."))
     if button_col.button(_("Keep for comparison"), key="keep_run",
                          help=_("Its loss curves, settings and speed go to Experiments, to set beside other runs. "
                                 "A run that Start replaces is kept on its own.")):
@@ -95,7 +97,7 @@ def compare_section() -> None:
     if shared:
         st.markdown(_("**A read-only link to this comparison** (it shows these runs' numbers, nothing else; the "
                       "address bar keeps them too, so a refresh brings them back):"))
-        st.code(url.link(**{url.COMPARE: ",".join(shared), url.LANG: language()}), language=None)
+        st.code(url.link(**{url.COMPARE: ",".join(shared)}), language=None)  # no language: the reader's own
     if LIVE in chosen:
         st.caption(_("The link leaves out “this run”, which changes as it trains: keep it on the Train page to "
                      "share it as it is."))
@@ -111,7 +113,7 @@ def rename(records: list[RunRecord]) -> None:
     with st.expander(_("Rename a kept run")):
         pick_col, name_col, button_col = st.columns([1.5, 2, 1], vertical_alignment="bottom")
         source = pick_col.selectbox(_("Run"), list(by_id), format_func=lambda i: by_id[i].name, key="rename_source")
-        name = name_col.text_input(_("New name"), max_chars=40, key="rename_name")
+        name = fields.short_text(_("New name"), MAX_NAME, where=name_col, key="rename_name")
         if button_col.button(_("Rename"), key="rename_run", disabled=not name.strip()):
             shelf().rename(source, unique(name.strip()) if name.strip() != by_id[source].name else name.strip())
             st.rerun()

@@ -10,7 +10,7 @@ from minigpt.serve.line import RunPlan
 
 from app.chrome import fields, url
 from app.chrome.fields import REMEMBERED
-from app.chrome.i18n import _, language, n_
+from app.chrome.i18n import _, n_
 from app.chrome.text import format_duration
 from app.state import runs
 from app.state.corpora import current_corpus
@@ -116,4 +116,5 @@ def share_link(model: GPTConfig, train: TrainConfig) -> None:
     """The form's settings as a link, for a teacher to send a class."""
     with st.expander(_("A link to these settings, to send a class")):
         st.caption(_("Whoever opens it gets this form filled with these settings (their own run, not yours)."))
-        st.code(url.link(**{url.TRAIN: to_param(model, train), url.LANG: language()}), language=None, wrap_lines=True)
+        # no language: it is for someone else, whose browser (or choice) decides theirs
+        st.code(url.link(**{url.TRAIN: to_param(model, train)}), language=None, wrap_lines=True)

@@ -23,6 +23,7 @@ NOTICE_KEY = "kept_runs_notice"  # session_state: a kept run let go to make room
 MINE_KEY = "kept_runs_mine"      # session_state: {record id: (run id, step)} for the runs this session kept itself
 COUNT_KEY = "kept_runs_count"    # session_state: how many this session kept, for the default names
 LIVE = "live"                # the id, in the choice of runs, of the session's current run, compared as it trains
+MAX_NAME = 40               # characters of a kept run's name
 MAX_KEPT = 6                # per session; the server keeps at most RunShelf.max_records in all
 URL_READ_KEY = "compare_url_read"  # session_state: ?compare= was read on this session's first page
 ID = re.compile(r"^[A-Za-z0-9_-]{12}$")

@@ -34,7 +34,7 @@ from minigpt.serve.line import RunPlan
 from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
 
 from app.chrome import url
-from app.chrome.i18n import _, language
+from app.chrome.i18n import _
 from app.chrome.text import format_duration
 from app.state import database, placement
 from app.state.choices import MODEL_SOURCE, TRAINED, current_device
@@ -197,8 +197,9 @@ def session_run() -> tuple[RunEntry | None, bool]:
             sync_url()
             return newer, False
         del ss[WATCHED_RUN_KEY]
-        ss[NOTICE_KEY] = _("Run `{run}` is no longer on this server: its owner stopped using it, or the server "
-                       "restarted. Ask for a new link, or train a run of your own on the Train page.", run=watched)
+        ss[NOTICE_KEY] = erased_notice(watched) or _(
+            "Run `{run}` is no longer on this server: its owner stopped using it, or the server restarted. Ask for a "
+            "new link, or train a run of your own on the Train page.", run=watched)
     return None, False
 
 
@@ -218,6 +219,13 @@ def gone_notice(run_id: str) -> str:
     return _("Your run `{run}` is no longer on this server: a run is released when its owner has not used it for "
              "{minutes} minutes (a page that shows it training counts as use), and when the server restarts.",
              run=run_id, minutes=registry().idle_seconds // 60)
+
+
+def erased_notice(run_id: str) -> str | None:
+    """For someone else's run that is gone: that a teacher erased it with their class's data, if so."""
+    if registry().gone_reason(run_id) != "erased":
+        return None
+    return _("Run `{run}` was posted to a class whose teacher erased the class's data, this run with it.", run=run_id)
 
 
 def cancel_own_run() -> None:
@@ -242,7 +250,7 @@ def read_run_from_url() -> None:
             entry = registry().get(run_id, key) or registry().successor(run_id)
             if entry is None:
                 if _RUN_ID.fullmatch(run_id):  # never echo markup from a link
-                    ss[NOTICE_KEY] = _("The run `{run}` in this address is no longer on this server (runs are released "
+                    ss[NOTICE_KEY] = erased_notice(run_id) or _("The run `{run}` in this address is no longer on this server (runs are released "
                                    "when idle and when the server restarts).", run=run_id)
                 else:
                     ss[NOTICE_KEY] = _("The run in this address is no longer on this server (runs are released when "
@@ -334,8 +342,9 @@ def run_settings(entry: RunEntry) -> tuple[GPTConfig, TrainConfig]:
 
 
 def readonly_link(entry: RunEntry) -> str:
-    """This page's address with only ?run=<id> and the language: it lets others watch, never steer."""
-    return url.link(**{url.RUN: entry.run_id, url.LANG: language()})
+    """This page's address with only ?run=<id>: it lets others watch, never steer. No language: it is
+    for someone else, whose browser (or choice) decides theirs."""
+    return url.link(**{url.RUN: entry.run_id})
 
 
 def run_checkpoint_zip(entry: RunEntry) -> bytes:

@@ -10,14 +10,20 @@ from dataclasses import asdict, dataclass, replace
 
 import streamlit as st
 
-from minigpt import DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, ConfigError, GPTConfig, TrainConfig
+from minigpt import (BUILTIN_CORPORA, DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, CharTokenizer, ConfigError,
+                     GPTConfig, TrainConfig)
+from minigpt.serve.board import BoardError, Challenge
 
 from app.chrome import url
 from app.chrome.i18n import _, error_text, n_
-from app.state.classroom import CLASS_KEY
+from app.chrome.text import word_list
+from app.state.choices import CORPUS
+from app.state.classroom import CLASS_KEY, classes
+from app.state.corpora import current_corpus
 
 FORM_FILLED_KEY = "train_form_filled"   # session_state: the form has its first values in this session
 OWN_SEED_KEY = "train_own_seed"         # session_state: this learner's seed for a class's links that name none
+CLASS_FIT_KEY = "train_class_fit"       # session_state: (class, challenge) the form was last fitted to
 # the whole-number boxes' ranges: a model a small shared server trains in minutes (fields.whole_number)
 RANGES = {"max_steps": (10, 20_000), "warmup_steps": (0, 5_000), "eval_interval": (1, 5_000),
           "train_seed": (0, 2**31 - 1)}
@@ -92,9 +98,17 @@ def apply_preset(name: str) -> None:
 
 def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
     """On a session's first visit: the run's own settings when a run is attached (a reload must
-    not show other settings than the run has), else a ?train= link's, else the default preset."""
-    if st.session_state.get(FORM_FILLED_KEY):
-        return
+    not show other settings than the run has), else a ?train= link's, else the default preset.
+    In a class, with no run attached, the form is then fitted to the class (fit_class): call it
+    before reading the session's corpus, which the class's challenge may change."""
+    if not st.session_state.get(FORM_FILLED_KEY):
+        first_fill(run_configs)
+    if run_configs is None and in_class():
+        fit_class()
+
+
+def first_fill(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
+    """The form's first values in this session (ensure_filled says which)."""
     if run_configs is None and url.TRAIN in st.query_params:
         value = st.query_params[url.TRAIN]
         try:
@@ -115,6 +129,65 @@ def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
 
 def in_class() -> bool:
     return bool(st.session_state.get(CLASS_KEY))
+
+
+def fit_class() -> None:
+    """Fit the form to the class this session is in, each time it comes in or the class's challenge
+    changes, whichever way the learner came to Train: a seed of the learner's own where the form
+    holds the presets' shared one (a class would train identical runs), and the challenge's corpus,
+    steps and size. What changed is said once, above the form; a run of these settings that still
+    misses the challenge is said under the form, before Start (parts.post)."""
+    ss = st.session_state
+    code = ss[CLASS_KEY]
+    try:
+        challenge = classes().find(code).challenge
+    except BoardError:  # no such class (any more): the board page says so
+        return
+    if ss.get(CLASS_FIT_KEY) == (code, challenge):
+        return
+    first_in_class = (ss.get(CLASS_FIT_KEY) or (None,))[0] != code
+    ss[CLASS_FIT_KEY] = (code, challenge)
+    model, train = configs()
+    said = []
+    if first_in_class and train.seed == PRESETS[DEFAULT_PRESET].train.seed:
+        train = replace(train, seed=own_seed())
+        said.append(_("a seed of your own (so that your run is not a copy of your classmates')"))
+    if challenge is not None:
+        fit_corpus(challenge, said)
+        model, train = fit_challenge(challenge, model, train, said)
+    fill(model, train)
+    if said:
+        st.info(_("The form is set for class {code}: {changes}.", code=code, changes=word_list(said)))
+
+
+def fit_corpus(challenge: Challenge, said: list[str]) -> None:
+    """Make the challenge's built-in corpus the session's (Home's choice)."""
+    if challenge.corpus is None or current_corpus().key == challenge.corpus or challenge.corpus not in BUILTIN_CORPORA:
+        return
+    st.session_state[CORPUS] = challenge.corpus
+    said.append(_("the corpus {corpus}", corpus=challenge.corpus))
+
+
+def fit_challenge(challenge: Challenge, model: GPTConfig, train: TrainConfig,
+                  said: list[str]) -> tuple[GPTConfig, TrainConfig]:
+    """The form's settings within the challenge's steps and size: at most its steps, and where the
+    model is over its parameters, the largest preset's that is within them (with its training
+    settings), on the corpus the run will train on."""
+    if challenge.max_params is not None:
+        vocab = CharTokenizer.from_text(current_corpus().text).vocab_size
+        def params(m: GPTConfig) -> int:
+            return replace(m, vocab_size=vocab).num_params()
+        if params(model) > challenge.max_params:
+            fitting = sorted((p for p in PRESETS.values() if params(p.model) <= challenge.max_params),
+                             key=lambda p: -params(p.model))
+            if fitting:
+                model, train = fitting[0].model, replace(fitting[0].train, seed=train.seed)
+                said.append(_("the {preset} preset's model (at most {limit:,} parameters)",
+                              preset=_(fitting[0].label), limit=challenge.max_params))
+    if challenge.max_steps is not None and train.max_steps > challenge.max_steps:
+        train = replace(train, max_steps=max(challenge.max_steps, RANGES["max_steps"][0]))
+        said.append(n_("{n:,} step", "{n:,} steps", train.max_steps))
+    return model, train
 
 
 def names_seed(value: str) -> bool:

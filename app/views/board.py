@@ -14,7 +14,6 @@ teacher's link opened elsewhere hands the key over, and it leaves the address ba
 from __future__ import annotations
 
 import json
-from functools import reduce
 
 import streamlit as st
 
@@ -26,8 +25,9 @@ from app.chrome import site, url
 from app.chrome.charts import config as chart_config
 from app.chrome.charts import html_button, swipe_hint
 from app.chrome.i18n import _, error_text, language, n_
-from app.chrome.text import md, ordinal
+from app.chrome.text import md, ordinal, word_list
 from app.parts import class_lesson
+from app.parts.post import challenge_text
 from app.state import classroom, database, runs
 from app.state.classroom import (
     CLASS_KEY,
@@ -165,6 +165,8 @@ def draw(view: BoardView, teacher: bool) -> None:
     if not rows:
         st.info(_("No run is on the board yet. A learner who has joined posts one from the Train page (or "
                   "Experiments) with “Post to the class board”: “Train a run for this class” opens it."))
+        if view.challenge is not None:  # the class knows its goal before the first post
+            ranking(view)
         return
     from minigpt.viz import board_title
     st.markdown(f"**{board_title(_)}**")
@@ -242,8 +244,8 @@ def ranking(view: BoardView) -> None:
     st.markdown("### " + _("Challenge: the lowest validation loss") + "  \n" + challenge_text(challenge))
     ranked = view.ranking()
     if ranked:
-        st.markdown("  \n".join(_("**{place}.** {run}: {loss:.3f}", place=i, run=md(row.label), loss=row.best_val)
-                                for i, row in enumerate(ranked, start=1)))
+        st.markdown("  \n".join(_("**{place}.** {run}: {loss:.3f}", place=place, run=md(row.label), loss=row.best_val)
+                                for place, row in zip(places(ranked), ranked)))
     else:
         st.caption(_("No run meets the challenge yet."))
     refused = [row for row in view.visible() if row.refusals]
@@ -253,20 +255,11 @@ def ranking(view: BoardView) -> None:
             for row in refused))
 
 
-def challenge_text(challenge: Challenge) -> str:
-    parts = []
-    if challenge.corpus is not None:
-        parts.append(_("on {corpus}", corpus=challenge.corpus))
-    if challenge.max_steps is not None:
-        parts.append(_("within {steps:,} steps", steps=challenge.max_steps))
-    if challenge.max_params is not None:
-        parts.append(_("with at most {params:,} parameters", params=challenge.max_params))
-    return word_list(parts) if parts else _("any run")
-
-
-def word_list(parts: list[str]) -> str:
-    """Parts joined as the language lists them ("a, b, c"; 甲，乙，丙)."""
-    return reduce(lambda earlier, later: _("{earlier}, {later}", earlier=earlier, later=later), parts)
+def places(ranked: list) -> list[int]:
+    """Each ranked run's place, best first: runs whose results read the same (to the three decimals
+    shown) share one, and the place after them skips as many ("1. a, 1. b, 3. c")."""
+    shown = [round(row.best_val, 3) for row in ranked]
+    return [shown.index(value) + 1 for value in shown]
 
 
 def remember_key(code: str, key: str) -> None:

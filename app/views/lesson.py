@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -215,7 +216,9 @@ def _train(corpus_key: str | None, label: str, key: str) -> None:
     entry, owner = runs.session_run()
     preset = PRESETS[PRESET]
     train_settings.ensure_filled(runs.run_settings(entry) if entry is not None and owner else None)  # before it changes
-    kept_runs.start_run_keeping_the_last(corpus, preset.model, preset.train)
+    # in a class, a seed of the learner's own: the preset's one seed would give the class identical runs
+    train = replace(preset.train, seed=train_settings.own_seed()) if train_settings.in_class() else preset.train
+    kept_runs.start_run_keeping_the_last(corpus, preset.model, train)
 
 
 def _live_curves(key: str) -> None:

@@ -25,9 +25,10 @@ ACTIONS = ("pause", "resume", "stop")
 
 
 def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range: bool) -> bool:
-    """One line on what Start would train here, or why these settings cannot train; True when they can."""
+    """One line on what Start would train here, or why these settings cannot train; True when they can.
+    In a class with a challenge, whether such a run would meet it."""
     try:
-        _tokenizer, sized, _train = runs.run_configs(corpus, model, train)
+        _tokenizer, sized, checked = runs.run_configs(corpus, model, train)
     except (ConfigError, CorpusError) as err:
         st.error(md(error_text(err)))
         settings_ok = False
@@ -39,6 +40,8 @@ def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range:
         facts.append(_("a new run with these settings: **{params:,}** parameters", params=sized.num_params()))
     facts.append(line.server_line())
     st.caption(" · ".join(facts))
+    if settings_ok:
+        post.challenge_note(corpus.key, sized, checked)
     return settings_ok
 
 

@@ -1,7 +1,6 @@
 """Training: the loss curves, the learning-rate schedule, a task's accuracy, runs side by side."""
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,17 @@ from ._layout import (COLORS, LR_TICKS, MARGIN, Translate, axis_title, downsampl
 if TYPE_CHECKING:
     from ..lab.diagnosis import Overfitting
     from ..train import TrainEvent
+
+
+def plain(name: str) -> str:
+    """A name (a run's, as a learner typed it) for Plotly's text, which reads a little HTML: its
+    tags and entities escaped, and nothing else (a `"` stays a `"`: Plotly knows no &quot;)."""
+    return name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# a trace's name in a hover template, read from the trace: a name typed into the template itself
+# would be a template too ("%{y}" would show a number)
+TRACE_NAME = "%{fullData.name}"
 
 
 def loss_figure(history: Sequence[TrainEvent], *, uniform: float | None = None,
@@ -99,16 +109,15 @@ def task_figure(history: Sequence[TrainEvent], chance: float, tr: Translate = en
 
 def compare_figure(records: Sequence, tr: Translate = english) -> go.Figure:
     """Runs side by side: each run's validation loss (solid, at its evaluations) and training loss
-    (dotted), one colour per run."""
+    (dotted), one colour per run. A run's name is plain text, as typed."""
     _ = tr
     data = []
     for i, record in enumerate(records):
-        color = COLORS[i % len(COLORS)]
+        color, name = COLORS[i % len(COLORS)], plain(record.name)
         data.append({"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
-                     "name": _("{run} · val loss", run=record.name), "line": {"color": color}})
+                     "name": _("{run} · val loss", run=name), "line": {"color": color}})
         data.append({"type": "scatter", "mode": "lines", "x": list(record.steps), "y": list(record.train_loss),
-                     "name": _("{run} · train loss", run=record.name), "line": {"color": color, "dash": "dot",
-                                                                                  "width": 1}})
+                     "name": _("{run} · train loss", run=name), "line": {"color": color, "dash": "dot", "width": 1}})
     steps = [s for record in records for s in (*record.steps, *record.val_steps)]
     return figure(data, {"height": 380, "xaxis": step_axis(_("step"), steps), "yaxis": axis_title(_("loss (nats)")),
                          "legend": {"orientation": "h", "y": -0.25}, "margin": MARGIN})
@@ -128,23 +137,24 @@ def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True
     """A class board's runs on one chart for a projector: each run's validation loss (solid, at its
     evaluations) and training loss (dotted), one colour and one legend entry per run, in large type.
     A pinned run's lines are drawn thicker. `rows` are board rows (serve.board.BoardRow): label,
-    record and pinned, read by attribute; a label is plain text, escaped for Plotly's markup.
+    record and pinned, read by attribute; a label is plain text, shown as typed (`plain`).
     titled=False leaves the title to the page, which wraps it on a phone (Plotly cuts it off)."""
     _ = tr
     data = []
     for i, row in enumerate(rows):
         color, width = BOARD_COLORS[i % len(BOARD_COLORS)], 5 if row.pinned else 2.5
-        name = html.escape(row.label)
+        name = plain(row.label)
         record = row.record
         train = downsample(list(zip(record.steps, record.train_loss)), BOARD_POINTS)
         data.append({"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
                      "name": name, "legendgroup": row.post_id, "line": {"color": color, "width": width},
                      "marker": {"size": 7}, "hovertemplate": _("{run}: val loss %{{y:.3f}} at step %{{x}}",
-                                                              run=name) + "<extra></extra>"})
+                                                              run=TRACE_NAME) + "<extra></extra>"})
         data.append({"type": "scatter", "mode": "lines", "x": [s for s, _loss in train], "y": [v for _s, v in train],
                      "name": name, "legendgroup": row.post_id, "showlegend": False, "opacity": 0.55,
                      "line": {"color": color, "dash": "dot", "width": width * 0.6},
-                     "hovertemplate": _("{run}: train loss %{{y:.3f}} at step %{{x}}", run=name) + "<extra></extra>"})
+                     "hovertemplate": _("{run}: train loss %{{y:.3f}} at step %{{x}}",
+                                        run=TRACE_NAME) + "<extra></extra>"})
     def axis(title: str) -> dict:
         return {"title": {"text": title, "font": {"size": BOARD_TYPE + 2}}, "tickfont": {"size": BOARD_TYPE}}
     return figure(data, {

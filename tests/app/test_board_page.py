@@ -7,11 +7,10 @@ code, in English and in Chinese.
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from helpers.apptest import home, page, plotly_spec, tiny_settings, unescaped, wait_finished
+from helpers.apptest import (every_text, home, page, plotly_spec, tiny_settings, unescaped, wait_finished,
+                             written_cookies)
 from helpers.language import assert_chinese
 from app.state import classroom
 from app.views import board
@@ -27,11 +26,14 @@ def teacher_class(lang: str | None = None):
     return at, at.session_state[classroom.CLASS_KEY]
 
 
-def learner_posts(code: str, name: str, max_steps: int = 30, lang: str | None = None):
-    """A learner opens the class's link, trains a tiny run to its end on Train and posts it."""
+def learner_posts(code: str, name: str, max_steps: int = 30, lang: str | None = None, seed: int | None = None):
+    """A learner opens the class's link, trains a tiny run to its end on Train and posts it (with
+    `seed`: that seed, instead of the learner's own that the class gives)."""
     at = home(lang, **{"class": code})
     assert at.session_state[classroom.CLASS_KEY] == code  # the link alone joins
     at = tiny_settings(page(at, TRAIN.script), max_steps=max_steps)
+    if seed is not None:
+        at.number_input(key="train_seed").set_value(seed).run()
     at.button(key="start").click().run()
     wait_finished(at)
     at.run()
@@ -141,39 +143,6 @@ def test_the_board_in_chinese():
     assert_chinese(teacher, "the class board", besides=[code, "小明"])
 
 
-@pytest.fixture
-def browser_cookies(monkeypatch):
-    """Cookies a browser would send on its next visit: what the board's script wrote into them."""
-    jar: dict[str, str] = {}
-    monkeypatch.setattr(classroom, "cookies", lambda: dict(jar))
-    return jar
-
-
-def written_cookies(at) -> dict[str, str]:
-    """The cookies the page's scripts write, read from the html elements that carry them."""
-    jar = {}
-    for element in at.get("html"):
-        for name, value in re.findall(r'document\.cookie = "([^=";]+)=([^";]*);', element.proto.body):
-            jar[name] = value
-    return jar
-
-
-def every_text(at) -> list[str]:
-    """Every string any element of the page holds (labels, values, help, captions, code), besides
-    the html elements' bodies."""
-    from google.protobuf.json_format import MessageToDict
-    texts = []
-
-    def walk(node):
-        for child in getattr(node, "children", {}).values():
-            walk(child)
-        proto = getattr(node, "proto", None)
-        if proto is not None and getattr(node, "type", "") != "html":
-            texts.append(str(MessageToDict(proto)))
-    walk(at._tree)
-    return texts
-
-
 def test_the_teachers_page_draws_no_key_and_a_refresh_in_the_same_browser_keeps_the_controls(browser_cookies):
     teacher, code = teacher_class()
     key = teacher.session_state[classroom.TEACHER_KEY][1]
@@ -242,8 +211,113 @@ def test_the_chinese_challenge_lists_its_parts_with_chinese_commas():
 
 def test_two_runs_that_coincide_are_said_to_coincide():
     teacher, code = teacher_class()
-    learner_posts(code, "ann", max_steps=20)
-    learner_posts(code, "bo", max_steps=20)  # the same settings and seed: the same curve
+    learner_posts(code, "ann", max_steps=20, seed=7)
+    learner_posts(code, "bo", max_steps=20, seed=7)  # the same settings and seed: the same curve
     teacher = on_board(teacher)
     said = [c.value for c in teacher.caption if "trained exactly alike" in c.value]
     assert said and "ann" in said[0] and "bo" in said[0] and "one line for 2 runs" in said[0]
+
+
+# -- a class's way into Train: a seed of one's own, the challenge, names as typed (issue 58) ---------------
+
+def set_challenge(teacher, steps: int = 0, params: int = 0, corpus: str | None = None):
+    tab(teacher, "Teacher's controls")
+    teacher.selectbox(key="challenge_corpus").set_value(corpus)
+    teacher.number_input(key="challenge_steps").set_value(steps)
+    teacher.number_input(key="challenge_params").set_value(params)
+    teacher.button(key="FormSubmitter:board_challenge-Set the challenge").click().run()
+    assert not teacher.exception
+    return teacher
+
+
+def train_from_the_board(code: str, lang: str | None = None):
+    """A learner opens the class's link, then the board's own "Train a run for this class" (its page and
+    address, as a click on it opens them)."""
+    from urllib.parse import parse_qsl
+    learner = on_board(home(lang, **{"class": code}))
+    links = [l.proto for l in learner.get("page_link") if l.proto.label == "Train a run for this class"]
+    assert len(links) == 1, [l.proto.query_string for l in learner.get("page_link")]
+    learner.query_params.update(dict(parse_qsl(links[0].query_string)))
+    train = page(learner, TRAIN.script)
+    assert not train.exception, [e.value for e in train.exception]
+    return train
+
+
+def test_two_learners_through_the_boards_train_link_get_seeds_of_their_own():
+    _teacher, code = teacher_class()
+    seeds = [train_from_the_board(code).session_state["train_seed"] for _learner in range(2)]
+    assert seeds[0] != seeds[1], seeds
+
+
+def test_the_challenge_is_on_a_learners_board_before_any_post():
+    teacher, code = teacher_class()
+    learner = on_board(home(**{"class": code}))
+    assert not [m for m in learner.markdown if "Challenge" in m.value]  # none set yet
+    set_challenge(teacher, steps=300, params=150_000, corpus="pydoc-en")
+    learner.run()
+    shown = [m.value for m in learner.markdown if "Challenge: the lowest validation loss" in m.value]
+    assert shown and "on pydoc-en" in shown[0] and "within 300 steps" in shown[0], shown
+    assert any("No run meets the challenge yet." in c.value for c in learner.caption)
+
+
+def test_train_opened_from_the_class_is_filled_to_fit_its_challenge():
+    from app.state import runs
+    teacher, code = teacher_class()
+    set_challenge(teacher, steps=300, params=150_000, corpus="pydoc-en")  # the teacher's defaults, on a corpus
+    train = train_from_the_board(code)
+    assert train.session_state["corpus"] == "pydoc-en"
+    assert train.session_state["max_steps"] <= 300  # the default preset trains 600
+    said = [i.value for i in train.info if f"class {code}" in i.value]
+    assert said and "pydoc-en" in said[0] and "300 steps" in said[0], said
+    assert any("meets the class's challenge" in c.value for c in train.caption), [c.value for c in train.caption]
+    train.button(key="start").click().run()
+    entry = runs.registry().get(*train.session_state["own_run"])
+    assert entry.run.trainer.cfg.max_steps <= 300 and entry.run.trainer.model_params <= 150_000
+
+
+def test_train_says_what_misses_a_challenge_no_preset_can_meet():
+    teacher, code = teacher_class()
+    set_challenge(teacher, params=1_000)
+    train = train_from_the_board(code)
+    said = [unescaped(w.value) for w in train.warning if "would not meet the class's challenge" in w.value]
+    assert said and "more than 1,000" in said[0], [w.value for w in train.warning]
+
+
+def test_equal_results_share_a_place_in_the_ranking():
+    from types import SimpleNamespace
+    rows = [SimpleNamespace(best_val=v) for v in (3.9946, 3.9946, 3.99461, 4.2, 4.5, 4.5)]
+    assert board.places(rows) == [1, 1, 1, 4, 5, 5]
+
+
+@pytest.mark.parametrize("lang, said", [("en", "was cut to its first 40"), ("zh", "40")])
+def test_a_pasted_long_name_is_cut_at_the_limit_and_the_page_says_so(lang, said):
+    from minigpt.serve.board import MAX_NAME
+    _teacher, code = teacher_class(lang)
+    at = tiny_settings(page(home(lang, **{"class": code}), TRAIN.script), max_steps=20)
+    at.button(key="start").click().run()
+    wait_finished(at)
+    at.run()
+    pasted = "long name " * 50
+    at.text_input(key="board_post_name").set_value(pasted).run()
+    assert at.text_input(key="board_post_name").value == pasted[:MAX_NAME]  # the box holds what the board will show
+    notes = [c.value for c in at.caption if str(MAX_NAME) in c.value and said in c.value]
+    assert notes, [c.value for c in at.caption]
+    if lang == "zh":
+        from helpers.language import GLOSSED, english_words
+        assert not english_words(notes[0], GLOSSED), notes[0]
+    at.button(key="board_post").click().run()
+    rows = classroom.classes().view(code, lambda run_id: None).rows
+    assert [row.label for row in rows] == [pasted[:MAX_NAME].strip()]
+
+
+def test_a_run_of_an_erased_class_is_said_to_have_been_erased():
+    teacher, code = teacher_class()
+    poster = learner_posts(code, "erased soon", max_steps=20)
+    run_id = poster.session_state["own_run"][0]
+    watcher = page(home(**{"run": run_id}), TRAIN.script)  # someone watching the run's read-only link
+    assert not [w for w in watcher.warning if run_id in w.value], [w.value for w in watcher.warning]
+    tab(teacher, "Teacher's controls").checkbox(key="board_erase_sure").check().run()
+    teacher.button(key="board_erase").click().run()
+    for at in (watcher.run(), home(**{"run": run_id})):  # watching it, and its link opened now (the first page says)
+        said = [w.value for w in at.warning if run_id in w.value]
+        assert said and "erased" in said[0] and "no longer on this server" not in said[0], said

@@ -9,7 +9,7 @@ import pytest
 
 from helpers.apptest import home, page, plotly_spec, start_tiny_run, tiny_settings, wait_finished, wait_for_step
 from helpers.language import assert_chinese
-from app.state.kept_runs import KEPT_KEY, MAX_KEPT, NOTICE_KEY, shelf
+from app.state.kept_runs import KEPT_KEY, MAX_KEPT, MAX_NAME, NOTICE_KEY, shelf
 from app.chrome.site import EXPERIMENTS, TRAIN
 
 
@@ -162,3 +162,19 @@ def test_keep_on_a_run_that_has_not_trained_a_step_says_so_and_keeps_nothing():
     at.button(key="keep_run").click().run()
     kept = shelf().get(at.session_state[KEPT_KEY])
     assert [(record.name, record.final_step) for record in kept] == [("too soon", 10)]
+
+
+@pytest.mark.trains
+@pytest.mark.slow
+def test_a_pasted_long_name_is_cut_at_the_limit_and_the_page_says_so_then_kept_as_shown():
+    """A browser drops a paste longer than a box's max_chars whole, without a word (issue 58): the box
+    takes it, cuts it and says so."""
+    at = finished(start_tiny_run(max_steps=20), 20)
+    pasted = "a very long name " * 30
+    at.text_input(key="keep_name").set_value(pasted).run()
+    assert at.text_input(key="keep_name").value == pasted[:MAX_NAME]
+    assert any(f"at most {MAX_NAME} characters" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.button(key="keep_run").click().run()
+    assert [record.name for record in shelf().get(at.session_state[KEPT_KEY])] == [pasted[:MAX_NAME].strip()]
+    at.text_input(key="keep_name").set_value("short").run()
+    assert not any(f"at most {MAX_NAME} characters" in c.value for c in at.caption)  # the note goes once a name fits

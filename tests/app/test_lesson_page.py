@@ -315,3 +315,25 @@ def test_the_lessons_training_step_waits_in_the_same_line_as_the_train_page(monk
     wait_until(lambda: mine.is_active() or mine.run.state == "finished", "the lesson's run to take the slot")
     at.run()
     assert not any("in line" in i.value for i in at.info)
+
+
+@pytest.mark.slow
+def test_the_lessons_training_in_a_class_gives_each_learner_a_seed_of_their_own():
+    """Issue 58: the preset's one seed would give a class identical runs (one line on the board);
+    alone, the lesson trains the preset as it is."""
+    from app.state import classroom, runs
+    from helpers.apptest import own_run
+
+    code = classroom.classes().open().code
+    seeds = []
+    for lesson_page in (page(home("en", lesson="11", **{"class": code}), LESSON) for _learner in range(2)):
+        lesson_page.button(key="lesson_train").click().run()
+        assert not lesson_page.exception and not lesson_page.error, [e.value for e in lesson_page.error]
+        entry = runs.registry().get(*own_run(lesson_page))
+        seeds.append(entry.run.trainer.cfg.seed)
+        runs.registry().control(*own_run(lesson_page), "stop")
+    assert seeds[0] != seeds[1] and PRESETS["tiny"].train.seed not in seeds, seeds
+    alone = page(home("en", lesson="11"), LESSON)
+    alone.button(key="lesson_train").click().run()
+    assert runs.registry().get(*own_run(alone)).run.trainer.cfg.seed == PRESETS["tiny"].train.seed
+    runs.registry().control(*own_run(alone), "stop")

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers.browser import new_context
+from helpers.browser import plotly_page
 from helpers.figures import over_steps
 from minigpt import TrainConfig
 from minigpt.train import TrainEvent
@@ -28,14 +28,8 @@ ROUND_STEPS = (1, 2, 2.5, 5)  # a tick step is one of these times a power of ten
 @pytest.fixture(scope="module")
 def plot(browser):
     """One page with the plotly.js that plotly ships, loaded once; each test draws on it afresh."""
-    from plotly.offline import get_plotlyjs
-
-    context = new_context(browser, viewport={"width": 700, "height": 450})
-    page = context.new_page()
-    page.set_content('<div id="figure"></div>')
-    page.add_script_tag(content=get_plotlyjs())
-    yield page
-    context.close()
+    with plotly_page(browser, 700, 450) as page:
+        yield page
 
 
 def drawn_ticks(plot, figure) -> dict[str, list[float]]:

@@ -16,7 +16,7 @@ import streamlit as st
 
 from minigpt import BUILTIN_CORPORA
 
-from app.chrome import streamlit_words, url
+from app.chrome import charts, streamlit_words, url
 from app.chrome.charts import SWIPE
 from app.chrome.i18n import _, choose_language, language_switch, streamlit_chrome_css
 from app.chrome.site import HOME, LESSON, PAGES, Page, page_of
@@ -69,6 +69,20 @@ FIT_PHONES = (f"[class*=st-key-{SWIPE}] {{ display: none }} "
               "overflow-x: auto; overflow-y: hidden } "
               f"[class*=st-key-{SWIPE}] {{ display: block }} }} ")
 
+
+def disabled_labels_css() -> str:
+    """A disabled widget's label in the theme's text colour at 60%, as Streamlit draws captions (4.5:1 or more
+    on white: .streamlit/config.toml), not its 40% (2.4:1). WCAG lets an inactive control's words off, but
+    its label is read as text all the same (axe: color-contrast), and it still reads as disabled beside
+    its greyed box. Nothing where no text colour is set (Streamlit's own colours then)."""
+    text = (st.get_option("theme.textColor") or "").lstrip("#")
+    if len(text) != 6:
+        return ""
+    red, green, blue = (int(text[i:i + 2], 16) for i in (0, 2, 4))
+    return (f"[data-testid=stWidgetLabel][disabled], [data-testid=stWidgetLabel][disabled] p "
+            f"{{ color: rgba({red}, {green}, {blue}, 0.6) }} ")
+
+
 _process_configured = False
 
 
@@ -88,7 +102,8 @@ def setup_page(script: str) -> None:
     with st.sidebar:
         # the page's own CSS as markdown, which the browser draws with the page: st.html's code loads
         # on first use, and until it has, every link on a first visit showed cut off
-        st.markdown(f"<style>{WRAP_LINKS}{FIT_PHONES}{streamlit_chrome_css()}{uploaders_css()}</style>",
+        st.markdown(f"<style>{WRAP_LINKS}{FIT_PHONES}{disabled_labels_css()}{streamlit_chrome_css()}{uploaders_css()}"
+                    "</style>",
                     unsafe_allow_html=True)
         language_switch()
         for linked in PAGES:
@@ -107,6 +122,7 @@ def setup_page(script: str) -> None:
             st.caption(_("**Run** `{run}` (yours)", run=entry.run_id) if owner
                        else _("**Run** `{run}` (watching)", run=entry.run_id))
         streamlit_words.translate_streamlit_words()
+        charts.describe_for_readers()
     line.sidebar_note()
 
 

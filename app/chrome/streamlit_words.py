@@ -1,11 +1,14 @@
-"""The words Streamlit 1.67 writes itself, in English, put in the page's language: the name a
-screen reader gives each help icon ("Help for <label>"), and the file uploader's button, size
-line, drop hint, add and remove buttons, and the errors it finds itself (a file's type or size).
-Streamlit has no setting for its own words (streamlit#1353, #13500), so one small script per
-page rewrites them where the browser draws them, with the catalogs' translations, as React adds
-them (a MutationObserver). The CSS that paints some of them before the script runs
-(i18n.streamlit_chrome_css, uploaders_css) stays: a first visit never shows the English;
-the script then makes the page's own text say it too.
+"""The words Streamlit 1.67 writes itself, in English, put in the page's language: the names a
+screen reader gives its controls (a help icon's "Help for <label>", the sidebar's buttons, a table's
+toolbar, a number box's steppers, a select box's "Open" and "Choose an option"), the file uploader's
+button, size line, drop hint, add and remove buttons, and the errors it finds itself (a file's type
+or size), and what it shows while the server is away (the "Connection error" dialog during a
+restart, the status widget's "Connecting"). Streamlit has no setting for its own words
+(streamlit#1353, #13500), so one small script per page rewrites them where the browser draws them,
+with the catalogs' translations, as React adds them (a MutationObserver). The script stays in the
+page when the server goes: the words of a restart are rewritten too. The CSS that paints some of
+them before the script runs (i18n.streamlit_chrome_css, uploaders_css) stays: a first visit never
+shows the English; the script then makes the page's own text say it too.
 """
 from __future__ import annotations
 
@@ -19,39 +22,88 @@ from app.chrome.i18n import SOURCE, _, language, painted_css
 
 KEY = "chrome_text"            # the hidden container the script is drawn in
 SENT_KEY = "chrome_text_sent"  # session_state: a script has run in this tab, so English must undo its words
-# (where, the English as Streamlit 1.67 writes it (a JavaScript pattern), our message with the same fields)
+# Where Streamlit writes text of its own while the server is away or a script runs: the connection dialog
+# (Streamlit's only dialog with no key; ours say our words, which no rule reads), the status widget, a tooltip
+CHROME_TEXT = "[role=dialog], [data-testid=stStatusWidget], [data-testid=stTooltipContent]"
+NOT_ANSWERING = N_("The server is not answering: it may be restarting. This page reconnects by itself as soon as "
+                   "it is back, and nothing you did is lost.")
+# (where, the English as Streamlit 1.67 writes it (a JavaScript pattern), our message with the same fields).
+# where: an attribute (aria-label, placeholder), or the text of an element in the uploader or in CHROME_TEXT
 RULES = (
     ("aria-label", r"^Help for (?<label>[\s\S]+)$", N_("Help for {label}")),
     ("aria-label", r"^Help$", N_("Help")),
     ("aria-label", r"^Remove (?<name>[\s\S]+)$", N_("Remove {name}")),
     ("aria-label", r"^Add files$", N_("Add files")),
+    ("aria-label", r"^file upload$", N_("Upload a file")),
+    ("aria-label", r"^Sidebar$", N_("Sidebar")),
+    ("aria-label", r"^Collapse sidebar$", N_("Collapse sidebar")),
+    ("aria-label", r"^Expand sidebar$", N_("Expand sidebar")),
+    ("aria-label", r"^Main menu$", N_("Main menu")),
+    ("aria-label", r"^Link to heading$", N_("Link to this heading")),
+    ("aria-label", r"^Open$", N_("Show the options")),
+    ("aria-label", r"^Close$", N_("Close")),
+    ("aria-label", r"^Clear all$", N_("Clear all")),
+    ("aria-label", r"^Clear value$", N_("Clear")),
+    ("aria-label", r"^Selected values$", N_("Chosen")),
+    ("aria-label", r"^Increment$", N_("One more")),
+    ("aria-label", r"^Decrement$", N_("One less")),
+    ("aria-label", r"^Show password$", N_("Show the password")),
+    ("aria-label", r"^Hide password$", N_("Hide the password")),
+    ("aria-label", r"^Fullscreen$", N_("Full screen")),
+    ("aria-label", r"^Close fullscreen$", N_("Leave full screen")),
+    ("aria-label", r"^Copy to clipboard$", N_("Copy to the clipboard")),
+    ("aria-label", r"^Show/hide columns$", N_("Show or hide columns")),
+    ("aria-label", r"^Search$", N_("Search")),
+    ("aria-label", r"^progress$", N_("Progress")),
+    ("aria-label", r"^Running\.\.\.$", N_("Running…")),
+    ("placeholder", r"^Choose an option$", N_("Choose an option")),
+    ("placeholder", r"^Choose options$", N_("Choose options")),
     ("uploader", r"^Upload$", N_("Upload")),
     ("uploader", r"^(?<size>\d+(?:\.\d+)?)MB per file • (?<types>.+)$", N_("At most {size} MB per file · {types}")),
     ("uploader", r"^Drag and drop a file here$", N_("Drag and drop a file here")),
     ("uploader", r"^Drag and drop files here$", N_("Drag and drop files here")),
     ("uploader", r"^Error: (?<type>.*) files are not allowed\.$", N_("Error: {type} files are not allowed.")),
     ("uploader", r"^Error: File must be (?<size>.+) or smaller\.$", N_("Error: the file must be {size} or smaller.")),
+    ("chrome", r"^Connection error$", N_("Connection lost")),
+    ("chrome", r"^Streamlit server is not responding\. Are you connected to the internet\?$", NOT_ANSWERING),
+    ("chrome", r"^Is Streamlit still running\? If you accidentally stopped Streamlit, just restart it in your "
+               r"terminal:$", NOT_ANSWERING),
+    ("chrome", r"^Connection timed out\.$", NOT_ANSWERING),
+    ("chrome", r"^Connecting$", N_("Reconnecting")),
+    ("chrome", r"^Stop$", N_("Stop")),
+    ("chrome", r"^Stopping\.\.\.$", N_("Stopping…")),
+    ("chrome", r"^Rerun$", N_("Run again")),
+    ("chrome", r"^Always rerun$", N_("Always run again")),
+    ("chrome", r"^File change\.$", N_("The app's code changed.")),
+    ("chrome", r"^Fullscreen$", N_("Full screen")),
+    ("chrome", r"^Close fullscreen$", N_("Leave full screen")),
+    ("chrome", r"^Show/hide columns$", N_("Show or hide columns")),
+    ("chrome", r"^Search$", N_("Search")),
 )
 # Idempotent: the observer is made once per tab; a later page, or a language switch, only replaces
-# the rules. Each rewritten element keeps its English (data-chrome-en) and what it was given
-# (data-chrome-to), so that English restores it and React's own later changes are read afresh.
-# Rewritten text drops the CSS paint over it, or a screen reader would read both; fields fill as written.
+# the rules. What each element said in English, and what it was given, is kept per place (an input has
+# both an aria-label and a placeholder), so that English restores it and React's own later changes are
+# read afresh. Rewritten uploader text drops the CSS paint over it, or a screen reader would read both;
+# fields fill as written.
 SCRIPT = """(() => {
 const lab = window.minigptChromeText ||= {};
 lab.rules = RULES;
+const memo = lab.memo ||= new WeakMap();
 const fill = (rule, m) => rule.to.replace(/\\{(\\w+)\\}/g, (_, k) => (m.groups || {})[k] ?? '');
-const said = english => { for (const rule of lab.rules) { const m = rule.re && english.match(new RegExp(rule.re));
-  if (m && rule.to) return [rule, fill(rule, m)]; } return [null, english]; };
+const said = (english, where) => { for (const rule of lab.rules) { if (rule.where !== where) continue;
+  const m = english.match(new RegExp(rule.re)); if (m && rule.to) return fill(rule, m); } return english; };
 const redo = (el, now, where, write) => {
-  const english = el.dataset.chromeTo === now && el.dataset.chromeEn !== undefined ? el.dataset.chromeEn : now;
-  const [rule, text] = said(english);
-  if (rule && rule.where !== where) return;
+  const seen = memo.get(el) || {}, was = seen[where];
+  const english = was && was.to === now ? was.en : now;
+  const text = said(english, where);
   if (text !== now) write(text);
   if (text === english) {
-    delete el.dataset.chromeEn; delete el.dataset.chromeTo;
-    if (el.hasAttribute('data-chrome-text')) { el.removeAttribute('data-chrome-text'); el.style.fontSize = ''; }
+    delete seen[where];
+    if (where === 'uploader' && el.hasAttribute('data-chrome-text')) {
+      el.removeAttribute('data-chrome-text'); el.style.fontSize = '';
+    }
   } else {
-    el.dataset.chromeEn = english; el.dataset.chromeTo = text;
+    seen[where] = {en: english, to: text}; memo.set(el, seen);
     if (where === 'uploader' && getComputedStyle(el).fontSize === '0px') unpaint(el);
   }
 };
@@ -63,15 +115,18 @@ const unpaint = el => {  // painted over by CSS: its own size back (read off a t
   twin.remove();
   el.setAttribute('data-chrome-text', '');
 };
+const texts = (selector, where) => { for (const el of document.querySelectorAll(selector)) {
+  const nodes = [...el.childNodes];
+  if (!nodes.length || nodes.some(n => n.nodeType !== Node.TEXT_NODE)) continue;
+  redo(el, el.textContent, where, text => nodes.forEach((n, i) => { n.nodeValue = i ? '' : text; }));
+} };
 const apply = () => {
   lab.queued = false;
-  for (const el of document.querySelectorAll('[aria-label]'))
-    redo(el, el.getAttribute('aria-label'), 'aria-label', text => el.setAttribute('aria-label', text));
-  for (const el of document.querySelectorAll('[data-testid=stFileUploader] *')) {
-    const nodes = [...el.childNodes];
-    if (!nodes.length || nodes.some(n => n.nodeType !== Node.TEXT_NODE)) continue;
-    redo(el, el.textContent, 'uploader', text => nodes.forEach((n, i) => { n.nodeValue = i ? '' : text; }));
-  }
+  for (const name of ['aria-label', 'placeholder'])
+    for (const el of document.querySelectorAll(`[${name}]`))
+      redo(el, el.getAttribute(name), name, text => el.setAttribute(name, text));
+  texts('[data-testid=stFileUploader] *', 'uploader');
+  texts(CHROME, 'chrome');
 };
 if (!lab.observer) {
   const style = document.createElement('style');
@@ -79,7 +134,7 @@ if (!lab.observer) {
   document.head.appendChild(style);
   lab.observer = new MutationObserver(() => { if (!lab.queued) { lab.queued = true; requestAnimationFrame(apply); } });
   lab.observer.observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true,
-                                      attributeFilter: ['aria-label']});
+                                      attributeFilter: ['aria-label', 'placeholder']});
 }
 apply();
 })();"""
@@ -95,7 +150,9 @@ def rules() -> list[dict]:
 def script() -> str:
     # the rules go in as JSON with every "<" escaped: no message can end the <script> early, and
     # st.html's sanitizer (DOMPurify) drops a script whose text holds "<" before a letter, "/" or "!"
-    return SCRIPT.replace("RULES", json.dumps(rules(), ensure_ascii=False).replace("<", "\\u003c"))
+    chrome = CHROME_TEXT.split(", ")
+    return (SCRIPT.replace("RULES", json.dumps(rules(), ensure_ascii=False).replace("<", "\\u003c"))
+            .replace("CHROME", json.dumps(", ".join(f"{box} *" for box in chrome))))
 
 
 def translate_streamlit_words() -> None:

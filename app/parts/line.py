@@ -51,11 +51,12 @@ def waiting_view(entry: RunEntry, owner: bool) -> None:
     if text is None:  # it left the line between two looks
         return
     registry = runs.registry()
-    st.info(text + " " + n_("The server's one training slot is in use; your run starts by itself when its turn "
-                            "comes: keep any page of the app open (or come back within {minutes}) to keep your place.",
-                            "All {n} training slots are in use; your run starts by itself when its turn comes: keep "
-                            "any page of the app open (or come back within {minutes}) to keep your place.",
-                            registry.max_runs, minutes=format_duration(registry.waiting_idle_seconds)))
+    slots = n_("The server's one training slot is in use; your run starts by itself when its turn comes: keep any "
+               "page of the app open (or come back within {minutes}) to keep your place.",
+               "All {n} training slots are in use; your run starts by itself when its turn comes: keep any page of "
+               "the app open (or come back within {minutes}) to keep your place.",
+               registry.max_runs, minutes=format_duration(registry.waiting_idle_seconds))
+    st.info(_("{place} {slots}", place=text, slots=slots))  # Chinese runs one sentence on into the next, no space
     st.caption(server_line())
     if owner and st.button(_("Cancel my place"), key="cancel_waiting",
                            help=_("Take your run out of the line; nothing else changes.")):

@@ -9,7 +9,9 @@ classes, the runs, the kept comparisons) is written there (minigpt.serve.store).
   does not outlive a reboot; the checkpoints then go into the database too (docs/deploying.md).
 
 A database that cannot be used (a driver that is not installed, unreachable, corrupt, from a newer
-version) never stops the app: the pages say results are not being saved, and serve from memory.
+version, a data folder that cannot be written) never stops the app: the pages say results are not
+being saved, in the page's language, and serve from memory; what went wrong in the system's own
+words goes to the server's log.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from pathlib import Path
 import streamlit as st
 
 from minigpt.messages import Message
-from minigpt.serve.store import CONNECT_SECONDS, Retention, Store, StoreError, describe, driver_missing
+from minigpt.serve.store import (CONNECT_SECONDS, WAIT_SECONDS, Retention, Store, StoreError, describe,
+                                  driver_missing, log_fault)
 
 from app.chrome.i18n import _, error_text
 
@@ -46,6 +49,21 @@ class Database:
 
 def data_dir() -> Path:
     return Path(os.environ.get(DATA_ENV) or DEFAULT_DATA_DIR)
+
+
+def writable_data_dir() -> Path:
+    """The data folder, made if need be; StoreError where this server cannot write there (a read-only
+    disk or folder, a file in the way), which SQLite would only call a file it cannot open."""
+    folder = data_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(f"the data folder {folder} is not writable by this server's user")
+    except OSError as err:
+        log_fault(err)  # the path and the system's words: for whoever runs the server, not the page
+        raise StoreError("the server cannot write to its data folder. Whoever runs it can make the folder "
+                         "writable, or set {setting} to another one, and restart the app.", setting=DATA_ENV) from None
+    return folder
 
 
 def retention() -> Retention:
@@ -86,8 +104,7 @@ def database() -> Database:
             if connection.engine.dialect.name == "sqlite" and connection.engine.url.database:
                 checkpoint_dir = Path(connection.engine.url.database).parent / "checkpoints"
         else:
-            folder = data_dir()
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = writable_data_dir()
             connection = st.connection(CONNECTION, type="sql", url=f"sqlite:///{folder / DATABASE_FILE}")
             checkpoint_dir = folder / "checkpoints"
         engine = connection.engine
@@ -95,9 +112,11 @@ def database() -> Database:
         return Database(None, driver_missing(url or str(err), err))
     except StoreError as err:
         return Database(None, err)
-    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses, a data folder that cannot be made
+    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses: said in our words, the driver's logged
+        log_fault(err)
         return Database(None, describe(err))
-    return Database(Store(engine, checkpoint_dir=checkpoint_dir, retention=retention()))
+    # a locked or slow database keeps the server's first page no longer than an action: it opens behind
+    return Database(Store(engine, checkpoint_dir=checkpoint_dir, retention=retention(), open_wait=WAIT_SECONDS))
 
 
 def store() -> Store | None:

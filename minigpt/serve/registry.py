@@ -415,11 +415,13 @@ class RunRegistry:
             self.dispatch()
 
     def _start_heads(self, only: RunEntry | None = None) -> None:
-        """Start the head of the line while a slot is free (`only`: if it is the head, else nothing)."""
+        """Start the head of the line while a slot is free (`only`: if it is the head, else nothing). A
+        server that is exiting starts nothing: the slots its stopped runs free are no one's, and the line
+        waits, in the store, for the next server."""
         while True:
             with self._lock:
                 waiting = self._waiting_locked()
-                if not waiting or self._busy_locked() >= self.max_runs or self._closing.is_set():
+                if not waiting or self._busy_locked() >= self.max_runs or self._closing.is_set() or EXITING.is_set():
                     return
                 entry = waiting[0]
                 if only is not None and entry is not only:
@@ -436,7 +438,8 @@ class RunRegistry:
         try:
             run = waiting.build(waiting.run_id)
             with self._lock:
-                if self._entries.get(entry.run_id) is entry:  # not cancelled or released while it was built
+                # not cancelled or released while it was built, nor the server exiting meanwhile
+                if self._entries.get(entry.run_id) is entry and not EXITING.is_set():
                     entry.run, entry.started = run, self._clock()
                     entry.last_steered = entry.started
                     entry.plan = replace(entry.plan, text="")  # the corpus stays with the run, not twice

@@ -11,10 +11,13 @@ hands in the engine that `st.connection(type="sql")` made; the library and its t
   them on one thread of its own, in order. What a learner or a teacher does (a post, a class, an
   answer) waits for its write, a little (`WAIT_SECONDS`), so that a page that says "posted" has
   posted; what a run logs is written as it comes, without waiting.
-- **Faults are said, never raised to a page.** Unreachable, locked, full, corrupt, a driver that
-  is not installed, a schema from a newer version: `problem` holds the sentence to show, the app
+- **Faults are said, never raised to a page.** Unreachable, locked, full, corrupt, read-only, a
+  driver that is not installed, a schema from a newer version: `problem` holds the sentence to show
+  (in our words, which the app translates; the driver's own words go to the server's log), the app
   works from memory, and writes that failed are tried again, in order, when the database answers.
   Nothing already saved is overwritten with less: a database that cannot be read is never written.
+  A server's page never waits on the database longer than an action does (`WAIT_SECONDS`), opening
+  included (`open_wait`).
 - **Every statement binds its values.** Tables and columns are named here; what a user typed only
   ever travels as a bound parameter.
 - **SQLite** (the default) runs in WAL mode with a busy timeout, so several threads and processes
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import math
 import queue
 import re
@@ -61,6 +65,7 @@ CONNECT_SECONDS = 5      # PostgreSQL: how long a connection may take before the
 MIGRATION_LOCK = 0x6D696E69  # PostgreSQL: the advisory lock a migration holds ("mini")
 TIDY_SECONDS = 600.0      # between retention passes
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+LOG = logging.getLogger(__name__)  # where the driver's own words go: the server's log, never a page
 # what a database says when it is away, busy or out of room: a write that met one is tried again
 TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DisconnectionError, sa.exc.TimeoutError, OSError)
 
@@ -320,9 +325,12 @@ class Store:
     """The server's database. Thread-safe; see the module docstring."""
 
     def __init__(self, engine: sa.Engine, *, checkpoint_dir: str | Path | None = None,
-                 retention: Retention = Retention(), clock: Callable[[], float] = time.time) -> None:
+                 retention: Retention = Retention(), clock: Callable[[], float] = time.time,
+                 open_wait: float | None = None) -> None:
         """`checkpoint_dir`: where checkpoints are written as folders (SQLite's default, beside its
-        file); None keeps them in the database."""
+        file); None keeps them in the database. `open_wait`: how many seconds this waits for the
+        database to open (None: until it has opened or failed); past them it goes on opening behind,
+        and `problem` says so meanwhile."""
         self.engine, self.retention, self._clock = engine, retention, clock
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self._queue: queue.Queue[_Write | None] = queue.Queue()
@@ -341,9 +349,25 @@ class Store:
             sa.event.listen(engine, "connect", _sqlite_settings)
             sa.event.listen(engine, "begin", _sqlite_begin)
         atexit.register(_flush_at_exit, weakref.ref(self))  # a server stopped in order writes what it queued
-        self.open()
+        self._open_first(open_wait)
         self._thread = threading.Thread(target=self._write_loop, name="minigpt-store", daemon=True)
         self._thread.start()
+
+    def _open_first(self, wait: float | None) -> None:
+        """Open the database on a thread, as a reopening does, and wait for it `wait` seconds at most: a
+        server's first page waits for a locked or slow database no longer than an action does. The
+        opening goes on behind the page, which meanwhile says that results are not being saved."""
+        with self._lock:
+            self._reopening, self._next_open = True, time.monotonic() + REOPEN_SECONDS
+        opening = threading.Thread(target=self._reopen, name="minigpt-store-open", daemon=True)
+        opening.start()
+        opening.join(wait)
+        with self._lock:
+            waiting = not self._opened and self._problem is None  # neither open nor failed yet
+            if waiting:
+                self._problem = Message("the database has not answered yet; trying again.")
+        if waiting:
+            LOG.warning("The database has not answered within %s s; it goes on being opened.", wait)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Store:
@@ -384,18 +408,18 @@ class Store:
         """Open the database: migrate its schema, and start the writer. False (with `problem` set) when
         it cannot be used now."""
         with self._lock:
-            if self._opened:
-                return True
+            if self._opened or self._closing:
+                return self._opened
         try:
             migrate(self.engine)
             if self.engine.dialect.name == "sqlite":
                 _wal(self.engine)
         except StoreError as err:
             self._refused = True
-            self._set_problem(err, reopen=float("inf"))  # a newer schema: never written
+            self._fault(err, reopen=float("inf"))  # a newer schema: never written
             return False
         except Exception as err:  # noqa: BLE001 - unreachable, locked, corrupt: said, and tried again later
-            self._set_problem(describe(err), reopen=REOPEN_SECONDS)
+            self._fault(err, reopen=REOPEN_SECONDS)
             return False
         with self._lock:
             self._opened, self._problem = True, None
@@ -419,6 +443,14 @@ class Store:
         done = threading.Event()
         self._queue.put(_Write(lambda connection: None, done=done))
         return done.wait(timeout)
+
+    def _fault(self, err: BaseException, reopen: float | None = None) -> None:
+        """Say a fault on the pages, in the store's own words; the driver's words go to the server's log,
+        once for each new fault rather than at every try."""
+        problem = describe(err)
+        if problem != self.problem:
+            log_fault(err)
+        self._set_problem(problem, reopen)
 
     def _set_problem(self, problem: Message | StoreError | None, reopen: float | None = None) -> None:
         with self._lock:
@@ -461,11 +493,11 @@ class Store:
                     with writing(self.engine) as connection:
                         item.operation(connection)
                 except TRANSIENT as err:  # said on the pages; the same write is tried again, the rest wait their turn
-                    self._set_problem(describe(err))
+                    self._fault(err)
                     time.sleep(RETRY_SECONDS)
                     continue
                 except Exception as err:  # noqa: BLE001 - refused for good (its run erased meanwhile): dropped, said
-                    self._set_problem(describe(err))
+                    self._fault(err)
                     break
                 item.ok = True
                 if self._problem is not None:
@@ -489,7 +521,7 @@ class Store:
             with self.engine.connect() as connection:
                 return query(connection)
         except Exception as err:  # noqa: BLE001
-            self._set_problem(describe(err))
+            self._fault(err)
             self._reads_after = time.monotonic() + RETRY_SECONDS
             return default
 
@@ -659,7 +691,7 @@ class Store:
                     return None
                 return int(folder.name.split("-")[1]), {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
             except OSError as err:
-                self._set_problem(describe(err))
+                self._fault(err)
                 return None
 
         def query(connection: sa.Connection) -> tuple[int, dict[str, bytes]] | None:
@@ -812,20 +844,40 @@ def driver_missing(url: str, err: Exception) -> StoreError:
 
 
 def describe(err: BaseException) -> Message | StoreError:
-    """A database fault as a sentence for the page."""
+    """A database fault as a sentence for the page, in our own words (the app translates them): the
+    driver's words are English whatever the page's language, and they go to the server's log."""
     if isinstance(err, StoreError):
         return err
-    text = str(getattr(err, "orig", None) or err).strip().splitlines()[0][:200] if str(err).strip() else \
-        type(err).__name__
-    lowered = text.lower()
+    if isinstance(err, sa.exc.ArgumentError):  # st.connection's create_engine refused the secrets' URL
+        return Message("the database URL is not one SQLAlchemy understands.")
+    lowered = _words(err).lower()
     if "locked" in lowered or "busy" in lowered:
         return Message("the database is busy (locked by another process); trying again.")
     if "full" in lowered or "no space" in lowered:
-        return Message("the database's disk is full ({error}).", error=text)
+        return Message("the database's disk is full.")
     if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
-        return Message("the database file is damaged ({error}). It is left as it is; point the app at another "
-                       "database or restore a copy.", error=text)
-    return Message("the database does not answer ({error}).", error=text)
+        return Message("the database file is damaged. It is left as it is; point the app at another database or "
+                       "restore a copy.")
+    if any(words in lowered for words in ("readonly", "read-only", "permission denied")):
+        return Message("the database cannot be written: its file, or the folder it is in, is read-only here.")
+    return Message("the database does not answer.")
+
+
+def log_fault(err: BaseException) -> None:
+    """Put what the driver (or the system) said of a fault in the server's log, where whoever runs the
+    server reads it; the page says it in our words (describe)."""
+    LOG.warning("Results are not being saved: %s", driver_words(err))
+
+
+def driver_words(err: BaseException) -> str:
+    """What the database's driver (or the system) said of a fault: for the server's log, never a page."""
+    text = _words(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _words(err: BaseException) -> str:
+    text = str(getattr(err, "orig", None) or err).strip()
+    return text.splitlines()[0][:500] if text else ""
 
 
 def _sqlite_settings(dbapi_connection, _record) -> None:

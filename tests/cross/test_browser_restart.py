@@ -263,3 +263,30 @@ def test_a_run_killed_mid_training_comes_back_interrupted_and_resumes(browser, s
         learner.context.close()
     finally:
         stop_cleanly(second, shots, "streamlit-run-2")
+
+
+def test_a_sigterm_while_a_run_waits_in_line_exits_in_order_and_leaves_the_run_in_line(browser, shots, tmp_path):
+    # a server stopped in order (SIGTERM, as a host's restart sends) while one run trains and another waits:
+    # the slot the stopped run frees is no one's, so the waiting run is not started into the exit, where it
+    # trained or forked while the interpreter tore itself down and printed a traceback in the log
+    data, log = tmp_path / "data", shots / "streamlit-sigterm.log"
+    server = LiveServer({"OMP_NUM_THREADS": "1", "MINIGPT_DATA_DIR": str(data), "MINIGPT_MAX_RUNS": "1"},
+                        log=log).__enter__()
+    try:
+        first = learner_page(browser, f"{server.url}/Train?train={LONG}")
+        main_button(first, "Start").click()
+        first.wait_for_function(f"(n) => ({STEP_SHOWN})() >= n", arg=1, timeout=TRAINING_MS)
+        second = learner_page(browser, f"{server.url}/Train?train={LONG}")
+        main_button(second, "Start").click()
+        second.get_by_test_id("stMainBlockContainer").get_by_text("1st in line", exact=False).wait_for(
+            timeout=TRAINING_MS)
+        waiting, _key = run_of(second.url)
+        wait_stored(data, waiting, "waiting")
+    finally:
+        code, _seconds = server.stop()
+    said = log.read_text()
+    assert code == 0, f"the server exited with {code}; see {log}"
+    assert "Traceback" not in said and "terminate called" not in said, said[-4000:]
+    assert stored_state(data, waiting) == ("waiting", 0)  # its place waits for the next server
+    first.context.close()
+    second.context.close()

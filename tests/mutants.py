@@ -43,6 +43,8 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
 
 LIBRARY_MIRRORS = {"preload": "worker",  # the fork server's preload is tested with the worker it preloads
                    "keys": "store", "stored": "store_restart"}  # the keys and the runs a store reads back, with it
+# modules whose half that writes to the store is tested with the store, across a restart
+ALSO_MIRRORED = {"registry": ["tests/minigpt/serve/test_store_restart.py"]}
 
 
 def mirror(path: str) -> list[str]:
@@ -59,6 +61,7 @@ def mirror(path: str) -> list[str]:
         candidates = [f"tests/app/test_{name.lower()}_page.py"]
     else:  # streamlit_app.py
         candidates = ["tests/app/test_home_page.py"]
+    candidates += ALSO_MIRRORED.get(name, [])
     return list(dict.fromkeys(c for c in candidates if (ROOT / c).is_file()))
 
 
@@ -312,7 +315,21 @@ MUTANTS = {
     "a follower stays on their own step (class lesson)": ("app/parts/class_lesson.py", [(
         "        if now.step != n and 1 <= now.step <= len(STEPS):", "        if False:")]),
     "the answer shows before the reveal (class lesson)": ("app/parts/class_lesson.py", [(
-        "    waiting = counted and now.step == n and not revealed", "    waiting = False")]),
+        "    waiting = counted and not revealed  #", "    waiting = False  #")]),
+    "the lesson's one-click run in a class takes the preset's seed (lesson)": ("app/views/lesson.py", [(
+        "    kept_runs.start_run_keeping_the_last(corpus, preset.model, train)",
+        "    kept_runs.start_run_keeping_the_last(corpus, preset.model, preset.train)")]),
+    "a long pasted kept name is dropped, not cut (fields)": ("app/chrome/fields.py", [(
+        "        st.session_state[key] = value[:limit]", "        st.session_state[key] = \"\"")]),
+    "a reveal read for the teacher's step, not the learner's (class lesson)": ("app/parts/class_lesson.py", [(
+        "    revealed = leading and n in now.revealed", "    revealed = leading and now.step in now.revealed")]),
+    "a learner's tag not salted per class (keys)": ("minigpt/serve/keys.py", [(
+        "    return hashlib.sha256(salt + value.encode()).digest()", "    return hashlib.sha256(value.encode()).digest()")]),
+    "a browser's learner token ignored: every session a new learner (class lesson)": ("app/state/classroom.py", [(
+        "        tokens[code] = sent if TOKEN.fullmatch(sent) else secrets.token_urlsafe(16)",
+        "        tokens[code] = secrets.token_urlsafe(16)")]),
+    "a revealed step's tally still moves (board)": ("minigpt/serve/board.py", [(
+        "            if step in board.revealed:", "            if False:")]),
     "the counts name no option right (class lesson)": ("minigpt/serve/board.py", [(
         "        return [chosen.count(option) for option in range(options)]",
         "        return [len(chosen)] * options")]),
@@ -561,8 +578,8 @@ MUTANTS = {
         "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):",
         "            if False:")]),
     "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/board.py", [(
-        "if self.max_steps is not None and record.train.max_steps > self.max_steps:",
-        "if self.max_steps is not None and record.final_step > self.max_steps:")]),
+        "return self.misfits(corpus, record.model, record.train)",
+        "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step))")]),
     "board: one post more per learner than the limit (board)": ("minigpt/serve/board.py", [(
         ">= self.max_per_learner:", "> self.max_per_learner:")]),
     "board: every viewer builds the view again (board)": ("minigpt/serve/board.py", [(
@@ -578,7 +595,7 @@ MUTANTS = {
     "board: a class never ends (board)": ("minigpt/serve/board.py", [(
         "if b.last_active < cutoff]\n", "if False]\n")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
-        "        name = html.escape(row.label)\n", "        name = row.label\n")]),
+        "        name = plain(row.label)\n", "        name = row.label\n")]),
     "board: the teacher's key stays in the address (board page)": ("app/state/classroom.py", [(
         "    if url.TEACHER in st.query_params:\n        del st.query_params[url.TEACHER]\n", "")]),
     "board: a refreshed learner cannot withdraw (board page)": ("app/views/board.py", [(
@@ -607,6 +624,30 @@ MUTANTS = {
     "store: an interrupted run reads as still training (stored)": ("minigpt/serve/stored.py", [(
         "        return self._row.state if self._row.state in SETTLED_STATES else INTERRUPTED",
         "        return self._row.state")]),
+    # each of these passed the whole suite once (issue 58)
+    "line: after a restart, new Starts are numbered from 1 again (registry)": ("minigpt/serve/registry.py", [(
+        "            self._orders = itertools.count(store.max_line_order() + 1)\n", "")]),
+    "store: an owner opening their run never reaches the database (registry)": ("minigpt/serve/registry.py", [(
+        "        if seen:\n            self.store.seen([entry.run_id])\n", "")]),
+    "kept: one run's small form may take the whole memory for kept runs (registry)": ("minigpt/serve/registry.py", [(
+        "return KeptRun(run, max_bytes=kept_bytes // KEPT_SHARE)", "return KeptRun(run, max_bytes=kept_bytes)")]),
+    "store: a checkpoint written before the steps it holds (registry)": ("minigpt/serve/registry.py", [(
+        "            self._save_entry(entry, self._clock(), force=True)\n"
+        "            self.store.save_checkpoint(entry.run_id, step, files)\n",
+        "            self.store.save_checkpoint(entry.run_id, step, files)\n"
+        "            self._save_entry(entry, self._clock(), force=True)\n")]),
+    "store: a resume forgets the checkpoint's own step and evaluation (store)": ("minigpt/serve/store.py", [
+        ("& (events_table.c.step > step)))", "& (events_table.c.step >= step)))"),
+        ("& (evals_table.c.step > step)))", "& (evals_table.c.step >= step)))")]),
+    "cluster: an older status arriving late overwrites a newer one": ("minigpt/serve/cluster.py", [(
+        '        if status["stamp"] <= self._stamp:  # an older look', '        if False:  # an older look')]),
+    "database: a URL SQLAlchemy refuses raises on every page (database)": ("app/state/database.py", [(
+        "    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses",
+        "    except ImportError as err:  # noqa: BLE001 - a URL SQLAlchemy refuses")]),
+    "database: a data folder that cannot be made raises on every page (database)": ("app/state/database.py", [
+        ("    except StoreError as err:\n        return Database(None, err)\n", ""),
+        ("    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses",
+         "    except ImportError as err:  # noqa: BLE001 - a URL SQLAlchemy refuses")]),
 
 }
 

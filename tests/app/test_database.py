@@ -12,7 +12,8 @@ import pytest
 
 from app.chrome.site import BOARD, TRAIN
 from app.state import classroom, database, kept_runs, runs
-from helpers.apptest import home, own_run, page, session, start_tiny_run, step_of, wait_finished, wait_for_step
+from helpers.apptest import (PAGES, home, own_run, page, session, start_tiny_run, step_of, wait_finished,
+                             wait_for_step)
 from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.trains
@@ -95,6 +96,30 @@ def test_a_database_url_whose_driver_is_missing_is_said_and_the_app_trains_from_
     assert said and "pg8000" in said[0] and "pip install" in said[0]
     at.button(key="start").click().run()
     assert not at.exception and own_run(at)  # training goes on, in memory
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["a data folder that cannot be made", "a URL SQLAlchemy refuses"],
+                         ids=["folder-not-made", "url-refused"])
+def test_a_database_that_cannot_be_made_is_said_and_every_page_serves_from_memory(fault, tmp_path, monkeypatch):
+    at = session()
+    if fault == "a data folder that cannot be made":
+        in_the_way = tmp_path / "a file"  # root may write anywhere, but no one makes a folder inside a file
+        in_the_way.write_text("not a folder")
+        monkeypatch.setenv(database.DATA_ENV, str(in_the_way / "data"))
+    else:
+        at.secrets["connections"] = {database.CONNECTION: {"url": "not a database url"}}
+    assert not at.run().exception
+    for path in PAGES:
+        assert not page(at, path).exception, path
+    at = page(at, TRAIN.script)
+    assert any("not being saved" in w for w in warnings(at))
+    at.button(key="start").click().run()
+    assert not at.exception and own_run(at)  # training goes on, in memory
+    board = page(at, BOARD.script)
+    assert not board.exception and any("not being saved" in w for w in warnings(board))
+    board.button(key="board_start").click().run()  # a class opens, from memory
+    assert not board.exception and board.session_state[classroom.CLASS_KEY]
 
 
 def test_a_damaged_database_file_is_said_on_train_and_the_board_and_left_as_it_was():

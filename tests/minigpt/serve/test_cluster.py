@@ -1,11 +1,14 @@
 """minigpt/serve/cluster.py: runs as Ray actors on a real 2-node cluster the tests start in a network
 namespace of their own (tests/helpers/ray_cluster.py). The run interface suite runs on RayRun too
 (test_run_interface.py); here, what only a cluster does: the same losses as on the box, a machine
-that leaves mid-run, an actor that fails, the slots, and the faults of connecting.
+that leaves mid-run, an actor that fails, the slots, and the faults of connecting; and, with the actor
+stood in for, a status that arrives late dropped for the newer one.
 
     pytest tests/minigpt/serve/test_cluster.py
 """
 import contextlib
+import functools
+import queue
 import socket
 import sys
 import threading
@@ -93,6 +96,90 @@ def test_the_cluster_versions_are_read_from_rays_own_mismatch_error():
             "This process on node 10.0.0.5 was started with:\n    Ray: 2.60.0\n    Python: 3.11.7\n")
     assert cluster_module._cluster_versions(said) == ("2.59.0", "3.10.12")
     assert cluster_module._cluster_versions("something else") is None
+
+
+# -- the dashboard's copy of a run, its actor stood in for: no cluster ----------------------------------
+class _Remote:
+    """An actor's method as the dashboard calls it: `.remote(...)` gives what `ray.get` (patched) answers."""
+
+    def __init__(self, method) -> None:
+        self._method = method
+
+    def options(self, **_options):
+        return self
+
+    def remote(self, *args):
+        return functools.partial(self._method, *args)
+
+
+class _StandIn:
+    """An actor whose statuses the test writes: a command is answered with `answer`, a call for news
+    with the next item the test hands it (else Ray's "not yet"); `calls` counts the calls for news."""
+
+    def __init__(self) -> None:
+        self.answer: dict = {}
+        self.news_items: queue.SimpleQueue = queue.SimpleQueue()
+        self.calls = 0
+        self.command, self.news = _Remote(self._command), _Remote(self._news)
+
+    def _command(self, op: str, number: int, *args):
+        return (True if op == "close" else None), dict(self.answer, done=number)
+
+    def _news(self, *cursor):
+        import ray
+
+        self.calls += 1
+        try:
+            return self.news_items.get(timeout=0.05)
+        except queue.Empty:
+            raise ray.exceptions.GetTimeoutError("nothing new") from None
+
+
+class _StandInCluster:
+    """Places every run on one stand-in actor."""
+
+    def __init__(self, actor: _StandIn, facts: dict) -> None:
+        self.actor, self.facts = actor, facts
+
+    def place(self, spec) -> tuple[_StandIn, dict]:
+        return self.actor, dict(self.facts)
+
+    def give_back(self, actor) -> None:
+        pass
+
+
+def _look(stamp: int, step: int, state: str) -> dict:
+    """A status as the actor stamps it (cluster.RunActor._status), before any command was done."""
+    return {"state": state, "step": step, "elapsed": step / 10, "stopped_early": False, "error": None,
+            "alive": state in ("running", "paused"), "best_val": None, "last_val_loss": None, "done": 0,
+            "stamp": stamp}
+
+
+def test_an_older_status_arriving_after_a_newer_one_is_dropped(monkeypatch):
+    """The news channel's look, taken before a command's answer but arriving after it, changes nothing."""
+    ray = pytest.importorskip("ray")
+    real_get = ray.get  # what a real cluster's threads, if any are still about, get meanwhile
+    monkeypatch.setattr(ray, "get", lambda ref, timeout=None: ref() if isinstance(ref, functools.partial)
+                        else real_get(ref, timeout=timeout))
+    spec = _spec("late")
+    actor = _StandIn()
+    facts = {"cfg": spec.train, "model_config": spec.model, "model_params": 1, "device": "cpu", "node": "n1",
+             **_look(1, 0, "idle")}
+    run = RayRun(spec, _StandInCluster(actor, facts))
+    try:
+        older = _look(2, 5, "running")  # taken while it trained, before it had done the steps command
+        actor.answer = _look(3, 8, "paused")  # its answer to the steps: it trained 8 and paused
+        run.run_steps(8)
+        assert run.state == "paused" and run.snapshot().step == 8
+        asked = actor.calls
+        actor.news_items.put({"history": [], "evals": [], "checkpoints": [], "version": 1, "status": older})
+        wait_until(lambda: actor.calls >= asked + 2, "the news thread to take the late look and ask again")
+        assert run.state == "paused" and run.snapshot().step == 8
+    finally:
+        run.close()
+        for thread in threading.enumerate():  # the run's threads end before Ray's own get is back
+            if thread.name.endswith(f"-{spec.run_id}"):
+                thread.join(10)
 
 
 # -- on the cluster ----------------------------------------------------------------------------------

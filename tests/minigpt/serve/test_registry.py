@@ -17,7 +17,7 @@ import torch
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.kept import KeptRun
+from minigpt.serve.kept import KEPT_SHARE, KeptRun
 from minigpt.serve.line import Estimate, RunPlan, start_in
 from minigpt.serve.registry import HeldSlot, NotOwnerError, RunLimitError, RunRegistry
 from minigpt.serve.run import Run, RunSnapshot
@@ -543,12 +543,12 @@ def test_a_finished_run_is_kept_small_with_the_same_weights_and_history(clock):
         registry.stop_all()
 
 
-def _finished(registry, clock, count: int) -> list:
+def _finished(registry, clock, count: int, max_steps: int = 4) -> list:
     """`count` real runs started a second apart, each finished and kept small."""
     entries = []
     for _ in range(count):
         clock.now += 1
-        entries.append(registry.submit(_real(4), _plan(max_steps=4), corpus="c", probe="p"))
+        entries.append(registry.submit(_real(max_steps), _plan(max_steps=max_steps), corpus="c", probe="p"))
         run = entries[-1].run
         wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
         registry.dispatch()
@@ -569,6 +569,23 @@ def test_kept_runs_past_their_memory_are_released_the_longest_unseen_first(clock
         registry.get(entries[0].run_id, entries[0].key)  # its owner is back: the second is now the longest unseen
         entries += _finished(registry, clock, 1)
         assert [registry.get(e.run_id) is not None for e in entries] == [True, False, True]
+    finally:
+        registry.stop_all()
+
+
+@pytest.mark.trains
+def test_a_long_time_lapse_is_kept_within_its_share_of_the_memory_for_kept_runs(clock):
+    measure = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
+    try:
+        whole = _finished(measure, clock, 1, max_steps=24)[0].run  # evaluations at 0, 6, 12, 18 and 24
+        share = whole.nbytes() - whole.snapshot().evals[0].attention.nbytes  # a frame too many: some must go
+    finally:
+        measure.stop_all()
+    registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False, kept_bytes=KEPT_SHARE * share)
+    try:
+        kept = _finished(registry, clock, 1, max_steps=24)[0].run
+        frames = [r.step for r in kept.snapshot().evals if r.attention is not None]
+        assert kept.nbytes() <= share and frames[0] == 0 and frames[-1] == 24  # its first and last frames stay
     finally:
         registry.stop_all()
 

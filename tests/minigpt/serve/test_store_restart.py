@@ -1,8 +1,10 @@
 """The registry and the classes across a restart: what a server process held, read back by a new one
 (a new Store, RunRegistry and Classes on the same database, as after a redeploy). An interrupted run
-resumes to the very losses of one never interrupted, in threads, in child processes and as Ray actors; finished,
-training and waiting runs come back as they were; a class comes back whole; every key still works
-and no other key does.
+resumes to the very losses of one never interrupted, in threads, in child processes and as Ray actors, and its
+stored curve has no hole where it resumed; finished, training and waiting runs come back as they were, and a
+Start after the restart joins the line behind them; a class comes back whole; every key still works and no
+other key does. A checkpoint reaches the store after the steps it holds, and an owner's visits keep their
+run from retention.
 
 Runs are real and tiny; nothing here sleeps to wait: every wait is on a condition.
 
@@ -20,12 +22,23 @@ from minigpt.serve import keys
 from minigpt.serve.board import BoardError, Challenge, Classes
 from minigpt.serve.line import RunPlan, WaitingRun
 from minigpt.serve.registry import NotOwnerError, RunRegistry
-from minigpt.serve.store import Store
+from minigpt.serve.store import Retention, Store
 from minigpt.serve.worker import RunSpec, build_run
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow]
 
 FOX = "the quick brown fox jumps over the lazy dog. " * 60
+DAY = 86400.0
+
+
+class Clock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def _spec(max_steps: int = 10, eval_interval: int = 5, *, d_model: int = 16, d_ff: int = 32, max_len: int = 16,
@@ -142,6 +155,11 @@ def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_inter
     _finished(server.registry, entry)
     resumed = _curve(server.registry.get(entry.run_id).run.snapshot().history)
     assert [s for s, *_ in resumed] == [s for s, *_ in uninterrupted] and len(resumed) == 7
+    server.registry.dispatch()  # the run's last news, written
+    assert server.store.flush(30)
+    stored = server.store.load_run(entry.run_id)  # what the next restart reads: the checkpoint's own step too
+    assert _curve(stored.history) == resumed
+    assert [r.step for r in stored.evals] == [r.step for r in server.registry.get(entry.run_id).run.snapshot().evals]
     for (step, train, val), (_s, train_alone, val_alone) in zip(resumed, uninterrupted):
         assert train == pytest.approx(train_alone, abs=1e-6), step
         assert (val is None) == (val_alone is None) and (val is None or val == pytest.approx(val_alone, abs=1e-6)), step
@@ -199,6 +217,72 @@ def test_the_line_restored_at_a_restart_moves_without_anyone_pressing_anything(t
                "the restored head of the line to start", timeout=20)
 
 
+def test_a_start_after_a_restart_joins_the_line_behind_the_runs_that_waited_through_it(tmp_path, servers):
+    builder = _builder()
+    spec, plan = _spec(400, 100)
+    server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", builder)
+    _submit(server.registry, spec, plan, builder, paused=True)  # holds the one slot until the restart
+    head = _submit(server.registry, spec, plan, builder, paused=True)  # once it starts, it holds the slot paused
+    second = _submit(server.registry, spec, plan, builder)
+    assert [server.registry.place(e) for e in (head, second)] == [1, 2]
+
+    server = servers.restart(server)
+    registry = server.registry
+    wait_until(lambda: registry.get(head.run_id).run.state == "paused", "the head of the line to start")
+    late = _submit(registry, spec, plan, builder)  # numbered after every run the store had in line
+    assert [registry.place(registry.get(e.run_id)) for e in (second, late)] == [1, 2]
+
+
+def test_an_owner_who_opens_their_run_every_day_keeps_it_past_run_days(tmp_path):
+    """Retention lets a run on no board go `run_days` after its owner last opened it: the registry
+    tells the store when the owner opens it (at most every few minutes), on the store's own clock."""
+    wall, clock = Clock(1_000_000.0), Clock(1000.0)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}", retention=Retention(run_days=7), clock=wall)
+    registry = RunRegistry(max_runs=1, dispatcher=False, store=store, builder=_builder(), clock=clock)
+    try:
+        spec, plan = _spec()
+        entry = _submit(registry, spec, plan, registry.builder)
+        _finished(registry, entry)
+        for day in range(1, 11):
+            wall.now += DAY
+            clock.now += DAY
+            assert registry.get(entry.run_id, entry.key) is not None, f"day {day}"
+            assert store.flush(30)
+            store.tidy()
+            assert store.flush(30)
+        assert store.load_run(entry.run_id) is not None  # made 10 days ago, opened yesterday
+        wall.now += 7 * DAY + 60  # then nobody opens it for a week
+        store.tidy()
+        assert store.flush(30) and store.load_run(entry.run_id) is None
+    finally:
+        registry.stop_all()
+        store.flush(30)
+        store.close()
+
+
+def test_a_checkpoint_reaches_the_store_after_the_steps_and_evaluation_it_holds(tmp_path, servers, monkeypatch):
+    """A server killed between two writes never leaves a checkpoint whose history is missing: when each
+    checkpoint is handed to the store, the store already holds the steps and evaluation up to it."""
+    builder = _builder()
+    server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", builder)
+    store, held = server.store, []
+    save_checkpoint = store.save_checkpoint
+
+    def history_first(run_id: str, step: int, files: dict) -> bool:
+        # writes land in the order they are queued: what the store holds now is what a server killed
+        # right after this checkpoint's write would resume with
+        assert store.flush(30)
+        row = store.load_run(run_id)
+        held.append((step, step in {e.step for e in row.history}, step in {r.step for r in row.evals}))
+        return save_checkpoint(run_id, step, files)
+
+    monkeypatch.setattr(store, "save_checkpoint", history_first)
+    spec, plan = _spec(30, 10)
+    entry = _submit(server.registry, spec, plan, builder)
+    _finished(server.registry, entry)
+    assert held == [(10, True, True), (20, True, True), (30, True, True)]
+
+
 def _board(classes: Classes, code: str, key: str, registry: RunRegistry) -> dict:
     view = classes.view(code, registry.get, registry.place)
     lesson = classes.lesson(code)
@@ -224,9 +308,9 @@ def test_a_class_comes_back_whole_after_a_restart(database_url, servers):
     classes.pin(code, key, second)
     classes.hide(code, key, first)
     classes.lead(code, key, 4)
-    classes.reveal(code, key, 2)
     for learner, step, option in (("ann", 4, 1), ("ben", 4, 1), ("cat", 4, 0), ("ann", 2, 3)):
         classes.answer(code, learner, step, option)
+    classes.reveal(code, key, 2)  # after its answers: a revealed step's counts no longer move
     before = _board(classes, code, key, server.registry)
     assert [(r[0], r[2], r[3], r[4]) for r in before["rows"]] == [(second, "beta", False, True),
                                                                    (first, "alpha", True, False)]

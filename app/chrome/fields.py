@@ -29,8 +29,8 @@ def short_text(label: str, limit: int, *, key: str, where=st, **kwargs) -> str:
     without a word."""
     value = where.text_input(label, key=key, on_change=_cut, args=(key, limit), **kwargs)
     if st.session_state.get(_cut_key(key)):
-        where.caption(_("“{label}” has at most {limit} characters: yours was cut to its first {limit}.", label=label,
-                        limit=limit))
+        where.caption(_("“{label}” has at most {limit} characters: yours was cut to its first {limit}.",
+                        label=label, limit=limit))
     return value
 
 

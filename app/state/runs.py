@@ -250,8 +250,9 @@ def read_run_from_url() -> None:
             entry = registry().get(run_id, key) or registry().successor(run_id)
             if entry is None:
                 if _RUN_ID.fullmatch(run_id):  # never echo markup from a link
-                    ss[NOTICE_KEY] = erased_notice(run_id) or _("The run `{run}` in this address is no longer on this server (runs are released "
-                                   "when idle and when the server restarts).", run=run_id)
+                    ss[NOTICE_KEY] = erased_notice(run_id) or _(
+                        "The run `{run}` in this address is no longer on this server (runs are released when idle and "
+                        "when the server restarts).", run=run_id)
                 else:
                     ss[NOTICE_KEY] = _("The run in this address is no longer on this server (runs are released when "
                                    "idle and when the server restarts).")

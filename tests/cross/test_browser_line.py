@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.state.train_settings import RANGES
 from helpers.browser import LiveServer, main_button, new_context, wait_for_settings, wait_rendered
 
 pytestmark = pytest.mark.browser
@@ -24,14 +25,20 @@ def one_slot(browser, shots):
     assert code == 0, f"the server exited with {code}; see {shots / 'streamlit.log'}"
 
 
-def _learner(browser, server):
-    """A learner of their own (a new browser context) on Train, with the smallest model set."""
+def _learner(browser, server, steps: int | None = None):
+    """A learner of their own (a new browser context) on Train, with the smallest model set, and
+    `steps` steps where given."""
     page = new_context(browser, viewport={"width": 1400, "height": 1800}).new_page()
     page.goto(server.url + "/Train", wait_until="domcontentloaded")
     wait_rendered(page, "Train")
     for label in ("d_model", "num_layers"):  # their sliders' minimum
         page.locator('[data-testid="stSlider"]', has_text=label).get_by_role("slider").press("Home")
     wait_for_settings(page, "d_model:16", "num_layers:1")
+    if steps is not None:
+        box = page.get_by_role("spinbutton", name="Steps", exact=True)
+        box.fill(str(steps))
+        box.press("Enter")
+        wait_for_settings(page, f"max_steps:{steps}")
     return page
 
 
@@ -49,7 +56,9 @@ def _steps_drawn(page, at_least: int) -> None:
 
 
 def test_the_second_learner_sees_their_place_then_trains_without_pressing_again(browser, one_slot, shots):
-    first = _learner(browser, one_slot)
+    # the most steps the form takes: a run the second learner's page cannot outlast on a busy machine (it
+    # ends when the first learner presses Stop), so the second is in line whenever they press Start
+    first = _learner(browser, one_slot, steps=RANGES["max_steps"][1])
     main_button(first, "Start").click()
     _steps_drawn(first, 2)
 

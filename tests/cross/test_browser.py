@@ -22,7 +22,7 @@ from app.state.lesson_text import STEPS
 from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, LiveServer, start_class, drawn, form_settings, fresh, main_button, new_context,
                              screenshot_whole, settled, wait_for_settings, wait_rendered)
 from helpers.language import english_words
-from app.state.train_settings import to_param
+from app.state.train_settings import RANGES, to_param
 from minigpt import DEFAULT_CORPUS, GPTConfig, TrainConfig, load_pretrained, load_zip
 
 
@@ -85,7 +85,12 @@ def test_training_updates_the_live_chart_and_a_refresh_reattaches(browser, serve
     eval_every = page.get_by_role("spinbutton", name="Evaluate every … steps")
     eval_every.fill("50")
     eval_every.press("Enter")
-    wait_for_settings(page, "d_model:16", "num_layers:1", "eval_interval:50")  # the server has all three
+    # the most steps the form takes: the run trains until the test presses Stop, however busy the machine
+    most = RANGES["max_steps"][1]
+    steps = page.get_by_role("spinbutton", name="Steps", exact=True)
+    steps.fill(str(most))
+    steps.press("Enter")
+    wait_for_settings(page, "d_model:16", "num_layers:1", "eval_interval:50", f"max_steps:{most}")  # the server has them
     main_button(page, "Start").click()
     page.wait_for_function("() => { const p = document.querySelector('.js-plotly-plot');"
                            " return p && p.data && p.data[0].x.length >= 5 }", timeout=TRAINING_MS)

@@ -62,7 +62,7 @@ def test_the_second_learner_sees_their_place_then_trains_without_pressing_again(
     main_button(first, "Start").click()
     _steps_drawn(first, 2)
 
-    second = _learner(browser, one_slot)
+    second = _learner(browser, one_slot, steps=RANGES["max_steps"][1])  # still training when the test looks
     main_button(second, "Start").click()
     main(second).get_by_text("1st in line", exact=False).wait_for(timeout=TRAINING_MS)
     side(second).get_by_text("Your training run: 1st in line", exact=False).wait_for()  # on every page
@@ -79,5 +79,7 @@ def test_the_second_learner_sees_their_place_then_trains_without_pressing_again(
     assert main_button(second, "Pause").is_enabled()
     assert second.get_by_text("in line", exact=False).count() == 0  # neither the page nor the sidebar
     second.screenshot(path=shots / "line_started.png", full_page=True)
+    main_button(second, "Stop").click()
+    main(second).get_by_text("stopped", exact=True).wait_for()
     first.close()
     second.close()

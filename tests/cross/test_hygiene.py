@@ -22,6 +22,7 @@ import pytest
 
 import minigpt
 from app.state import choices, runs
+from app.state.train_settings import RANGES
 from app.views import uploads
 from helpers import ROOT
 from helpers.apptest import home, own_run, page, start_tiny_run, wait_for_step
@@ -245,7 +246,10 @@ def test_sigterm_while_training_exits_cleanly(browser, tmp_path):
         wait_rendered(page_, "Train")
         for label in ("d_model", "num_layers"):  # the smallest model: their sliders' minimum
             page_.locator('[data-testid="stSlider"]', has_text=label).get_by_role("slider").press("Home")
-        wait_for_settings(page_, "d_model:16", "num_layers:1")
+        steps = page_.get_by_role("spinbutton", name="Steps", exact=True)  # training still when the server stops
+        steps.fill(str(RANGES["max_steps"][1]))
+        steps.press("Enter")
+        wait_for_settings(page_, "d_model:16", "num_layers:1", f"max_steps:{RANGES['max_steps'][1]}")
         main_button(page_, "Start").click()
         page_.wait_for_function(
             "() => { const m = document.querySelectorAll('[data-testid=stMetricValue]');"

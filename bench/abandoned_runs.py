@@ -128,7 +128,7 @@ def inprocess_mode(runs: int, idle: int, rounds: int) -> list[tuple]:
 
     from app.chrome.site import TRAIN as TRAIN_PAGE
     from app.state import runs as app_runs
-    from minigpt.serve.runner import THREAD_NAME
+    from minigpt.serve.runs.thread import THREAD_NAME
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest's "missing ScriptRunContext" noise
     app = str(REPO / "streamlit_app.py")

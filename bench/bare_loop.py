@@ -82,8 +82,9 @@ def bare_loop(model_cfg: GPTConfig, train_cfg: TrainConfig, ids: torch.Tensor, s
 def app_run(corpus: str, steps: int, in_process: bool = True) -> dict:
     """Build a run as app/state/runs.py start_run does, start it, wait until it has finished."""
     from minigpt.lab.tasks import task_for_corpus, training_hooks
-    from minigpt.serve.runner import TrainingRun
-    from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec, start_fork_server
+    from minigpt.serve.runs.thread import TrainingRun
+    from minigpt.serve.runs.process import ProcessRun, start_fork_server
+    from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
     from minigpt.train import Trainer, build_model
 
     text, tokenizer, model, train = settings(corpus, steps)
@@ -120,10 +121,11 @@ def app_run_with_store(corpus: str, steps: int) -> dict:
     clocks."""
     import tempfile
 
-    from minigpt.serve.line import RunPlan
-    from minigpt.serve.registry import RunRegistry
-    from minigpt.serve.store import Store
-    from minigpt.serve.worker import CHILD_NICE, RunSpec, build_run, start_fork_server
+    from minigpt.serve.runs.recipe import RunPlan
+    from minigpt.serve.line.registry import RunRegistry
+    from minigpt.serve.store.database import Store
+    from minigpt.serve.runs.process import build_run, start_fork_server
+    from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 
     text, tokenizer, model, train = settings(corpus, steps)
     probe = probe_text(tokenizer, text)[: train.block_size]
@@ -164,7 +166,7 @@ def process_cpu(pid: int | None) -> float:
 def run_case(case: str, corpus: str, steps: int) -> dict:
     torch.set_num_threads(1)
     if case == "bare-kept":
-        from minigpt.serve.runner import keep_freed_memory
+        from minigpt.serve.runs.thread import keep_freed_memory
 
         keep_freed_memory()
     if case.startswith("bare"):
@@ -221,7 +223,7 @@ def main() -> None:
         print(RESULT + json.dumps(run_case(args.case, args.corpus, args.steps)))
         return
 
-    from minigpt.serve.worker import CHILD_NICE
+    from minigpt.serve.runs.recipe import CHILD_NICE
 
     nice = CHILD_NICE if args.nice is None else args.nice
     print_header("An app run against the bare training loop")

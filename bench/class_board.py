@@ -28,7 +28,7 @@ from bench.class_load import Session
 from bench.common import print_header, print_table
 from bench.live_server import APP_DIR, Box, LiveServer, percentile
 from minigpt import GPTConfig, TrainConfig
-from minigpt.serve.runner import THREAD_NAME
+from minigpt.serve.runs.thread import THREAD_NAME
 
 SHORT = to_param(GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
                  TrainConfig(max_steps=60, eval_interval=20, batch_size=4, block_size=16))

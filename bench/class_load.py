@@ -777,7 +777,7 @@ def bare_reference(cores: list[int]) -> float:
     """Steps/s of the bare loop (bench.bare_loop: the challenge's model, batch and block, nothing but
     optimizer steps) in a fresh process on each of `cores` at once, summed: what the cores can train."""
     from bench.bare_loop import timed_case
-    from minigpt.serve.worker import CHILD_NICE
+    from minigpt.serve.runs.recipe import CHILD_NICE
 
     with ThreadPoolExecutor(len(cores)) as pool:  # the app's runs train at CHILD_NICE: so does the reference
         done = list(pool.map(lambda core: timed_case("bare", DEFAULT_CORPUS, CHALLENGE_STEPS, core, CHILD_NICE),

@@ -38,7 +38,7 @@ OBJECT_STORE_BYTES = 100 * 2**20
 
 
 def spec(run_id: str, steps: int):
-    from minigpt.serve.worker import CHILD_NICE, RunSpec
+    from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 
     text, tokenizer, model, train = settings(CORPUS, steps)
     probe = probe_text(tokenizer, text)[: train.block_size]
@@ -47,7 +47,7 @@ def spec(run_id: str, steps: int):
 
 
 def build(where: str, run_spec, cluster):
-    from minigpt.serve.worker import ProcessRun
+    from minigpt.serve.runs.process import ProcessRun
 
     return cluster.run(run_spec) if where == "ray" else ProcessRun(run_spec)
 
@@ -72,8 +72,8 @@ def one_run(where: str, steps: int, cluster) -> dict:
 
 def a_class(where: str, learners: int, steps: int, cluster) -> float:
     """Seconds from `learners` Starts at once until every run has finished, through the registry's line."""
-    from minigpt.serve.line import RunPlan
-    from minigpt.serve.registry import RunRegistry
+    from minigpt.serve.runs.recipe import RunPlan
+    from minigpt.serve.line.registry import RunRegistry
 
     registry = RunRegistry(max_runs=cluster.slots() if where == "ray" else 2, max_waiting=learners)
     text, tokenizer, model, train = settings(CORPUS, steps)
@@ -150,8 +150,8 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster as RayCluster
 
-    from minigpt.serve.cluster import connect
-    from minigpt.serve.worker import start_fork_server
+    from minigpt.serve.runs.cluster import connect
+    from minigpt.serve.runs.process import start_fork_server
 
     print_header("Runs as Ray actors against runs in child processes (bench/cluster.py)")
     start_fork_server()

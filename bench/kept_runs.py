@@ -1,4 +1,4 @@
-"""What a finished run costs the server once it is kept in its small form (minigpt/serve/kept.py).
+"""What a finished run costs the server once it is kept in its small form (minigpt/serve/runs/kept.py).
 
 Trains one run of the class challenge's settings (the default Small preset, 300 steps, early stop
 off) on the default corpus, keeps it small, and reports what the KeptRun holds (`nbytes`: weights,
@@ -20,9 +20,9 @@ import resource
 from bench.common import print_header, print_table
 from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, Trainer, build_model
 from minigpt.corpus import load_corpus
-from minigpt.serve.capacity import Capacity
-from minigpt.serve.kept import KeptRun
-from minigpt.serve.runner import TrainingRun
+from minigpt.serve.host.capacity import Capacity
+from minigpt.serve.runs.kept import KeptRun
+from minigpt.serve.runs.thread import TrainingRun
 
 MB = 2**20
 SERVER_START_MB = 300  # the server's RSS when its registry is made: a class's first visits have loaded torch

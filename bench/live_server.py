@@ -246,7 +246,7 @@ class LiveServer:
 
     def thread_cpu_seconds(self, name: str) -> float:
         """User + system CPU time of the server's threads named `name` in the kernel (training threads
-        are, minigpt.serve.runner.name_os_thread), those alive now."""
+        are, minigpt.serve.runs.thread.name_os_thread), those alive now."""
         total = 0
         for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
             try:

@@ -22,7 +22,8 @@ from minigpt.corpus import demo_prompts, probe_text
 
 def pair(corpus: str, steps: int, threads: int) -> tuple[float, list[float]]:
     """Two runs started together with `threads` torch threads each: the pair's steps/s, and each run's."""
-    from minigpt.serve.worker import CHILD_NICE, ProcessRun, RunSpec
+    from minigpt.serve.runs.process import ProcessRun
+    from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 
     text, tokenizer, model, train = settings(corpus, steps)
     probe = probe_text(tokenizer, text)[: train.block_size]
@@ -49,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     print_header("Two runs on two cores: one torch thread each against two")
     print(f"lscpu model name: {lscpu_model()}")
-    from minigpt.serve.worker import start_fork_server
+    from minigpt.serve.runs.process import start_fork_server
 
     start_fork_server()
     results: dict[int, list[tuple[float, list[float]]]] = {1: [], 2: []}

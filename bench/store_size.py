@@ -1,4 +1,4 @@
-"""What the store (minigpt/serve/store.py) holds on disk after a class: the SQLite file and the
+"""What the store (minigpt/serve/store/database.py) holds on disk after a class: the SQLite file and the
 checkpoint folders beside it, as the app's default keeps them.
 
 A class of `--learners` learners: each trains one run of the class challenge's settings (the default
@@ -25,11 +25,12 @@ from bench.common import print_header, print_table
 from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, probe_text
 from minigpt.corpus import load_corpus
 from minigpt.lab.run_records import RunRecord, RunShelf
-from minigpt.serve.board import Classes
-from minigpt.serve.line import RunPlan
-from minigpt.serve.registry import RunRegistry
-from minigpt.serve.store import Store
-from minigpt.serve.worker import RunSpec, build_run
+from minigpt.serve.classes.board import Classes
+from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.line.registry import RunRegistry
+from minigpt.serve.store.database import Store
+from minigpt.serve.runs.process import build_run
+from minigpt.serve.runs.recipe import RunSpec
 
 LESSON_STEPS = 15  # questions a learner answers: one per lesson step
 MB = 2**20

@@ -21,7 +21,7 @@ import torch
 from helpers.browser import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from helpers.postgres import database_url, postgres_server, postgres_url  # noqa: F401 (fixtures)
 from helpers.ray_cluster import _ray_session, ray_cluster  # noqa: F401 (fixtures)
-from minigpt.serve.runner import stop_all_runs
+from minigpt.serve.runs.thread import stop_all_runs
 
 # A learner's run trains at the server's priority here (app/state/runs.py's setting, which the servers the
 # browser tests start inherit). Unset, a run's child trains at niceness 19: beside two CPU-bound

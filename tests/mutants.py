@@ -185,7 +185,7 @@ MUTANTS = {
         "changed = scaled.argmax(axis=-1) != scaled.argmax(axis=-1)")]),
     "B9 old answer kept on a new request": ("app/views/generation.py", [(
         "    st.session_state.pop(GENERATION_KEY, None)\n", "")]),
-    "B10 no successor for a replaced run": ("minigpt/serve/registry.py", [(
+    "B10 no successor for a replaced run": ("minigpt/serve/line/registry.py", [(
         "_remember(self._successors, entry.run_id, successor.run_id)", "pass")]),
     "B11 top-k above the vocabulary not said": ("app/views/generation.py", [(
         "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
@@ -209,34 +209,34 @@ MUTANTS = {
         "if step > best[0] and val > best[2] + rise and train < best[1]:", "if False:")]),
     "unseen validation characters checked against the whole text": ("minigpt/lab/diagnosis.py", [(
         "seen = set(text[:n_train])", "seen = set(text)")]),
-    "tokens/s is the last interval's": ("minigpt/serve/runner.py", [(
+    "tokens/s is the last interval's": ("minigpt/serve/runs/run.py", [(
         "return statistics.median(speeds) if speeds else 0.0", "return speeds[-1] if speeds else 0.0")]),
-    "tokens/s: the upper of the two middle speeds": ("minigpt/serve/runner.py", [(
+    "tokens/s: the upper of the two middle speeds": ("minigpt/serve/runs/run.py", [(
         "return statistics.median(speeds) if speeds else 0.0",
         "return sorted(speeds)[len(speeds) // 2] if speeds else 0.0")]),
     "a step in flight lands after pause()": ("minigpt/train.py", [(
         "                if gate is not None and not gate.is_running():\n"
         "                    continue  # paused or stopped during forward/backward: drop this step\n", "")]),
-    "pause() returns before the child has paused (worker)": ("minigpt/serve/worker.py", [(
+    "pause() returns before the child has paused (worker)": ("minigpt/serve/runs/process.py", [(
         'self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)',
         'self._command("pause", change=lambda state: "paused" if state == "running" else state)')]),
-    "a run just started is not counted until its child says so (worker)": ("minigpt/serve/worker.py", [(
+    "a run just started is not counted until its child says so (worker)": ("minigpt/serve/runs/process.py", [(
         'return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)',
         'return not self._dead and self._status["alive"]')]),
-    "a run nobody keeps holds its child for good (worker)": ("minigpt/serve/worker.py", [(
+    "a run nobody keeps holds its child for good (worker)": ("minigpt/serve/runs/process.py", [(
         "args=(weakref.ref(self), self._conn, self._process)", "args=(lambda run=self: run, self._conn, self._process)")]),
-    "a child that died leaves its run running (worker)": ("minigpt/serve/worker.py", [(
+    "a child that died leaves its run running (worker)": ("minigpt/serve/runs/process.py", [(
         '            if self._state in ("running", "paused", "idle"):\n                self._state = "error"\n',
         '            if False:\n                self._state = "error"\n')]),
-    "the child trains at the server's priority (worker)": ("minigpt/serve/worker.py", [(
+    "the child trains at the server's priority (worker)": ("minigpt/serve/runs/remote.py", [(
         "run_id=spec.run_id, nice=spec.nice, history=history", "run_id=spec.run_id, history=history")]),
-    "the fork server forks children without its warm-up (worker)": ("minigpt/serve/preload.py", [(
+    "the fork server forks children without its warm-up (worker)": ("minigpt/serve/runs/preload.py", [(
         "    warm_up()\n", "    pass\n")]),
-    "a failed warm-up ends the fork server (worker)": ("minigpt/serve/preload.py", [(
+    "a failed warm-up ends the fork server (worker)": ("minigpt/serve/runs/preload.py", [(
         "except Exception:", "except ImportError:")]),
-    "the fork server's warm-up leaves an OpenMP pool behind (worker)": ("minigpt/serve/worker.py", [(
+    "the fork server's warm-up leaves an OpenMP pool behind (worker)": ("minigpt/serve/runs/process.py", [(
         "    torch.set_num_threads(1)  # no OpenMP pool", "    pass  # no OpenMP pool")]),
-    "a run closed mid-step is not closed (runner)": ("minigpt/serve/runner.py", [(
+    "a run closed mid-step is not closed (runner)": ("minigpt/serve/runs/thread.py", [(
         "            if self.is_alive():\n                self._release_on_exit = True\n                return\n",
         "            if self.is_alive():\n                self._state = \"stopped\"\n                return\n")]),
     "removed upload stays the corpus": ("app/views/uploads.py", [(
@@ -323,17 +323,17 @@ MUTANTS = {
         "        st.session_state[key] = value[:limit]", "        st.session_state[key] = \"\"")]),
     "a reveal read for the teacher's step, not the learner's (class lesson)": ("app/parts/class_lesson.py", [(
         "    revealed = leading and n in now.revealed", "    revealed = leading and now.step in now.revealed")]),
-    "a learner's tag not salted per class (keys)": ("minigpt/serve/keys.py", [(
+    "a learner's tag not salted per class (keys)": ("minigpt/serve/store/keys.py", [(
         "    return hashlib.sha256(salt + value.encode()).digest()", "    return hashlib.sha256(value.encode()).digest()")]),
     "a browser's learner token ignored: every session a new learner (class lesson)": ("app/state/classroom.py", [(
         "        tokens[code] = sent if TOKEN.fullmatch(sent) else secrets.token_urlsafe(16)",
         "        tokens[code] = secrets.token_urlsafe(16)")]),
-    "a revealed step's tally still moves (board)": ("minigpt/serve/board.py", [(
+    "a revealed step's tally still moves (board)": ("minigpt/serve/classes/board.py", [(
         "            if step in board.revealed:", "            if False:")]),
-    "the counts name no option right (class lesson)": ("minigpt/serve/board.py", [(
+    "the counts name no option right (class lesson)": ("minigpt/serve/classes/board.py", [(
         "        return [chosen.count(option) for option in range(options)]",
         "        return [len(chosen)] * options")]),
-    "the teacher's key kept in clear (board)": ("minigpt/serve/board.py", [(
+    "the teacher's key kept in clear (board)": ("minigpt/serve/classes/board.py", [(
         "ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), self._clock())",
         "ClassBoard(code, key.encode(), secrets.token_bytes(16), self._clock())"), (
         "        return keys.matches(key, self.teacher_key)",
@@ -342,9 +342,9 @@ MUTANTS = {
         "        become_teacher(code, cookies().get(COOKIE_PREFIX + code))", "        pass")]),
     "the learner's link carries the teacher's language (board)": ("app/views/board.py", [(
         "    link = url.link(**{url.CLASS: board.code})", "    link = url.link(**{url.CLASS: board.code, url.LANG: language()})")]),
-    "identical runs not said to coincide (board)": ("minigpt/serve/board.py", [(
+    "identical runs not said to coincide (board)": ("minigpt/serve/classes/board.py", [(
         "    return len(both) >= 2 and all(ours[step] == theirs[step] for step in both)", "    return False")]),
-    "emoji joiners dropped (board)": ("minigpt/serve/board.py", [(
+    "emoji joiners dropped (board)": ("minigpt/serve/classes/board.py", [(
         "        elif c in EMOJI_JOINERS and kept", "        elif c in () and kept")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("app/views/generation.py", [(
@@ -366,7 +366,7 @@ MUTANTS = {
     "unknown characters not marked in place (L10n)": ("app/parts/prompts.py", [(
         "    box.markdown(highlighted(text, set(unknown)))\n", "")]),
     # the issue-24 audit's survivors: each now has a test against an independent reference
-    "watchers keep an abandoned run alive (registry)": ("minigpt/serve/registry.py", [(
+    "watchers keep an abandoned run alive (registry)": ("minigpt/serve/line/registry.py", [(
         "if entry is not None and entry.is_owner(key):\n                entry.last_seen",
         "if entry is not None:\n                entry.last_seen")]),
     "a save renamed into place before its files are on disk (checkpoint)": ("minigpt/checkpoint.py", [(
@@ -427,56 +427,56 @@ MUTANTS = {
     "compare page: a link's missing runs not said": ("app/state/kept_runs.py", [(
         "        if len(found) < len(linked):", "        if False:")]),
     # the run registry
-    "registry: the cap lets one run too many train": ("minigpt/serve/registry.py", [(
+    "registry: the cap lets one run too many train": ("minigpt/serve/line/registry.py", [(
         "self._busy_locked() >= self.max_runs", "self._busy_locked() > self.max_runs")]),
-    "registry: anyone may replace a run": ("minigpt/serve/registry.py", [(
+    "registry: anyone may replace a run": ("minigpt/serve/line/registry.py", [(
         "            if old is not None and not old.is_owner(replace[1]):\n                old = None\n", "")]),
-    "line: last in, first out": ("minigpt/serve/registry.py", [(
+    "line: last in, first out": ("minigpt/serve/line/registry.py", [(
         "if e.is_waiting()), key=lambda e: e.order)", "if e.is_waiting()), key=lambda e: -e.order)")]),
-    "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/registry.py", [(
+    "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/line/registry.py", [(
         "                entry.order = old.order\n", "                entry.order = next(self._orders)\n")]),
-    "line: no length limit": ("minigpt/serve/registry.py", [(
+    "line: no length limit": ("minigpt/serve/line/registry.py", [(
         "                if len(waiting) >= self.max_waiting:", "                if False:")]),
-    "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/registry.py", [(
+    "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/line/registry.py", [(
         "(self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)", "self.idle_seconds")]),
-    "line: a waiting run takes the slot that frees last": ("minigpt/serve/line.py", [(
+    "line: a waiting run takes the slot that frees last": ("minigpt/serve/line/waiting.py", [(
         "    return free[0]\n", "    return max(free)\n")]),
-    "line: a whole run's pace is the latest, not the median of the last few": ("minigpt/serve/line.py", [(
+    "line: a whole run's pace is the latest, not the median of the last few": ("minigpt/serve/line/waiting.py", [(
         "return Pace(statistics.median(self._whole[shape]), True)", "return Pace(self._whole[shape][-1], True)")]),
-    "line: a running run's time left forgets how long it has trained": ("minigpt/serve/line.py", [(
+    "line: a running run's time left forgets how long it has trained": ("minigpt/serve/line/waiting.py", [(
         "left = busy.max_steps / pace.steps_per_sec - busy.since", "left = busy.max_steps / pace.steps_per_sec")]),
-    "line: a pace scaled the wrong way by the work": ("minigpt/serve/line.py", [(
+    "line: a pace scaled the wrong way by the work": ("minigpt/serve/line/waiting.py", [(
         "paces[near] * work_per_step(near) / want", "paces[near] * want / work_per_step(near)")]),
-    "line: a run that ended keeps its slot": ("minigpt/serve/registry.py", [(
+    "line: a run that ended keeps its slot": ("minigpt/serve/line/registry.py", [(
         "        return self.run.state in ACTIVE_STATES and self.run.is_alive()",
         "        return self.run.state in ACTIVE_STATES or self.run.state in ENDED_STATES")]),
-    "line: a paused run holds its slot for good while others wait": ("minigpt/serve/registry.py", [(
+    "line: a paused run holds its slot for good while others wait": ("minigpt/serve/line/registry.py", [(
         "and now - e.last_steered > self.paused_grace_seconds]", "and False]")]),
-    "line: a granted slot nobody claims is held for good": ("minigpt/serve/registry.py", [(
+    "line: a granted slot nobody claims is held for good": ("minigpt/serve/line/registry.py", [(
         "            return now - run.granted > CLAIM_SECONDS\n", "            return False\n")]),
-    "line: a run cancelled while it is built trains all the same": ("minigpt/serve/registry.py", [(
+    "line: a run cancelled while it is built trains all the same": ("minigpt/serve/line/registry.py", [(
         "if action in (\"cancel\", \"stop\") and run.state in (\"waiting\", \"starting\"):",
         "if action in (\"cancel\", \"stop\") and run.state == \"waiting\":")]),
-    "kept: a big run's time-lapse never thinned": ("minigpt/serve/kept.py", [(
+    "kept: a big run's time-lapse never thinned": ("minigpt/serve/runs/kept.py", [(
         "        if max_bytes is not None:\n            self._thin(max_bytes)\n", "")]),
-    "capacity: the larger of the affinity and the quota": ("minigpt/serve/capacity.py", [(
+    "capacity: the larger of the affinity and the quota": ("minigpt/serve/host/capacity.py", [(
         "min(cpus, quota) if quota is not None else cpus", "max(cpus, quota) if quota is not None else cpus")]),
-    "a run trains at the server's own priority (runner)": ("minigpt/serve/runner.py", [(
+    "a run trains at the server's own priority (runner)": ("minigpt/serve/runs/thread.py", [(
         "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
     "a learner's run built without the priority the server is told (runs)": ("app/state/runs.py", [(
         "    return build(replace(spec, nice=nice), resume, in_process=in_process)",
         "    return build(spec, resume, in_process=in_process)")]),
-    "cluster: a run that moved machines keeps the steps it trained again twice": ("minigpt/serve/cluster.py", [(
+    "cluster: a run that moved machines keeps the steps it trained again twice": ("minigpt/serve/runs/cluster.py", [(
         '            self._history.extend(e for e in news["history"] if e.step > last_step)',
         '            self._history.extend(news["history"])')]),
     "cluster: an actor that dies on a machine that stays is moved as if its machine had left": (
-        "minigpt/serve/cluster.py", [(
+        "minigpt/serve/runs/cluster.py", [(
             '        if "its node has died" in str(err):',
             '        if True:')]),
-    "cluster: a run that ends keeps its actor's CPU until it is closed": ("minigpt/serve/cluster.py", [(
+    "cluster: a run that ends keeps its actor's CPU until it is closed": ("minigpt/serve/runs/cluster.py", [(
         "        if ended:\n            self._let_actor_go()",
         "        if False:\n            self._let_actor_go()")]),
-    "cluster: the slots ignore the GPUs runs take a share of": ("minigpt/serve/cluster.py", [(
+    "cluster: the slots ignore the GPUs runs take a share of": ("minigpt/serve/runs/cluster.py", [(
         "        return min(by_cpu, int(self.gpus / gpu_per_run + 1e-9))",
         "        return by_cpu")]),
     "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/state/runs.py", [(
@@ -485,7 +485,7 @@ MUTANTS = {
     "a learner's child trains at the server's priority when nothing is said (runs)": ("app/state/runs.py", [(
         "    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)",
         "    nice = train_nice(DEFAULT_THREAD_NICE)")]),
-    "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/registry.py", [(
+    "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/line/registry.py", [(
         "if i in self._entries), key=lambda e: e.last_seen):", "if i in self._entries), key=lambda e: -e.last_seen):")]),
     # zips
     "archive: a bomb's compression ratio unchecked": ("minigpt/archive.py", [(
@@ -550,11 +550,11 @@ MUTANTS = {
     "a page's address is its file's whole name (site)": ("app/chrome/site.py", [(
         'else PurePosixPath(self.script).stem', 'else PurePosixPath(self.script).name')]),
     # a class on one small box: turns, and a first visit that does not wait for torch
-    "turns: the last to come served first": ("minigpt/serve/turns.py", [(
+    "turns: the last to come served first": ("minigpt/serve/host/turns.py", [(
         "self._running.append(self._waiting.pop(0))", "self._running.append(self._waiting.pop())")]),
-    "turns: the requests running not counted ahead": ("minigpt/serve/turns.py", [(
+    "turns: the requests running not counted ahead": ("minigpt/serve/host/turns.py", [(
         "return len(self._running) + self._waiting.index(ticket)", "return self._waiting.index(ticket)")]),
-    "turns: a place given up is kept": ("minigpt/serve/turns.py", [(
+    "turns: a place given up is kept": ("minigpt/serve/host/turns.py", [(
         "            elif ticket in self._waiting:\n                self._waiting.remove(ticket)\n",
         "            elif False:\n                pass\n")]),
     "a question answered lately queues again (shared)": ("app/state/shared_results.py", [(
@@ -572,27 +572,27 @@ MUTANTS = {
         "return ModelFacts(corpus.key, header.model_config.num_params(),",
         "return ModelFacts(corpus.key, header.model_config.vocab_size * header.model_config.d_model,")]),
     # the class board
-    "board: anyone posts a run (board)": ("minigpt/serve/board.py", [(
+    "board: anyone posts a run (board)": ("minigpt/serve/classes/board.py", [(
         "        if not entry.is_owner(run_key):\n", "        if False:\n")]),
-    "board: any key withdraws a post (board)": ("minigpt/serve/board.py", [(
+    "board: any key withdraws a post (board)": ("minigpt/serve/classes/board.py", [(
         "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):",
         "            if False:")]),
-    "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/board.py", [(
+    "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/classes/board.py", [(
         "return self.misfits(corpus, record.model, record.train)",
         "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step))")]),
-    "board: one post more per learner than the limit (board)": ("minigpt/serve/board.py", [(
+    "board: one post more per learner than the limit (board)": ("minigpt/serve/classes/board.py", [(
         ">= self.max_per_learner:", "> self.max_per_learner:")]),
-    "board: every viewer builds the view again (board)": ("minigpt/serve/board.py", [(
+    "board: every viewer builds the view again (board)": ("minigpt/serve/classes/board.py", [(
         "            if board._view is None or moved or board._view.key != key:",
         "            if True:")]),
-    "board: a hidden run still on the chart (board)": ("minigpt/serve/board.py", [(
+    "board: a hidden run still on the chart (board)": ("minigpt/serve/classes/board.py", [(
         "        return [row for row in self.rows if not row.hidden]", "        return list(self.rows)")]),
-    "board: the ranking worst first (board)": ("minigpt/serve/board.py", [(
+    "board: the ranking worst first (board)": ("minigpt/serve/classes/board.py", [(
         "return sorted(fit, key=lambda row: row.best_val)", "return sorted(fit, key=lambda row: -row.best_val)")]),
-    "board: characters seen forget the window (board)": ("minigpt/serve/board.py", [(
+    "board: characters seen forget the window (board)": ("minigpt/serve/classes/board.py", [(
         "post.step * train.batch_size * train.block_size * train.grad_accum",
         "post.step * train.batch_size * train.grad_accum")]),
-    "board: a class never ends (board)": ("minigpt/serve/board.py", [(
+    "board: a class never ends (board)": ("minigpt/serve/classes/board.py", [(
         "if b.last_active < cutoff]\n", "if False]\n")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
         "        name = plain(row.label)\n", "        name = row.label\n")]),
@@ -602,44 +602,44 @@ MUTANTS = {
         "mine.get(post_id) or (own[1] if own else None)", "mine.get(post_id)")]),
 
     # nothing lost when the server restarts (issue 51)
-    "store: keys kept in clear (keys)": ("minigpt/serve/keys.py", [(
+    "store: keys kept in clear (keys)": ("minigpt/serve/store/keys.py", [(
         "    return salt + hashlib.sha256(salt + key.encode()).digest()",
         "    return salt + key.encode().ljust(32, b\" \")[:32]"), (
         "    return hmac.compare_digest(hashlib.sha256(salt + key.encode()).digest(), bytes(kept[SALT_BYTES:]))",
         "    return hmac.compare_digest(key.encode().ljust(32, b\" \")[:32], bytes(kept[SALT_BYTES:]))")]),
-    "store: the migration drops the answers (store)": ("minigpt/serve/store.py", [(
+    "store: the migration drops the answers (store)": ("minigpt/serve/store/database.py", [(
         "        if answers:\n            connection.execute(sa.insert(answers_table), answers)",
         "        if False:\n            connection.execute(sa.insert(answers_table), answers)")]),
-    "store: the line comes back in reverse (store)": ("minigpt/serve/store.py", [(
+    "store: the line comes back in reverse (store)": ("minigpt/serve/store/database.py", [(
         ".where(where).order_by(runs_table.c.line_order, runs_table.c.created)",
         ".where(where).order_by(runs_table.c.line_order.desc(), runs_table.c.created)")]),
-    "store: a write the database refused once is lost (store)": ("minigpt/serve/store.py", [(
+    "store: a write the database refused once is lost (store)": ("minigpt/serve/store/database.py", [(
         "                    time.sleep(RETRY_SECONDS)\n                    continue",
         "                    item.ok = False\n                    break")]),
-    "store: a resumed run starts again from step 0 (worker)": ("minigpt/serve/worker.py", [(
+    "store: a resumed run starts again from step 0 (worker)": ("minigpt/serve/runs/remote.py", [(
         "        trainer.load_state_dict(checkpoint.meta[\"trainer_state\"], checkpoint.optimizer_state)",
         "        pass")]),
-    "store: the checkpoint does not record the thread count (runner)": ("minigpt/serve/runner.py", [(
+    "store: the checkpoint does not record the thread count (runner)": ("minigpt/serve/runs/thread.py", [(
         "\"threads\": torch.get_num_threads()", "\"threads\": 1")]),
-    "store: an interrupted run reads as still training (stored)": ("minigpt/serve/stored.py", [(
+    "store: an interrupted run reads as still training (stored)": ("minigpt/serve/runs/stored.py", [(
         "        return self._row.state if self._row.state in SETTLED_STATES else INTERRUPTED",
         "        return self._row.state")]),
     # each of these passed the whole suite once (issue 58)
-    "line: after a restart, new Starts are numbered from 1 again (registry)": ("minigpt/serve/registry.py", [(
+    "line: after a restart, new Starts are numbered from 1 again (registry)": ("minigpt/serve/line/registry.py", [(
         "            self._orders = itertools.count(store.max_line_order() + 1)\n", "")]),
-    "store: an owner opening their run never reaches the database (registry)": ("minigpt/serve/registry.py", [(
+    "store: an owner opening their run never reaches the database (registry)": ("minigpt/serve/line/registry.py", [(
         "        if seen:\n            self.store.seen([entry.run_id])\n", "")]),
-    "kept: one run's small form may take the whole memory for kept runs (registry)": ("minigpt/serve/registry.py", [(
+    "kept: one run's small form may take the whole memory for kept runs (registry)": ("minigpt/serve/line/registry.py", [(
         "return KeptRun(run, max_bytes=kept_bytes // KEPT_SHARE)", "return KeptRun(run, max_bytes=kept_bytes)")]),
-    "store: a checkpoint written before the steps it holds (registry)": ("minigpt/serve/registry.py", [(
+    "store: a checkpoint written before the steps it holds (registry)": ("minigpt/serve/line/registry.py", [(
         "            self._save_entry(entry, self._clock(), force=True)\n"
         "            self.store.save_checkpoint(entry.run_id, step, files)\n",
         "            self.store.save_checkpoint(entry.run_id, step, files)\n"
         "            self._save_entry(entry, self._clock(), force=True)\n")]),
-    "store: a resume forgets the checkpoint's own step and evaluation (store)": ("minigpt/serve/store.py", [
+    "store: a resume forgets the checkpoint's own step and evaluation (store)": ("minigpt/serve/store/database.py", [
         ("& (events_table.c.step > step)))", "& (events_table.c.step >= step)))"),
         ("& (evals_table.c.step > step)))", "& (evals_table.c.step >= step)))")]),
-    "cluster: an older status arriving late overwrites a newer one": ("minigpt/serve/cluster.py", [(
+    "cluster: an older status arriving late overwrites a newer one": ("minigpt/serve/runs/cluster.py", [(
         '        if status["stamp"] <= self._stamp:  # an older look', '        if False:  # an older look')]),
     "database: a URL SQLAlchemy refuses raises on every page (database)": ("app/state/database.py", [(
         "    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses",

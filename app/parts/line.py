@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt.serve.registry import RunEntry
+from minigpt.serve.line.registry import RunEntry
 
 from app.chrome.i18n import _, n_
 from app.chrome.text import format_duration, ordinal

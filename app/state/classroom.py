@@ -6,7 +6,7 @@ lesson follows it (parts.class_lesson).
 The teacher's key never travels in the address and is never drawn: a projector shows the address bar
 and the page to the whole room. A teacher's link opened in a browser hands the key over and leaves the
 address at once; the teacher's browser then keeps it in a cookie of this site that a refresh sends
-back (views.board writes it). The server keeps only a salted digest of it (minigpt.serve.board).
+back (views.board writes it). The server keeps only a salted digest of it (minigpt.serve.classes.board).
 
 A learner is who their browser is in the class, with no account and no name: a random token that
 this session makes, or takes from the browser's cookie for the class. The first page of a session in
@@ -23,7 +23,7 @@ import secrets
 
 import streamlit as st
 
-from minigpt.serve.board import CLASS_IDLE_SECONDS, CODE_ALPHABET, CODE_LENGTH, BoardError, BoardView, Classes
+from minigpt.serve.classes.board import CLASS_IDLE_SECONDS, CODE_ALPHABET, CODE_LENGTH, BoardError, BoardView, Classes
 
 from app.chrome import url
 from app.chrome.i18n import error_text

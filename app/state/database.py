@@ -1,5 +1,5 @@
 """The server's database, through Streamlit's SQL connection: what must outlive the process (the
-classes, the runs, the kept comparisons) is written there (minigpt.serve.store).
+classes, the runs, the kept comparisons) is written there (minigpt.serve.store.database).
 
 - By default an SQLite file, `minigpt.db`, in the data folder beside the app (`MINIGPT_DATA_DIR`
   moves it), and the runs' checkpoints in `checkpoints/` beside it: a laptop keeps everything across
@@ -22,7 +22,7 @@ from pathlib import Path
 import streamlit as st
 
 from minigpt.messages import Message
-from minigpt.serve.store import (CONNECT_SECONDS, WAIT_SECONDS, Retention, Store, StoreError, describe,
+from minigpt.serve.store.database import (CONNECT_SECONDS, WAIT_SECONDS, Retention, Store, StoreError, describe,
                                   driver_missing, log_fault)
 
 from app.chrome.i18n import _, error_text

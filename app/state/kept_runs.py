@@ -10,7 +10,7 @@ import streamlit as st
 
 from minigpt import ConfigError, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.run_records import RunRecord, RunShelf
-from minigpt.serve.registry import RunEntry, RunLimitError
+from minigpt.serve.line.registry import RunEntry, RunLimitError
 
 from app.chrome import url
 from app.chrome.i18n import _, error_text

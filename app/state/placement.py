@@ -1,5 +1,5 @@
 """Where this server's runs train: on its own box (the default), or on a Ray cluster of the school's
-machines (minigpt.serve.cluster), chosen by the server's settings (docs/cluster.md):
+machines (minigpt.serve.runs.cluster), chosen by the server's settings (docs/cluster.md):
 
 - `MINIGPT_RUNS_ON=ray`, with the head's address in `RAY_ADDRESS` (Ray's own variable) or in
   `.streamlit/secrets.toml` as `[cluster] address = "host:port"`;
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from minigpt.messages import Message
-from minigpt.serve.cluster import Cluster, ClusterError, Size, connect, unusable
+from minigpt.serve.runs.cluster import Cluster, ClusterError, Size, connect, unusable
 
 from app.chrome.i18n import _, error_text
 
@@ -32,7 +32,7 @@ SECRETS_SECTION = "cluster"   # [cluster] address = "host:port" in .streamlit/se
 @dataclass
 class Placement:
     """The cluster runs train on, or None (this box), why not where one was asked for, and its size
-    as last seen (kept up to date by minigpt.serve.cluster.watch)."""
+    as last seen (kept up to date by minigpt.serve.runs.cluster.watch)."""
 
     cluster: Cluster | None
     problem: Message | ClusterError | None = None
@@ -104,7 +104,7 @@ def watch(resize) -> None:
     placed = placement()
     if placed.cluster is None:
         return
-    from minigpt.serve.cluster import watch as watch_cluster
+    from minigpt.serve.runs.cluster import watch as watch_cluster
 
     def resized(slots: int, size: Size) -> None:
         placed.size = size

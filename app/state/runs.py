@@ -28,10 +28,10 @@ from minigpt import (
 )
 from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
 from minigpt.lab.tasks import Task, task_for_corpus
-from minigpt.serve import registry as registry_module
-from minigpt.serve.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
-from minigpt.serve.line import RunPlan
-from minigpt.serve.registry import NotOwnerError, RunEntry, RunRegistry
+from minigpt.serve.line import registry as registry_module
+from minigpt.serve.host.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
+from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.line.registry import NotOwnerError, RunEntry, RunRegistry
 
 from app.chrome import url
 from app.chrome.i18n import _
@@ -42,7 +42,7 @@ from app.state.corpora import Corpus
 
 MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
-# how many runs train at once: unset, what this process may really use affords (minigpt.serve.capacity):
+# how many runs train at once: unset, what this process may really use affords (minigpt.serve.host.capacity):
 # one per CPU of its affinity mask and control group quota, as many as its memory holds beside the server
 MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"
 RUN_BYTES = 60 * 2**20      # what a run's process writes of its own after the fork server's warm-up, with room (bench/RESULTS.md)
@@ -56,13 +56,13 @@ IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
 WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that drops their waiting run (registry's default)
 MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length (registry's default)
 # the CPU priority a run trains at, a niceness from 0 (the server's) to 19 (yields the most). Unset,
-# a run in a child process trains at minigpt.serve.worker.CHILD_NICE, so that it yields to the server
+# a run in a child process trains at minigpt.serve.runs.recipe.CHILD_NICE, so that it yields to the server
 # that shares its box. A run on a thread trains at the server's priority by default: measured with a
 # class (bench/class_load.py), a niced thread that holds the interpreter lock is scheduled late, and
 # the learners waiting for that lock waited longer (p95), while training went no faster or slower
 NICE_ENV, DEFAULT_THREAD_NICE = "MINIGPT_TRAIN_NICE", 0
 # where a run trains: "process", a child at a low priority forked from a preloaded fork server
-# (minigpt/serve/worker.py), which never holds the lock the pages need, or "thread", in the server's
+# (minigpt/serve/runs/process.py), which never holds the lock the pages need, or "thread", in the server's
 # interpreter. Processes by default wherever there is a fork server: measured with a class on the
 # smallest box (bench/class_load.py, bench/RESULTS.md), learners waited less, the runs trained faster,
 # and the out-of-memory killer's first choice is a run, never the server; they cost more memory. Without a fork server (Windows) each child would import torch again: threads.
@@ -111,7 +111,7 @@ def prepare_training() -> None:
     """Once torch has loaded (warmup's `then`): where runs train in processes, start the fork server
     now, so that it loads torch once, before the first Start, instead of at it."""
     if train_in() == "process":
-        from minigpt.serve.worker import start_fork_server
+        from minigpt.serve.runs.process import start_fork_server
 
         start_fork_server()
 
@@ -121,7 +121,7 @@ def registry() -> RunRegistry:
     """The process-wide registry, sized from what this process may use. A new one (first use, or
     after a code reload) stops the trainer threads an old one left behind, since nothing can reach
     them any more."""
-    from minigpt.serve.runner import stop_orphaned_runs
+    from minigpt.serve.runs.thread import stop_orphaned_runs
 
     stop_orphaned_runs()
     cluster = placement.on_cluster()
@@ -138,8 +138,8 @@ def registry() -> RunRegistry:
 def build_run(spec, resume=None):
     """The run `spec` describes, where this server trains (an actor on the cluster, a child process or
     a thread), at its priority; from `resume`'s checkpoint where a run goes on after a restart."""
-    from minigpt.serve.worker import CHILD_NICE
-    from minigpt.serve.worker import build_run as build
+    from minigpt.serve.runs.recipe import CHILD_NICE
+    from minigpt.serve.runs.process import build_run as build
 
     cluster = placement.on_cluster()
     in_process = train_in() == "process" or cluster is not None  # out of the server's interpreter: a child's priority
@@ -313,7 +313,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
         probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
         prompt, sample_chars = next(iter(demo_prompts(tokenizer)), ""), 80
 
-    from minigpt.serve.worker import RunSpec
+    from minigpt.serve.runs.recipe import RunSpec
 
     spec = RunSpec("", model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe, prompt, sample_chars,
                    threads=run_threads())

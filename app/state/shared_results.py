@@ -15,7 +15,7 @@ Generation is shared too when it is deterministic, and it always is here: the Ge
 draws with a seed. The first learner watches the model write; a learner who asks for the same
 text from the same model reads the steps it wrote, streamed the same way (`written`).
 
-A computation takes its turn: at most DEFAULT_COMPUTE_SLOTS run at once (minigpt.serve.turns),
+A computation takes its turn: at most DEFAULT_COMPUTE_SLOTS run at once (minigpt.serve.host.turns),
 first come, first served, and a learner whose request waits sees how many are ahead of it where
 the answer will be, instead of a frozen page. What was computed lately skips the queue: it is read, not
 computed.
@@ -37,7 +37,7 @@ import torch
 from minigpt import MiniGPT, Prompt, SampledToken, Sampling, SamplingError, Windows, estimate_loss, generate, stream
 from minigpt.lab import embeddings, heads, predictions
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
-from minigpt.serve.turns import TurnQueue
+from minigpt.serve.host.turns import TurnQueue
 
 from app.chrome.i18n import n_
 from app.state.loaded_model import LoadedModel

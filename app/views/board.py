@@ -19,7 +19,7 @@ import streamlit as st
 
 from minigpt import BUILTIN_CORPORA, N_
 from minigpt.lab.run_records import csv_text
-from minigpt.serve.board import COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
+from minigpt.serve.classes.board import COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
 
 from app.chrome import site, url
 from app.chrome.charts import config as chart_config

@@ -1,7 +1,7 @@
 """The √d_k race on the Experiments page: two fresh models, one with and one without 1/√d_k,
 the same seed, data and batches, trained step for step in this session's thread while one of
 the server's training slots is held, and drawn as they go. The race waits for its slot in the
-same line as every run (minigpt.serve.registry.request_slot), its place shown as it moves."""
+same line as every run (minigpt.serve.line.registry.request_slot), its place shown as it moves."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,8 +10,8 @@ import streamlit as st
 
 from minigpt import CharTokenizer, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.scaling_race import race_configs, scaling_race
-from minigpt.serve.line import RunPlan
-from minigpt.serve.registry import HeldSlot, RunLimitError
+from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.line.registry import HeldSlot, RunLimitError
 from minigpt.viz import race_figure
 
 from app.chrome.charts import config as chart_config

@@ -7,9 +7,9 @@ import streamlit as st
 from minigpt import DEFAULT_PRESET, PRESETS, ConfigError, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.diagnosis import overfitting, uniform_loss
 from minigpt.lab.run_records import csv_text, history_table
-from minigpt.serve.registry import NotOwnerError, RunEntry
-from minigpt.serve.run import INTERRUPTED
-from minigpt.serve.runner import SAMPLE_TEMPERATURE
+from minigpt.serve.line.registry import NotOwnerError, RunEntry
+from minigpt.serve.runs.run import INTERRUPTED
+from minigpt.serve.runs.thread import SAMPLE_TEMPERATURE
 from minigpt.viz import loss_figure, task_figure
 
 from app.chrome import charts

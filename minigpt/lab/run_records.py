@@ -60,7 +60,7 @@ class RunRecord:
 
 class RunShelf:
     """The server's kept runs, by id; thread-safe, at most `max_records` in memory, oldest out first.
-    With a `store` (minigpt.serve.store.Store: its save_record and load_records), every record is
+    With a `store` (minigpt.serve.store.database.Store: its save_record and load_records), every record is
     written there too, and one memory let go (or a previous process held) is read back from it."""
 
     def __init__(self, max_records: int = 200, store=None):

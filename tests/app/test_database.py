@@ -162,7 +162,7 @@ def test_a_class_outlives_a_restart_and_its_teacher_erases_its_data():
 
 
 def test_a_database_from_a_newer_version_is_said_in_chinese_and_left_alone():
-    from minigpt.serve.store import SCHEMA_VERSION, Store
+    from minigpt.serve.store.database import SCHEMA_VERSION, Store
 
     data_file().parent.mkdir(parents=True)
     store = Store.from_url(f"sqlite:///{data_file()}")  # an older app's file, rewritten below by a newer one

@@ -1,5 +1,5 @@
 """What the pages say when the server's database cannot be used (app/state/database.py over
-minigpt.serve.store), and how long they wait for it: in the page's language and in the app's own
+minigpt.serve.store.database), and how long they wait for it: in the page's language and in the app's own
 words, the driver's words going to the server's log; a data folder the server cannot write to; a
 database locked at start, which holds the first page no longer than an action. The store's own
 behaviour is tested in tests/minigpt/serve/test_store*.py, the restarts in tests/app/test_database.py."""
@@ -17,8 +17,8 @@ from app.chrome.site import BOARD, TRAIN
 from app.state import database
 from helpers.apptest import home, own_run, page, session, tiny_settings
 from helpers.waiting import wait_until
-from minigpt.serve import store as store_module
-from minigpt.serve.store import Store
+from minigpt.serve.store import database as store_module
+from minigpt.serve.store.database import Store
 
 LATIN = re.compile(r"[A-Za-z]")
 

@@ -15,9 +15,9 @@ from helpers.apptest import home, own_run, page, start_tiny_run, tiny_settings
 from helpers.tiny import tiny_plan
 from helpers.waiting import niceness, thread_niceness, wait_until
 from minigpt import GPTConfig, TrainConfig, Trainer, build_model
-from minigpt.serve.registry import NotOwnerError, RunRegistry
-from minigpt.serve.runner import TrainingRun
-from minigpt.serve.worker import CHILD_THREAD_NAME
+from minigpt.serve.line.registry import NotOwnerError, RunRegistry
+from minigpt.serve.runs.thread import TrainingRun
+from minigpt.serve.runs.process import CHILD_THREAD_NAME
 from app.chrome.site import GENERATE, TRAIN
 
 pytestmark = pytest.mark.trains
@@ -256,7 +256,7 @@ def test_the_suite_trains_its_runs_at_the_servers_priority():
 def test_the_smallest_box_trains_one_run_at_a_time_and_keeps_a_class_of_40s_finished_runs(monkeypatch):
     """Issue 48: the slots and the runs kept come from the box, and a class of 40 keeps every finished
     run on Community Cloud's smallest box (690 MB, one core; the server holds ~300 MB when it sizes)."""
-    from minigpt.serve.capacity import Capacity
+    from minigpt.serve.host.capacity import Capacity
 
     mb = 2**20
     monkeypatch.delenv(runs.MAX_RUNS_ENV, raising=False)

@@ -375,14 +375,14 @@ def test_throughput_has_one_name_in_each_language():
 @pytest.mark.parametrize("train_in", ["process", "thread", pytest.param("ray", marks=pytest.mark.cluster)])
 def test_a_run_in_a_child_process_a_thread_or_on_a_cluster_steps_as_asked_and_the_pages_read_its_weights(
         monkeypatch, request, train_in):
-    """MINIGPT_TRAIN_IN and MINIGPT_RUNS_ON: the same pages, the run in a child (minigpt/serve/worker.py),
-    on a thread of the server (minigpt/serve/runner.py), or in an actor on a 2-node Ray cluster
-    (minigpt/serve/cluster.py, tests/helpers/ray_cluster.py). The reference is the Trainer alone, stepped
+    """MINIGPT_TRAIN_IN and MINIGPT_RUNS_ON: the same pages, the run in a child (minigpt/serve/runs/process.py),
+    on a thread of the server (minigpt/serve/runs/thread.py), or in an actor on a 2-node Ray cluster
+    (minigpt/serve/runs/cluster.py, tests/helpers/ray_cluster.py). The reference is the Trainer alone, stepped
     as often in this process."""
     from minigpt.lab.tasks import task_for_corpus, training_hooks
-    from minigpt.serve.cluster import RayRun
-    from minigpt.serve.runner import TrainingRun
-    from minigpt.serve.worker import ProcessRun
+    from minigpt.serve.runs.cluster import RayRun
+    from minigpt.serve.runs.thread import TrainingRun
+    from minigpt.serve.runs.process import ProcessRun
 
     if train_in == "ray":
         monkeypatch.setenv("MINIGPT_RUNS_ON", "ray")
@@ -439,7 +439,7 @@ def _time_hint(at) -> str:
 
 def test_a_link_for_many_steps_says_before_start_how_long_they_take_on_this_server():
     """Issue 49: a ?train= link with 20,000 steps gave no hint, before Start, of how long they take."""
-    from minigpt.serve.line import RunPlan
+    from minigpt.serve.runs.recipe import RunPlan
     from app.state.corpora import builtin_corpus
 
     at = page(home(train="max_steps:20000"), TRAIN.script)

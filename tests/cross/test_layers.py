@@ -37,7 +37,7 @@ def test_every_library_module_imports_no_streamlit_and_no_app():
 # what Home uses of the library, before torch has loaded (app.state.warmup): the corpora (the task corpora
 # among them), the shipped model's config.json, the run registry and the names of `import minigpt`
 TORCH_FREE = ("minigpt", "minigpt.corpus", "minigpt.header", "minigpt.pretrained", "minigpt.lab.tasks",
-              "minigpt.lab.diagnosis", "minigpt.serve.registry")
+              "minigpt.lab.diagnosis", "minigpt.serve.line.registry")
 
 
 def test_what_home_uses_of_the_library_loads_no_torch():

@@ -1,4 +1,4 @@
-"""A real Ray cluster of two machines for the tests of runs on a cluster (minigpt/serve/cluster.py),
+"""A real Ray cluster of two machines for the tests of runs on a cluster (minigpt/serve/runs/cluster.py),
 made by the tests themselves, inside a network namespace of their own.
 
 Left to itself, Ray binds to and connects through the machine's outward address. In a network
@@ -89,7 +89,7 @@ def _ray_session():
         from ray.cluster_utils import Cluster as RayCluster
     except ImportError:
         _skip_or_fail("Ray is not installed: pip install -r requirements-cluster.txt")
-    from minigpt.serve.cluster import connect
+    from minigpt.serve.runs.cluster import connect
 
     namespace = Namespace()  # entered: Ray's processes and the driver's threads start in it
     nodes = None

@@ -30,9 +30,9 @@ def tiny_lm(seed: int = 0, **overrides) -> tuple[MiniGPT, CharTokenizer]:
 
 
 def tiny_plan(max_steps: int = 20, batch_size: int = 4, block_size: int = 8, **overrides):
-    """What a tiny run over TEXT will train, as the registry's line reads it (minigpt.serve.line.RunPlan)."""
+    """What a tiny run over TEXT will train, as the registry's line reads it (minigpt.serve.line.waiting.RunPlan)."""
     from minigpt import TrainConfig
-    from minigpt.serve.line import RunPlan
+    from minigpt.serve.runs.recipe import RunPlan
 
     tok = tiny_tokenizer()
     model = tiny_config(vocab_size=tok.vocab_size, **overrides).validate()

@@ -16,7 +16,7 @@ import minigpt.model
 from helpers.tiny import tiny_lm, tiny_plan
 from helpers.waiting import DEADLINE, wait_until
 from minigpt import CharTokenizer, GPTConfig, TrainConfig, load_corpus
-from minigpt.serve.registry import RunRegistry
+from minigpt.serve.line.registry import RunRegistry
 from minigpt.lab.scaling_race import scaling_race, softmax_jacobian_norm, softmax_signal
 
 

@@ -1,4 +1,4 @@
-"""minigpt/serve/board.py: the class board on its own, without Streamlit: codes, keys, limits, the
+"""minigpt/serve/classes/board.py: the class board on its own, without Streamlit: codes, keys, limits, the
 challenge checked from each run's configuration, names as plain text, one view shared by every
 viewer, and watching that keeps no run alive.
 
@@ -12,9 +12,9 @@ import pytest
 from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.board import CODE_ALPHABET, MAX_ANSWERS, MAX_NAME, BoardError, Challenge, Classes, plain_name
-from minigpt.serve.registry import RunRegistry
-from minigpt.serve.runner import TrainingRun
+from minigpt.serve.classes.board import CODE_ALPHABET, MAX_ANSWERS, MAX_NAME, BoardError, Challenge, Classes, plain_name
+from minigpt.serve.line.registry import RunRegistry
+from minigpt.serve.runs.thread import TrainingRun
 from minigpt.viz import board_figure
 
 pytestmark = pytest.mark.trains
@@ -300,7 +300,7 @@ def test_the_reveal_freezes_the_counts_and_hiding_the_answer_reopens_the_questio
 def test_the_learners_answers_and_the_frozen_counts_come_back_after_a_restart(database_url):
     """A restart through the store: the same tokens are the same learners with the same answers, a
     revealed step's counts still do not move, and the stored tags of one token differ by class."""
-    from minigpt.serve.store import Store
+    from minigpt.serve.store.database import Store
 
     store = Store.from_url(database_url)
     classes = Classes(store=store)

@@ -1,4 +1,4 @@
-"""minigpt/serve/capacity.py: the CPUs and memory a process may use, read from fake cgroup v1, v2
+"""minigpt/serve/host/capacity.py: the CPUs and memory a process may use, read from fake cgroup v1, v2
 and no-cgroup trees under tmp_path (the tightest limit on the way to the root wins, malformed
 files count as no limit), and the slots, threads and kept runs that follow from them.
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from minigpt.serve.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
+from minigpt.serve.host.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
 
 MB = 1_000_000
 GIB = 2**30

@@ -1,4 +1,4 @@
-"""minigpt/serve/cluster.py: runs as Ray actors on a real 2-node cluster the tests start in a network
+"""minigpt/serve/runs/cluster.py: runs as Ray actors on a real 2-node cluster the tests start in a network
 namespace of their own (tests/helpers/ray_cluster.py). The run interface suite runs on RayRun too
 (test_run_interface.py); here, what only a cluster does: the same losses as on the box, a machine
 that leaves mid-run, an actor that fails, the slots, and the faults of connecting; and, with the actor
@@ -21,11 +21,12 @@ import torch
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import CharTokenizer, CorpusError, TrainConfig, build_model
-from minigpt.serve import cluster as cluster_module
-from minigpt.serve.cluster import ClusterError, RayRun, Size, connect, differences
-from minigpt.serve.line import RunPlan
-from minigpt.serve.registry import RunRegistry
-from minigpt.serve.worker import ProcessRun, RunSpec
+from minigpt.serve.runs import cluster as cluster_module
+from minigpt.serve.runs.cluster import ClusterError, RayRun, Size, connect, differences
+from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.line.registry import RunRegistry
+from minigpt.serve.runs.process import ProcessRun
+from minigpt.serve.runs.recipe import RunSpec
 
 STEPS, EVAL = 120, 40
 

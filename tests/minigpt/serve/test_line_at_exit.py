@@ -1,4 +1,4 @@
-"""minigpt/serve/registry.py as the server exits (SIGTERM, then the interpreter's exit hooks): the
+"""minigpt/serve/line/registry.py as the server exits (SIGTERM, then the interpreter's exit hooks): the
 line starts nothing in the slots that the stopped runs free. A run started then would train, or be
 forked, while the interpreter tears itself down, and print a traceback (or abort) in the server's
 log; its place in line waits in the store for the next server instead.
@@ -9,10 +9,10 @@ import pytest
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.line import RunPlan
-from minigpt.serve.registry import RunRegistry
-from minigpt.serve.run import EXITING
-from minigpt.serve.runner import TrainingRun, stop_all_runs
+from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.line.registry import RunRegistry
+from minigpt.serve.runs.run import EXITING
+from minigpt.serve.runs.thread import TrainingRun, stop_all_runs
 
 LONG_STEPS = 1_000_000  # trains until it is stopped
 

@@ -1,4 +1,4 @@
-"""minigpt/serve/registry.py: the run registry on its own, without Streamlit: owners, the line for a
+"""minigpt/serve/line/registry.py: the run registry on its own, without Streamlit: owners, the line for a
 training slot (first in, first out, one run per owner, its length, absent owners, failures), the
 estimates a waiting learner is shown, watchers following the owner, what is kept of ended runs,
 and the release of runs nobody looks at.
@@ -17,11 +17,11 @@ import torch
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.kept import KEPT_SHARE, KeptRun
-from minigpt.serve.line import Estimate, RunPlan, start_in
-from minigpt.serve.registry import HeldSlot, NotOwnerError, RunLimitError, RunRegistry
-from minigpt.serve.run import Run, RunSnapshot
-from minigpt.serve.runner import TrainingRun
+from minigpt.serve.runs.kept import KEPT_SHARE, KeptRun
+from minigpt.serve.line.waiting import Estimate, RunPlan, start_in
+from minigpt.serve.line.registry import HeldSlot, NotOwnerError, RunLimitError, RunRegistry
+from minigpt.serve.runs.run import Run, RunSnapshot
+from minigpt.serve.runs.thread import TrainingRun
 
 IDLE, AWAY = 600, 60  # seconds an owner may stay away from a run, and from a waiting run
 

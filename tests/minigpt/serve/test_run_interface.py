@@ -1,4 +1,4 @@
-"""minigpt/serve/run.py: the one suite every implementation of a run passes.
+"""minigpt/serve/runs/run.py: the one suite every implementation of a run passes.
 
 `Run` (trains, steered): TrainingRun on a thread, ProcessRun in a child process, RayRun in an actor
 on a 2-node Ray cluster the test starts (tests/helpers/ray_cluster.py). `RunView` (read
@@ -21,15 +21,16 @@ from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import parked, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.model import MiniGPT
-from minigpt.serve.kept import KeptRun
-from minigpt.serve.line import RunPlan, WaitingRun
-from minigpt.serve.run import Run, RunView, TrainerFacts
-from minigpt.serve.runner import TrainingRun
-from minigpt.serve.keys import hashed
-from minigpt.serve.store import Store
-from minigpt.serve.stored import StoredRun, recipe_of
-from minigpt.serve.worker import ProcessRun, RunSpec
-from minigpt.serve.cluster import RayRun
+from minigpt.serve.runs.kept import KeptRun
+from minigpt.serve.line.waiting import RunPlan, WaitingRun
+from minigpt.serve.runs.run import Run, RunView, TrainerFacts
+from minigpt.serve.runs.thread import TrainingRun
+from minigpt.serve.store.keys import hashed
+from minigpt.serve.store.database import Store
+from minigpt.serve.runs.stored import StoredRun, recipe_of
+from minigpt.serve.runs.process import ProcessRun
+from minigpt.serve.runs.recipe import RunSpec
+from minigpt.serve.runs.cluster import RayRun
 
 pytestmark = pytest.mark.trains
 STEPS, EVAL = 12, 6

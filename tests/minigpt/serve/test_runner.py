@@ -1,4 +1,4 @@
-"""minigpt/serve/runner.py: a TrainingRun started, paused, resumed and stopped from other threads; snapshots;
+"""minigpt/serve/runs/thread.py: a TrainingRun started, paused, resumed and stopped from other threads; snapshots;
 runs side by side; the tokens per second it shows; the allocator setting a run's own process trains with.
 
 Nothing here waits on time: a test waits for the step it needs (`wait_until`), or for the
@@ -22,8 +22,9 @@ from helpers import ROOT
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import niceness, parked, wait_until
 from minigpt import TrainConfig, Trainer, build_model, stream
-from minigpt.serve.runner import TrainingRun, stop_orphaned_runs
-from minigpt.serve.runner import THREAD_NAME, steady_speed
+from minigpt.serve.runs.thread import TrainingRun, stop_orphaned_runs
+from minigpt.serve.runs.run import steady_speed
+from minigpt.serve.runs.thread import THREAD_NAME
 from minigpt.train import TrainEvent
 
 pytestmark = pytest.mark.trains
@@ -307,7 +308,7 @@ def test_the_training_thread_has_its_name_in_the_kernel_and_the_callers_keeps_it
 
 STEPS_OF_ALLOCATIONS = """
 import ctypes, mmap, resource, sys, torch
-from minigpt.serve.runner import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, keep_freed_memory
+from minigpt.serve.runs.thread import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, keep_freed_memory
 
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -1,4 +1,4 @@
-"""minigpt/serve/store.py on its own, against a SQLite file and a real PostgreSQL (`database_url`):
+"""minigpt/serve/store/database.py on its own, against a SQLite file and a real PostgreSQL (`database_url`):
 the schema and its migration, databases it must refuse and leave as they are (a newer schema, a
 damaged file, a missing driver, a server that does not answer), secrets that never reach the
 disk in clear, many writers at once (threads, and processes on one file), a kill in the middle of
@@ -31,11 +31,11 @@ from helpers.waiting import wait_until
 from minigpt import CharTokenizer, GPTConfig, TrainConfig
 from minigpt.lab.run_records import RunRecord
 from minigpt.messages import LabError, Message
-from minigpt.serve import keys
-from minigpt.serve.board import Classes
-from minigpt.serve.run import EvalRecord
-from minigpt.serve import store as store_module
-from minigpt.serve.store import (
+from minigpt.serve.store import keys
+from minigpt.serve.classes.board import Classes
+from minigpt.serve.runs.run import EvalRecord
+from minigpt.serve.store import database as store_module
+from minigpt.serve.store.database import (
     SCHEMA_VERSION,
     Retention,
     Store,
@@ -189,7 +189,7 @@ def _every_write_refused(store: Store) -> list[bool]:
 
 # -- the writer -----------------------------------------------------------------------------------
 def test_the_writer_never_waits_on_itself_so_a_write_after_the_first_is_not_held_up(tmp_path, monkeypatch, stores):
-    from minigpt.serve import store as store_module
+    from minigpt.serve.store import database as store_module
 
     # after its first write the writer runs a retention pass: were that a write that waits for the writer,
     # it would wait on itself this long, holding up every write behind it (made long: no flush outlasts it)
@@ -426,8 +426,8 @@ def test_a_database_that_does_not_answer_is_said_and_writes_give_up_at_once():
 
 # -- secrets -----------------------------------------------------------------------------------------
 def _fox_spec(max_steps: int = 10):
-    from minigpt.serve.line import RunPlan
-    from minigpt.serve.worker import RunSpec
+    from minigpt.serve.runs.recipe import RunPlan
+    from minigpt.serve.runs.recipe import RunSpec
 
     tok = CharTokenizer.from_text(FOX)
     model = GPTConfig(vocab_size=tok.vocab_size, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=16).validate()
@@ -438,7 +438,7 @@ def _fox_spec(max_steps: int = 10):
 
 
 def _thread_builder(spec, resume):
-    from minigpt.serve.worker import build_run
+    from minigpt.serve.runs.process import build_run
 
     return build_run(spec, resume, in_process=False)
 
@@ -446,8 +446,8 @@ def _thread_builder(spec, resume):
 @pytest.mark.trains
 @pytest.mark.slow
 def test_no_key_or_learner_id_reaches_the_disk_in_clear_and_every_key_still_works_after_reopening(tmp_path, stores):
-    from minigpt.serve.board import BoardError
-    from minigpt.serve.registry import RunRegistry
+    from minigpt.serve.classes.board import BoardError
+    from minigpt.serve.line.registry import RunRegistry
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = stores.open(url)
@@ -564,9 +564,9 @@ def test_two_stores_opening_one_new_database_at_once_both_open_it(database_url, 
 
 WRITER = r"""
 import sys
-from minigpt.serve import keys
-from minigpt.serve.run import EvalRecord
-from minigpt.serve.store import Store
+from minigpt.serve.store import keys
+from minigpt.serve.runs.run import EvalRecord
+from minigpt.serve.store.database import Store
 from minigpt.train import TrainEvent
 
 url, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -624,9 +624,9 @@ import itertools, sys
 import torch
 from helpers.tiny import tiny_lm
 from minigpt.checkpoint import checkpoint_files
-from minigpt.serve import keys
-from minigpt.serve.run import EvalRecord
-from minigpt.serve.store import Retention, Store
+from minigpt.serve.store import keys
+from minigpt.serve.runs.run import EvalRecord
+from minigpt.serve.store.database import Retention, Store
 from minigpt.train import TrainEvent
 
 torch.set_num_threads(1)

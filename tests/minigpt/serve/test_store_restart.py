@@ -18,12 +18,13 @@ import torch
 
 from helpers.waiting import parked, wait_until
 from minigpt import CharTokenizer, GPTConfig, TrainConfig
-from minigpt.serve import keys
-from minigpt.serve.board import BoardError, Challenge, Classes
-from minigpt.serve.line import RunPlan, WaitingRun
-from minigpt.serve.registry import NotOwnerError, RunRegistry
-from minigpt.serve.store import Retention, Store
-from minigpt.serve.worker import RunSpec, build_run
+from minigpt.serve.store import keys
+from minigpt.serve.classes.board import BoardError, Challenge, Classes
+from minigpt.serve.line.waiting import RunPlan, WaitingRun
+from minigpt.serve.line.registry import NotOwnerError, RunRegistry
+from minigpt.serve.store.database import Retention, Store
+from minigpt.serve.runs.process import build_run
+from minigpt.serve.runs.recipe import RunSpec
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow]
 
@@ -377,8 +378,8 @@ def test_only_the_owner_key_steers_a_run_after_a_restart(database_url, servers):
 def test_a_server_exiting_leaves_its_training_runs_to_come_back_interrupted(tmp_path, servers):
     # what the interpreter's exit does (runner._exit): every run stopped, a child process ended with its
     # server; none of that may reach the store as the run's end, or a redeploy would lose it
-    from minigpt.serve.run import EXITING
-    from minigpt.serve.runner import _exit
+    from minigpt.serve.runs.run import EXITING
+    from minigpt.serve.runs.thread import _exit
 
     spec, plan = _spec(2_000, 20)
     server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", _builder(in_process=True))

@@ -1,4 +1,4 @@
-"""minigpt/serve/turns.py: requests served first come, first served, `slots` at a time, each able to
+"""minigpt/serve/host/turns.py: requests served first come, first served, `slots` at a time, each able to
 say how many are ahead; a place given up lets the next one go; a nested turn never waits for itself.
 
 Every wait here is on the queue's own state (a thread queued, a turn taken), never on time.
@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from helpers.waiting import wait_until
-from minigpt.serve.turns import TurnQueue
+from minigpt.serve.host.turns import TurnQueue
 
 
 class Request(threading.Thread):

@@ -1,4 +1,4 @@
-"""minigpt/serve/worker.py: a training run in a child process, steered and read from the server.
+"""minigpt/serve/runs/process.py: a training run in a child process, steered and read from the server.
 
 The reference for what a child trains is the Trainer alone, stepped in this process: the child
 must log the same losses and end with the same weights. Nothing here waits on time: each test
@@ -19,8 +19,9 @@ from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import DEADLINE, niceness, parked, thread_niceness, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.messages import LabError, Message
-from minigpt.serve.registry import RunRegistry
-from minigpt.serve.worker import CHILD_NICE, CHILD_THREAD_NAME, ProcessRun, RunSpec
+from minigpt.serve.line.registry import RunRegistry
+from minigpt.serve.runs.process import CHILD_THREAD_NAME, ProcessRun
+from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 from minigpt.train import TrainingDiverged
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow,
@@ -244,7 +245,7 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
              "from tests.minigpt.serve.test_worker import _os_threads\n"
              "from helpers.waiting import wait_until\n"
              "before = _os_threads()\n"
-             "from minigpt.serve.worker import warm_up\n"
+             "from minigpt.serve.runs.process import warm_up\n"
              "warm_up()\n"
              "torch.ones(64, 64) @ torch.ones(64, 64)\n"
              "assert threading.active_count() == 1 and torch.get_num_threads() == 1\n"
@@ -265,7 +266,7 @@ def test_a_warm_up_that_fails_leaves_the_fork_server_alive_with_one_thread_and_s
              "Trainer.compute_gradients = fail\n"
              "from helpers.waiting import wait_until\n"
              "before = _os_threads()\n"
-             "import minigpt.serve.preload\n"
+             "import minigpt.serve.runs.preload\n"
              "assert threading.active_count() == 1\n"
              "wait_until(lambda: _os_threads() == before, 'the joined thread to leave the kernel')\n"
              "print('the fork server goes on')\n")

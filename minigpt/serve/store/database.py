@@ -47,13 +47,12 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..messages import LabError, Message
-from .board import CLASS_IDLE_SECONDS
+from ...messages import LabError, Message
 
 if TYPE_CHECKING:
-    from ..lab.run_records import RunRecord
-    from ..train import TrainEvent
-    from .run import EvalRecord
+    from ...lab.run_records import RunRecord
+    from ...train import TrainEvent
+    from ..runs.run import EvalRecord
 
 SCHEMA_VERSION = 2
 WAIT_SECONDS = 3.0        # how long a learner's or teacher's action waits for its write before the page goes on
@@ -66,6 +65,7 @@ MIGRATION_LOCK = 0x6D696E69  # PostgreSQL: the advisory lock a migration holds (
 TIDY_SECONDS = 600.0      # between retention passes
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 LOG = logging.getLogger(__name__)  # where the driver's own words go: the server's log, never a page
+CLASS_IDLE_SECONDS = 3 * 3600  # a class ends this long after its last activity (and its rows leave the store)
 # what a database says when it is away, busy or out of room: a write that met one is tried again
 TRANSIENT = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DisconnectionError, sa.exc.TimeoutError, OSError)
 
@@ -648,7 +648,7 @@ class Store:
 
         def save(connection: sa.Connection) -> None:
             if self.checkpoint_dir is not None:
-                from ..checkpoint import save_step_files  # torch, only once a run has trained
+                from ...checkpoint import save_step_files  # torch, only once a run has trained
 
                 save_step_files(self.checkpoint_dir / run_id, step, files, keep=keep)
             else:
@@ -671,7 +671,7 @@ class Store:
         if not _RUN_ID.fullmatch(run_id):
             return None
         if self.checkpoint_dir is not None:
-            from ..checkpoint import latest_checkpoint
+            from ...checkpoint import latest_checkpoint
 
             folder = latest_checkpoint(self.checkpoint_dir / run_id)
             return int(folder.name.split("-")[1]) if folder is not None else None
@@ -683,7 +683,7 @@ class Store:
         if not _RUN_ID.fullmatch(run_id):
             return None
         if self.checkpoint_dir is not None:
-            from ..checkpoint import latest_checkpoint
+            from ...checkpoint import latest_checkpoint
 
             try:
                 folder = latest_checkpoint(self.checkpoint_dir / run_id)
@@ -931,8 +931,8 @@ def _insert_missing(connection: sa.Connection, table: sa.Table, values: dict, ke
 
 
 def _load_runs(connection: sa.Connection, where) -> list[StoredRunRow]:
-    from ..train import TrainEvent
-    from .run import EvalRecord
+    from ...train import TrainEvent
+    from ..runs.run import EvalRecord
 
     rows = connection.execute(sa.select(runs_table, corpora_table.c.text)
                               .join(corpora_table, corpora_table.c.sha256 == runs_table.c.corpus_sha256)
@@ -982,8 +982,8 @@ def record_json(record: RunRecord) -> dict:
 
 
 def record_from_json(data: dict) -> RunRecord:
-    from ..config import GPTConfig, TrainConfig
-    from ..lab.run_records import RunRecord
+    from ...config import GPTConfig, TrainConfig
+    from ...lab.run_records import RunRecord
 
     values = dict(data)
     values["model"], values["train"] = GPTConfig.from_dict(data["model"]), TrainConfig.from_dict(data["train"])

@@ -37,8 +37,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..messages import LabError, Message
-from .run import ENDED_STATES, WEIGHTS_TIMEOUT, CheckpointSink, EvalRecord, RemoteRun, Resume, RunSnapshot
+from ...messages import LabError, Message
+from .recipe import resume_spec
+from .remote import WEIGHTS_TIMEOUT, RemoteRun, TrainerView, build_training_run, do_command, portable, status_of
+from .run import ENDED_STATES, CheckpointSink, EvalRecord, Resume, RunSnapshot
 
 INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
 CONNECT_SECONDS = 5.0     # how long connecting may take before the dashboard trains on its own box
@@ -221,7 +223,6 @@ class Cluster:
     def run(self, spec, resume: Resume | None = None) -> RayRun:
         """The run `spec` describes, in an actor on the cluster; from `resume`'s checkpoint, with what
         it had logged up to there (as worker.build_run does on the box)."""
-        from .worker import resume_spec
 
         if resume is None:
             return RayRun(spec, self)
@@ -334,8 +335,6 @@ class RunActor:
         """Build `spec`'s run here (on `device` where it takes a share of a GPU); what `ready` says."""
         import torch
 
-        from .worker import _build, _portable
-
         torch.set_num_threads(spec.threads)  # its share of the machine: as on the box, the same losses
         if device is not None:
             spec = replace(spec, train=replace(spec.train, device=device))
@@ -345,9 +344,9 @@ class RunActor:
             self.numbers = itertools.count(1)
             self.run, self.failed = None, None
         try:
-            self.run = _build(spec)
+            self.run = build_training_run(spec)
         except Exception as err:  # noqa: BLE001 - a ConfigError or CorpusError: the dashboard's to show
-            self.failed = _portable(err)
+            self.failed = portable(err)
             return self.ready()
         self.run._on_update = lambda ending: self._changed()
         return self.ready()
@@ -371,7 +370,6 @@ class RunActor:
 
     def command(self, op: str, number: int, *args: Any) -> tuple[Any, dict]:
         """One command from the dashboard: its answer, and the run's status once it is done."""
-        from .worker import _do
 
         try:
             if op == "start":  # (paused, wants checkpoints)
@@ -379,7 +377,7 @@ class RunActor:
                 self.run.start(paused=args[0])
                 answer = None
             else:
-                answer = _do(self.run, op, list(args), None)
+                answer = do_command(self.run, op, list(args), None)
                 if op == "close":
                     answer = True  # done: the dashboard may give this actor to the next run
         except Exception:  # noqa: BLE001 - a command that fails is answered with nothing, and still done
@@ -411,12 +409,11 @@ class RunActor:
             self.version += 1
             self.changed.notify_all()
 
-    def _status(self, snap: RunSnapshot | None = None) -> dict:
+    def status_of(self, snap: RunSnapshot | None = None) -> dict:
         """The run's status, stamped: a later stamp is a later look (the lock orders the looks)."""
-        from .worker import _status
 
         with self.changed:
-            return dict(_status(self.run, snap or self.run.snapshot()), done=self.done, stamp=next(self.stamps))
+            return dict(status_of(self.run, snap or self.run.snapshot()), done=self.done, stamp=next(self.stamps))
 
 
 _ACTOR_CLASS = None
@@ -450,7 +447,6 @@ class RayRun(RemoteRun):
 
     def __init__(self, spec, cluster: Cluster, *, history: list = (), evals: list[EvalRecord] = ()):
         """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
-        from .worker import TrainerView
 
         self.run_id, self.spec, self.cluster = spec.run_id, spec, cluster
         self.on_checkpoint: CheckpointSink | None = None
@@ -475,9 +471,9 @@ class RayRun(RemoteRun):
         self.trainer = TrainerView(self, spec)
         threading.Thread(target=self._send_commands, name=f"minigpt-ray-{self.run_id}", daemon=True).start()
         threading.Thread(target=self._listen, name=f"minigpt-ray-news-{self.run_id}", daemon=True).start()
-        from .runner import _register
+        from .thread import register
 
-        _register(self)  # stopped as the server exits, like every run
+        register(self)  # stopped as the server exits, like every run
 
     # -- steering ----------------------------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
@@ -692,7 +688,6 @@ class RayRun(RemoteRun):
     def _move_if_machine_left(self, err: Exception) -> bool:
         """Where the run's machine has left the cluster, go on from its last checkpoint on another
         machine, in the state it was in; False where the machine is still there."""
-        from .worker import resume_spec
 
         with self._lock:
             node, state, lost = self._status.get("node"), self._state, self._status["step"]

@@ -35,23 +35,23 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..lab.run_records import RunRecord, labels
-from ..messages import N_, LabError, Message
-from . import keys
+from ...lab.run_records import RunRecord, labels
+from ...messages import N_, LabError, Message
+from ..store import keys
+from ..store.database import CLASS_IDLE_SECONDS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..config import GPTConfig, TrainConfig
-    from .registry import RunEntry
-    from .store import Store, StoredClass
+    from ...config import GPTConfig, TrainConfig
+    from ..line.registry import RunEntry
+    from ..store.database import Store, StoredClass
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read off a projector, typed on a phone
 CODE_LENGTH = 4
 MAX_NAME = 40  # characters of a post's name
 MAX_OPTIONS = 8     # a check question's options, at most
 MAX_ANSWERS = 200   # learners' answers kept for one step of the lesson
-CLASS_IDLE_SECONDS = 3 * 3600  # a class ends this long after its last activity (and its rows leave the store)
 ACTIVITY_SAVE_SECONDS = 60.0  # a class's last activity is written to the store at most this often
 EMOJI_JOINERS = {"\u200d", "\ufe0f"} | {chr(c) for c in range(0xE0020, 0xE0080)}  # ZWJ, emoji style, flag tags
 
@@ -190,7 +190,7 @@ class BoardView:
         """One row per visible run: its name, the settings that differ between the runs, then
         COLUMNS (for the page and the CSV)."""
         import pandas as pd  # here: a page start-up does without pandas
-        from ..lab.run_records import differing_settings
+        from ...lab.run_records import differing_settings
         rows = self.visible()
         records = [row.record for row in rows]
         settings = differing_settings(records).T if len(records) > 1 else pd.DataFrame(index=range(len(rows)))
@@ -296,7 +296,7 @@ class Classes:
 
     def _restore(self, stored: StoredClass) -> None:
         """A class the store kept, as it was: its last activity as long ago as it was then."""
-        from .store import record_from_json
+        from ..store.database import record_from_json
 
         since = max(0.0, time.time() - stored.last_active)
         board = ClassBoard(stored.code, stored.teacher_key, stored.salt, self._clock() - since,
@@ -569,7 +569,7 @@ class Classes:
     def _save_post(self, board: ClassBoard, post: Post, wait: bool = True) -> None:
         if self.store is None:
             return
-        from .store import record_json
+        from ..store.database import record_json
 
         self.store.save_post(board.code, {
             "post_id": post.post_id, "position": next(self._positions), "name": post.name, "run_id": post.run_id,

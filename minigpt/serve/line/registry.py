@@ -26,16 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..messages import LabError
-from . import keys
-from .line import Estimate, Pace, Progress, RunPlan, SpeedBook, WaitingRun, estimate
-from .run import ACTIVE_STATES, ENDED_STATES, EXITING, INTERRUPTED, Resume, Run, RunSnapshot
+from ...messages import LabError
+from ..store import keys
+from ..runs.recipe import RunPlan
+from .waiting import Estimate, Pace, Progress, SpeedBook, WaitingRun, estimate
+from ..runs.run import ACTIVE_STATES, ENDED_STATES, EXITING, INTERRUPTED, Resume, Run, RunSnapshot
 
 if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (Home does, before it loads)
-    from ..model import MiniGPT
-    from .run import RunView
-    from .store import Store
-    from .worker import RunSpec
+    from ...model import MiniGPT
+    from ..runs.run import RunView
+    from ..store.database import Store
+    from ..runs.recipe import RunSpec
 
     Builder = Callable[[RunSpec, Resume | None], Run]
 
@@ -527,7 +528,7 @@ class RunRegistry:
         written only once its row is queued (`saved`): the dispatcher may start it meanwhile."""
         if self.store is None or entry.spec is None:
             return
-        from .stored import recipe_of
+        from ..runs.stored import recipe_of
 
         self.store.save_run(entry.run_id, entry.key_hash, recipe_of(entry.spec), entry.spec.text, entry.corpus,
                             line_order=entry.order, start_paused=paused, max_steps=entry.plan.max_steps)
@@ -547,7 +548,7 @@ class RunRegistry:
         (at most every SAVE_EVERY seconds a run, and at once when its state changed)."""
         if self.store is None or EXITING.is_set():
             return
-        from .stored import StoredRun
+        from ..runs.stored import StoredRun
 
         now = self._clock()
         with self._lock:
@@ -571,7 +572,7 @@ class RunRegistry:
     def _save_entry(self, entry: RunEntry, now: float, force: bool = False) -> None:
         """One run's news since the store last had it (the dispatcher's look, or a checkpoint's sink
         just before the checkpoint: a checkpoint never reaches the store ahead of the steps it holds)."""
-        from .stored import error_json
+        from ..runs.stored import error_json
 
         with self._save_lock:
             if entry.saved is None or EXITING.is_set():  # no row queued yet (submit writes it); the server exits
@@ -600,7 +601,7 @@ class RunRegistry:
         """The runs that were waiting in line when the last process stopped, back in line in their order."""
         if self.builder is None:
             return
-        from .stored import plan_of, spec_of
+        from ..runs.stored import plan_of, spec_of
 
         now = self._clock()
         for row in self.store.waiting_runs():
@@ -629,7 +630,7 @@ class RunRegistry:
                 with self._lock:
                     _remember(self._missing, run_id, None)
             return None
-        from .stored import StoredRun
+        from ..runs.stored import StoredRun
 
         run = StoredRun(row, self.store)
         entry = RunEntry(run, "", row.corpus_label, run.spec.probe_text or "", self._clock(), self.facts(run.spec),
@@ -649,7 +650,7 @@ class RunRegistry:
     def _resume_stored(self, entry: RunEntry) -> None:
         """An interrupted run's owner resumes it: it joins the line, to train on from its newest
         checkpoint (from step 0 where it has none), its history kept up to there."""
-        from .run import Resume
+        from ..runs.run import Resume
 
         stored = entry.run
         step, files, history, evals = stored.resume_from()
@@ -746,7 +747,7 @@ class RunRegistry:
 
 
 def _is_stored(run) -> bool:
-    from .stored import StoredRun
+    from ..runs.stored import StoredRun
 
     return isinstance(run, StoredRun)
 
@@ -760,7 +761,7 @@ def _remember(memory: OrderedDict, key: str, value: str) -> None:
 def _small_form(run: Run, kept_bytes: int):
     """A run's KeptRun, at most a share of the memory for kept runs (older time-lapse frames thinned),
     or None where its weights cannot be had now."""
-    from .kept import KEPT_SHARE, KeptRun  # torch: only once a run has trained
+    from ..runs.kept import KEPT_SHARE, KeptRun  # torch: only once a run has trained
 
     try:
         return KeptRun(run, max_bytes=kept_bytes // KEPT_SHARE)

@@ -29,63 +29,35 @@ import contextlib
 import gc
 import importlib.machinery
 import itertools
-import json
 import multiprocessing
-import pickle
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-import safetensors.torch
 import torch
 
-from ..checkpoint import CONFIG_NAME, load_files
-from ..config import GPTConfig, TrainConfig
-from ..lab.tasks import task_for_corpus, training_hooks
-from ..messages import Message
-from ..model import MiniGPT
-from ..tokenizer import CharTokenizer
-from ..train import Trainer, build_model, validation_windows
-from .run import WEIGHTS_TIMEOUT, CheckpointSink, RemoteRun, Resume
-from .runner import (
-    BEST_WEIGHTS_NAME,
+from ...config import GPTConfig, TrainConfig
+from ...messages import Message
+from ...model import MiniGPT
+from ...tokenizer import CharTokenizer
+from .recipe import RunSpec, resume_spec
+from .remote import (WEIGHTS_TIMEOUT, RemoteRun, TrainerView, build_training_run, do_command, portable, status_of)
+from .run import CheckpointSink, Resume
+from .thread import (
     EvalRecord,
-    RunSnapshot,
     TrainingRun,
-    _register,
+    register,
     keep_freed_memory,
     name_os_thread,
 )
 
-CHILD_NICE = 19          # the training thread's niceness; the thread that answers the server keeps the server's
 CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
 OOM_SCORE_ADJ = 1000     # the out-of-memory killer's first choice is a training child, not the server
-PRELOAD = ["minigpt.serve.preload"]  # what the fork server imports once: this module, torch, and a warm-up
+PRELOAD = ["minigpt.serve.runs.preload"]  # what the fork server imports once: this module, torch, and a warm-up
 _CONTEXT: multiprocessing.context.BaseContext | None = None
 _CONTEXT_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything a child needs to build its Trainer: plain, picklable values."""
-
-    run_id: str
-    model: GPTConfig              # validated, with the tokenizer's vocab_size
-    train: TrainConfig            # validated, with the device
-    chars: tuple[str, ...]        # the tokenizer's vocabulary
-    text: str
-    corpus_key: str | None = None  # a task's corpus trains with the task's hooks (minigpt.lab.tasks)
-    probe_text: str | None = None
-    sample_prompt: str = ""
-    sample_chars: int = 80
-    log_interval: int = 10
-    nice: int = CHILD_NICE
-    threads: int = 1  # intra-op threads: the server's CPUs shared among its slots (capacity.threads_per_run)
-    resume: dict[str, bytes] | None = field(default=None, repr=False)  # a checkpoint's files to go on from
 
 
 def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool = True) -> ProcessRun | TrainingRun:
@@ -97,16 +69,7 @@ def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool =
     history, evals = (resume.history, resume.evals) if resume is not None else ((), ())
     if in_process:
         return ProcessRun(spec, history=history, evals=evals)
-    return _build(spec, history, evals)
-
-
-def resume_spec(spec: RunSpec, files: dict[str, bytes] | None) -> RunSpec:
-    """`spec` to go on from a checkpoint's `files` (None: from step 0), with the thread count it was
-    saved with: the same losses need the same count."""
-    if files is None:
-        return replace(spec, resume=None)
-    meta = json.loads(files[CONFIG_NAME])["meta"]
-    return replace(spec, resume=files, threads=int(meta.get("threads") or spec.threads))
+    return build_training_run(spec, history, evals)
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -195,7 +158,7 @@ class ProcessRun(RemoteRun):
                                           name=f"minigpt-run-{spec.run_id}", daemon=True)
         self._receiver.start()
         self._finalizer = weakref.finalize(self, _shut_down, self._process, self._conn)
-        _register(self)
+        register(self)
 
     # -- control -----------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
@@ -306,7 +269,6 @@ class ProcessRun(RemoteRun):
             self._lock.notify_all()
 
 
-
 def _receive(ref: "weakref.ref[ProcessRun]", conn, process: multiprocessing.process.BaseProcess) -> None:
     """The server's end of the pipe, on a thread of its own: the child's news and answers until the
     child ends (then it reaps it and tells the run), or until nobody keeps the run any more."""
@@ -331,38 +293,6 @@ def _receive(ref: "weakref.ref[ProcessRun]", conn, process: multiprocessing.proc
         run._ended(process.exitcode)
 
 
-class TrainerView:
-    """What a page reads from `run.trainer` (the configs, the tokenizer, step, best validation loss),
-    answered in the server; the validation windows are drawn here the way the Trainer draws them."""
-
-    def __init__(self, run: ProcessRun, spec: RunSpec):
-        self._run, self._spec = run, spec
-        self.tokenizer = CharTokenizer(spec.chars)
-        facts = run._status
-        self.cfg, self.model_config = facts["cfg"], facts["model_config"]
-        self.model_params, self.corpus_chars = facts["model_params"], len(spec.text)
-        self.device = torch.device(facts["device"])
-        self._val_windows, self._released = None, False
-
-    def __getattr__(self, name: str) -> Any:  # step, elapsed, stopped_early, best_val, last_val_loss
-        if name in ("step", "elapsed", "stopped_early", "best_val", "last_val_loss"):
-            return self._run._facts()[name]
-        raise AttributeError(name)
-
-    @property
-    def val_windows(self):
-        if self._released:
-            return None
-        if self._val_windows is None:
-            task = task_for_corpus(self._spec.corpus_key)
-            ids = torch.tensor(self.tokenizer.encode(self._spec.text), dtype=torch.long)
-            self._val_windows = validation_windows(ids, self.cfg, task.line_length if task else 1)
-        return self._val_windows
-
-    def release(self) -> None:
-        self._val_windows, self._released = None, True
-
-
 def _shut_down(process: multiprocessing.process.BaseProcess, conn) -> None:
     """End a child whose ProcessRun is closed or collected: asked to close, killed if it does not."""
     if process.exitcode is None:
@@ -385,15 +315,15 @@ def _child_main(spec: RunSpec, conn) -> None:
     torch.set_num_threads(spec.threads)  # its share of the CPUs: runs in every slot never oversubscribe the cores
     keep_freed_memory()  # it trains and does little else: each step reuses what the last one freed
     try:
-        run = _build(spec)
+        run = build_training_run(spec)
     except Exception as err:
-        conn.send(("failed", _portable(err)))
+        conn.send(("failed", portable(err)))
         return
     sender = _Sender(conn, run)
     run._on_update = sender.update
     trainer = run.trainer
     conn.send(("ready", {"cfg": trainer.cfg, "model_config": trainer.model_config, "model_params": trainer.model_params,
-                         "device": str(trainer.device), **_status(run)}))
+                         "device": str(trainer.device), **status_of(run)}))
     try:
         while True:
             try:
@@ -401,7 +331,7 @@ def _child_main(spec: RunSpec, conn) -> None:
             except (EOFError, OSError):  # the server has gone
                 break
             try:
-                answer = _do(run, op, args, sender)
+                answer = do_command(run, op, args, sender)
             except Exception:  # a command that fails (weights asked of a closed run) is answered with nothing
                 answer = None
             sender.update(done=number)
@@ -411,28 +341,6 @@ def _child_main(spec: RunSpec, conn) -> None:
     finally:
         run.stop(timeout=None)
         conn.close()
-
-
-def _do(run: TrainingRun, op: str, args: list, sender: _Sender) -> Any:
-    """One command from the server, done in the child; what it answers."""
-    if op == "start":  # (paused, wants checkpoints)
-        run.on_checkpoint = sender.checkpoint if args[1] else None
-        run.start(paused=args[0])
-    elif op == "steps":
-        run.run_steps(args[0])
-    elif op == "pause":
-        run.pause()
-    elif op == "stop":
-        run.stop(timeout=None)
-    elif op == "weights":
-        return {"model": _numpy(_state_dict(run))}
-    elif op == "checkpoint":
-        parts = run.checkpoint_parts()
-        return {"model": _numpy(parts["model"].state_dict()), "optimizer_state": _numpy(parts["optimizer_state"]),
-                "trainer_state": parts["trainer_state"], "val_loss": parts["val_loss"]}
-    elif op == "close":
-        run.close(timeout=None)
-    return None
 
 
 def warm_up() -> None:
@@ -450,7 +358,7 @@ def warm_up() -> None:
                         device="cpu").validate(model)
     # nice=0: the fork server forks no child until this returns, so the first run waits on it; at 19
     # beside a busy server it would get almost no CPU
-    run = _build(RunSpec("warm-up", model, train, tuple(tokenizer.chars), text, probe_text=text[:16],
+    run = build_training_run(RunSpec("warm-up", model, train, tuple(tokenizer.chars), text, probe_text=text[:16],
                          sample_prompt=text[:1], sample_chars=4, nice=0))
     ended = threading.Event()
     run._on_update = lambda ending: ending and ended.set()
@@ -464,27 +372,6 @@ def warm_up() -> None:
     if failed:
         raise RuntimeError(f"the fork server's warm-up run did not finish: {error}")
     gc.collect()  # the warm-up run's cycles go now: each child's gc.freeze() would keep them for good
-
-
-def _build(spec: RunSpec, history: list = (), evals: list[EvalRecord] = ()) -> TrainingRun:
-    """The run's TrainingRun: a new model from its seed, or the checkpoint in spec.resume (weights,
-    optimizer, step and random state, and the best weights where it stops early)."""
-    tokenizer = CharTokenizer(spec.chars)
-    if spec.resume is None:
-        model = build_model(spec.model, spec.train.seed, spec.train.device)
-    else:
-        checkpoint = load_files(spec.resume, device=spec.train.device, with_optimizer=True,
-                                source=Message("run {run}'s checkpoint", run=spec.run_id))
-        model = checkpoint.model.train()
-    trainer = Trainer(model, tokenizer, spec.text, spec.train, log_interval=spec.log_interval,
-                      **training_hooks(task_for_corpus(spec.corpus_key)))
-    if spec.resume is not None:
-        trainer.load_state_dict(checkpoint.meta["trainer_state"], checkpoint.optimizer_state)
-        if BEST_WEIGHTS_NAME in spec.resume:
-            trainer.best_weights = safetensors.torch.load(spec.resume[BEST_WEIGHTS_NAME])
-    return TrainingRun(trainer, probe_text=spec.probe_text, sample_prompt=spec.sample_prompt,
-                       sample_chars=spec.sample_chars, run_id=spec.run_id, nice=spec.nice, history=history,
-                       evals=evals)
 
 
 class _Sender:
@@ -504,7 +391,7 @@ class _Sender:
             snap = self.run.snapshot()
             history, evals = snap.history[self.history:], snap.evals[self.evals:]
             self.history, self.evals = len(snap.history), len(snap.evals)
-            status = _status(self.run, snap)
+            status = status_of(self.run, snap)
             status.update(done=self.done, alive=status["alive"] and not ending)
             self._send(("update", history, evals, status))
 
@@ -523,44 +410,3 @@ class _Sender:
             pass  # the server has gone; the command loop ends on its own
 
 
-def _status(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
-    snap = snap or run.snapshot()
-    trainer = run.trainer
-    return {"state": snap.state, "step": snap.step, "elapsed": snap.elapsed, "stopped_early": snap.stopped_early,
-            "error": _portable(snap.error) if snap.error is not None else None, "alive": run.is_alive(),
-            "best_val": trainer.best_val, "last_val_loss": trainer.last_val_loss}
-
-
-def _state_dict(run: TrainingRun) -> dict:
-    with run.lock:
-        return {k: v.detach().cpu().clone() for k, v in run.trainer.model.state_dict().items()}
-
-
-def _portable(error: Any) -> Any:
-    """An error as the server can unpickle it: itself where it can, else its words."""
-    try:
-        pickle.loads(pickle.dumps(error))
-        return error
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-
-
-def _numpy(value: Any) -> Any:
-    """Tensors as numpy arrays, through dicts, lists and tuples: what a pipe carries by value."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if isinstance(value, dict):
-        return {k: _numpy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_numpy(v) for v in value)
-    return value
-
-
-def _torch(value: Any) -> Any:
-    if isinstance(value, np.ndarray):  # one read from Ray's object store is read-only: torch gets a copy
-        return torch.from_numpy(value if value.flags.writeable else value.copy())
-    if isinstance(value, dict):
-        return {k: _torch(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_torch(v) for v in value)
-    return value

@@ -22,76 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .run import RunSnapshot
+from ..runs.recipe import PlannedTrainer, RunPlan, work_per_step
+from ..runs.run import RunSnapshot
 
 if TYPE_CHECKING:
-    from ..config import GPTConfig, TrainConfig
-    from ..model import MiniGPT
-    from ..tokenizer import CharTokenizer
-    from .run import Run
+    from ...model import MiniGPT
+    from ..runs.run import Run
 
 MIN_STEPS_MEASURED = 10  # a training run's own pace counts once it has trained this many steps
 WHOLE_RUNS = 5           # whole runs of a shape whose median pace the estimates use
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What a run will train, known before it is built: validated configs, the tokenizer, the corpus."""
-
-    model: GPTConfig              # with the tokenizer's vocab_size
-    train: TrainConfig            # with the device
-    tokenizer: CharTokenizer
-    text: str
-    corpus_key: str | None = None  # a task's corpus measures validation on whole lines (minigpt.lab.tasks)
-
-    @property
-    def shape(self) -> tuple:
-        """Runs of one shape train at one pace on one server: what the SpeedBook files a pace under."""
-        return self.model.num_params(), self.train.batch_size, self.train.block_size, str(self.train.device)
-
-    @property
-    def max_steps(self) -> int:
-        return self.train.max_steps
-
-
-def work_per_step(shape: tuple) -> float:
-    """A step's work, to scale a pace measured on one shape to another: parameters × tokens."""
-    params, batch_size, block_size, _device = shape
-    return float(params * batch_size * block_size)
-
-
-class PlannedTrainer:
-    """`run.trainer` for a run that has not trained yet (run.TrainerFacts), from its plan alone."""
-
-    def __init__(self, plan: RunPlan):
-        self._plan = plan
-        self.cfg, self.model_config, self.tokenizer = plan.train, plan.model, plan.tokenizer
-        self.model_params, self.corpus_chars = plan.model.num_params(), len(plan.text)
-        self.step, self.elapsed, self.stopped_early = 0, 0.0, False
-        self.last_val_loss: float | None = None
-        self.best_val: tuple[int, float] | None = None
-        self._val_windows = None
-        self._lock = threading.Lock()
-
-    @property
-    def val_windows(self):
-        """The windows the run will measure its validation loss on, drawn as its Trainer will draw them."""
-        with self._lock:
-            if self._val_windows is None:
-                self._val_windows = corpus_val_windows(self._plan)
-            return self._val_windows
-
-
-def corpus_val_windows(plan: RunPlan):
-    """minigpt.train.validation_windows for a plan (a task's corpus: whole lines), as the Trainer draws them."""
-    import torch
-
-    from ..lab.tasks import task_for_corpus
-    from ..train import validation_windows
-
-    task = task_for_corpus(plan.corpus_key)
-    ids = torch.tensor(plan.tokenizer.encode(plan.text), dtype=torch.long)
-    return validation_windows(ids, plan.train, task.line_length if task else 1)
 
 
 class WaitingRun:
@@ -124,7 +63,7 @@ class WaitingRun:
 
     def inference_model(self) -> MiniGPT:
         """The model the run will start from: its initial weights, from its seed."""
-        from ..train import build_model
+        from ...train import build_model
 
         return build_model(self.plan.model, self.plan.train.seed, self.plan.train.device).eval()
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..config import GPTConfig, TrainConfig
-from ..messages import LabError, Message
-from .run import INTERRUPTED, RunSnapshot
+from ...config import GPTConfig, TrainConfig
+from ...messages import LabError, Message
+from .run import INTERRUPTED, RunSnapshot, steady_speed
 
 if TYPE_CHECKING:
-    from ..model import MiniGPT
-    from .line import RunPlan
-    from .store import Store, StoredRunRow
-    from .worker import RunSpec
+    from ...model import MiniGPT
+    from .recipe import RunPlan
+    from ..store.database import Store, StoredRunRow
+    from .recipe import RunSpec
 
 SETTLED_STATES = ("finished", "stopped", "error")  # a stored run in one of these comes back as it was
 
@@ -38,7 +38,7 @@ def recipe_of(spec: RunSpec) -> dict:
 
 
 def spec_of(run_id: str, recipe: dict, text: str) -> RunSpec:
-    from .worker import RunSpec
+    from .recipe import RunSpec
 
     return RunSpec(run_id, GPTConfig.from_dict(recipe["model"]), TrainConfig.from_dict(recipe["train"]),
                    tuple(recipe["chars"]), text, recipe.get("corpus_key"), recipe.get("probe_text"),
@@ -47,8 +47,8 @@ def spec_of(run_id: str, recipe: dict, text: str) -> RunSpec:
 
 
 def plan_of(spec: RunSpec) -> RunPlan:
-    from ..tokenizer import CharTokenizer
-    from .line import RunPlan
+    from ...tokenizer import CharTokenizer
+    from .recipe import RunPlan
 
     return RunPlan(spec.model, spec.train, CharTokenizer(spec.chars), spec.text, spec.corpus_key)
 
@@ -76,7 +76,7 @@ def error_from_json(data: dict | None) -> Message | None:
 def stored_facts(row: StoredRunRow, plan: RunPlan):
     """`run.trainer` of a stored run (run.TrainerFacts): its plan's facts (line.PlannedTrainer, which
     draws the validation windows when asked), at the step, time and losses it had logged."""
-    from .line import PlannedTrainer
+    from .recipe import PlannedTrainer
 
     facts = PlannedTrainer(plan)
     facts.step, facts.elapsed, facts.stopped_early = row.step, row.elapsed, row.stopped_early
@@ -107,8 +107,6 @@ class StoredRun:
         return False
 
     def snapshot(self) -> RunSnapshot:
-        from .runner import steady_speed
-
         row = self._row
         return RunSnapshot(run_id=row.run_id, state=self.state, step=row.step, max_steps=self.spec.train.max_steps,
                            history=list(row.history), evals=list(row.evals),
@@ -124,7 +122,7 @@ class StoredRun:
         return found
 
     def inference_model(self) -> MiniGPT:
-        from ..checkpoint import load_files
+        from ...checkpoint import load_files
 
         _step, files = self.checkpoint()
         return load_files(files, device=self.spec.train.device,
@@ -133,7 +131,7 @@ class StoredRun:
     def checkpoint_parts(self) -> dict:
         """What save_pretrained needs (a download); no optimizer state, as a kept run's: a stored run is
         resumed by the registry, from the store's own checkpoint."""
-        from ..checkpoint import load_files
+        from ...checkpoint import load_files
 
         step, files = self.checkpoint()
         checkpoint = load_files(files, source=Message("run {run}'s checkpoint", run=self.run_id))

@@ -16,6 +16,7 @@ tests/minigpt/serve/test_run_interface.py is the one suite every implementation 
 """
 from __future__ import annotations
 
+import statistics
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # annotations only: a run's snapshot is read on Home, before torch has loaded
     import numpy as np
 
-    from ..config import GPTConfig, TrainConfig
-    from ..messages import Message
-    from ..model import MiniGPT
-    from ..tokenizer import CharTokenizer
-    from ..train import TrainEvent
+    from ...config import GPTConfig, TrainConfig
+    from ...messages import Message
+    from ...model import MiniGPT
+    from ...tokenizer import CharTokenizer
+    from ...train import TrainEvent
 
 ACTIVE_STATES = ("running", "paused")      # a run in one of these holds a training slot
 ENDED_STATES = ("finished", "stopped", "error")  # a run in one of these trains no more: it can be kept small
@@ -147,58 +148,12 @@ class Run(RunView, Protocol):
     def stop(self, timeout: float | None = 5.0) -> None: ...
 
 
-WEIGHTS_TIMEOUT = 60.0  # seconds a page waits for the weights of a run that trains out of this process
+SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 
 
-class RemoteRun:
-    """The reading half of a run that trains out of this process (worker.ProcessRun in a child,
-    cluster.RayRun in a Ray actor), answered from the server's copy of what its trainer sent.
 
-    A subclass keeps `_lock` (a Condition), `_state`, `_status` (the trainer's last status: step,
-    elapsed, error, stopped_early...), `_history`, `_evals`, `spec` and `trainer`, and answers
-    `_answer(op)`: the trainer's answer to "weights" or "checkpoint" (numpy arrays), None where it
-    has gone or did not answer in WEIGHTS_TIMEOUT."""
-
-    _notice: Message | None = None
-    _where = "training process"  # what the run's weights could not be read from, in an error
-
-    @property
-    def state(self) -> str:
-        with self._lock:
-            return self._state
-
-    def snapshot(self) -> RunSnapshot:
-        from .runner import steady_speed
-
-        with self._lock:
-            status = self._status
-            return RunSnapshot(
-                run_id=self.run_id, state=self._state, step=status["step"], max_steps=self.spec.train.max_steps,
-                history=list(self._history), evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
-                elapsed=status["elapsed"], error=status["error"], stopped_early=status["stopped_early"],
-                notice=self._notice)
-
-    def checkpoint_parts(self) -> dict:
-        from .worker import _torch
-
-        model, parts = self._weights("checkpoint")
-        return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
-                "optimizer_state": _torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
-                "val_loss": parts["val_loss"]}
-
-    def _weights(self, op: str) -> tuple[MiniGPT, dict]:
-        """The trainer's answer to `op`, its weights loaded into a model here."""
-        from ..model import MiniGPT
-        from .worker import _torch
-
-        answer = self._answer(op)
-        if answer is None:
-            raise RuntimeError(f"run {self.run_id}'s {self._where} has ended or did not answer in {WEIGHTS_TIMEOUT} s, "
-                               "so its weights cannot be read")
-        model = MiniGPT(self.trainer.model_config)
-        model.load_state_dict(_torch(answer["model"]))
-        return model, answer
-
-    def _facts(self) -> dict:  # what worker.TrainerView reads: step, elapsed, best_val...
-        with self._lock:
-            return self._status
+def steady_speed(history: list[TrainEvent], window: int = SPEED_WINDOW) -> float:
+    """The tokens per second a learner is shown: the median of the last `window` logged intervals,
+    which a single slow interval (an evaluation, a busy moment) does not move; 0 before the first."""
+    speeds = [e.tokens_per_sec for e in history[-window:] if e.step > 0]
+    return statistics.median(speeds) if speeds else 0.0

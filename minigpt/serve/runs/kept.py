@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..model import MiniGPT
+from ...model import MiniGPT
 from .run import RunSnapshot, RunView
 
 if TYPE_CHECKING:
-    from ..config import GPTConfig, TrainConfig
-    from ..tokenizer import CharTokenizer
+    from ...config import GPTConfig, TrainConfig
+    from ...tokenizer import CharTokenizer
 
 KEPT_SHARE = 40    # a run kept small holds at most this share of the memory for kept runs: a class of 40 fits
 EVENT_BYTES = 200  # a TrainEvent: a dataclass of a dozen floats and ints, as sys.getsizeof counts it, rounded up

@@ -9,7 +9,7 @@ joins its training thread whatever happens, so the fork server still forks with 
 import sys
 import traceback
 
-from .worker import warm_up
+from .process import warm_up
 
 try:
     warm_up()

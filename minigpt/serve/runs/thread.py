@@ -29,7 +29,6 @@ import contextlib
 import copy
 import ctypes
 import os
-import statistics
 import sys
 import threading
 import uuid
@@ -40,19 +39,18 @@ import numpy as np
 import safetensors.torch
 import torch
 
-from ..checkpoint import checkpoint_files
-from ..messages import Message
-from ..model import MiniGPT
-from ..sample import Sampling, generate
-from ..train import Trainer, TrainEvent
-from .run import EXITING, CheckpointSink, EvalRecord, RunSnapshot
+from ...checkpoint import checkpoint_files
+from ...messages import Message
+from ...model import MiniGPT
+from ...sample import Sampling, generate
+from ...train import Trainer, TrainEvent
+from .run import EXITING, CheckpointSink, EvalRecord, RunSnapshot, steady_speed
 
 THREAD_NAME = "minigpt-trainer"
 PR_SET_NAME = 15  # <linux/prctl.h>
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
 HEAP_BLOCK_LIMIT = 32 * 2**20  # glibc's largest M_MMAP_THRESHOLD on 64 bits: larger blocks are mapped one by one
 HEAP_KEPT_BYTES = 2**30  # free memory a training process keeps between steps: more than any step of a run here frees
-SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation
 BEST_WEIGHTS_NAME = "best.safetensors"  # in a run's checkpoint: the best weights so far, where it stops early
 _ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
@@ -89,7 +87,7 @@ class TrainingRun:
         self._history: list[TrainEvent] = list(history)
         self._evals: list[EvalRecord] = list(evals)
         self._release_on_exit = False  # closed while a step was in flight: the thread frees the trainer
-        _register(self)
+        register(self)
 
     # -- control -----------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
@@ -319,13 +317,6 @@ class TrainingRun:
         return text, attention
 
 
-def steady_speed(history: list[TrainEvent], window: int = SPEED_WINDOW) -> float:
-    """The tokens per second a learner is shown: the median of the last `window` logged intervals,
-    which a single slow interval (an evaluation, a busy moment) does not move; 0 before the first."""
-    speeds = [e.tokens_per_sec for e in history[-window:] if e.step > 0]
-    return statistics.median(speeds) if speeds else 0.0
-
-
 def _describe_failure(err: Exception, step: int) -> Exception | Message:
     """What a learner reads when the training thread fails: the error, and what to try for
     running out of memory (a TrainingDiverged message already carries its advice)."""
@@ -336,7 +327,7 @@ def _describe_failure(err: Exception, step: int) -> Exception | Message:
     return err
 
 
-def _register(run: "TrainingRun") -> None:
+def register(run: "TrainingRun") -> None:
     global _ATEXIT_REGISTERED
     if not _ATEXIT_REGISTERED:
         atexit.register(_exit)

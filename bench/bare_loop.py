@@ -121,7 +121,6 @@ def app_run_with_store(corpus: str, steps: int) -> dict:
     clocks."""
     import tempfile
 
-    from minigpt.serve.runs.recipe import RunPlan
     from minigpt.serve.line.registry import RunRegistry
     from minigpt.serve.store.database import Store
     from minigpt.serve.runs.process import build_run, start_fork_server
@@ -135,8 +134,7 @@ def app_run_with_store(corpus: str, steps: int) -> dict:
     registry = RunRegistry(max_runs=1, store=store, builder=lambda spec, resume: build_run(spec, resume))
     spec = RunSpec("", model, train, tuple(tokenizer.chars), text, corpus, probe, prompt, SAMPLE_CHARS,
                    nice=CHILD_NICE, threads=1)
-    entry = registry.submit(lambda run_id: build_run(replace(spec, run_id=run_id)),
-                            RunPlan(model, train, tokenizer, text, corpus), corpus=corpus, probe=probe, spec=spec)
+    entry = registry.submit(spec, corpus=corpus)
     run = entry.run  # a free slot: built, and told to start, on this thread, in submit
     child = run._process.pid
     started, cpu = time.perf_counter(), time.process_time() + process_cpu(child)

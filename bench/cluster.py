@@ -72,15 +72,12 @@ def one_run(where: str, steps: int, cluster) -> dict:
 
 def a_class(where: str, learners: int, steps: int, cluster) -> float:
     """Seconds from `learners` Starts at once until every run has finished, through the registry's line."""
-    from minigpt.serve.runs.recipe import RunPlan
     from minigpt.serve.line.registry import RunRegistry
 
     registry = RunRegistry(max_runs=cluster.slots() if where == "ray" else 2, max_waiting=learners)
     text, tokenizer, model, train = settings(CORPUS, steps)
-    plan = RunPlan(model, train, tokenizer, text, CORPUS)
     started = time.perf_counter()
-    entries = [registry.submit(lambda run_id: build(where, spec(run_id, steps), cluster), plan, corpus=CORPUS,
-                               probe="") for _ in range(learners)]
+    entries = [registry.submit(spec("", steps), corpus=CORPUS, build=lambda run_id: build(where, spec(run_id, steps), cluster)) for _ in range(learners)]
     while any(entry.run.state not in ("finished", "error", "stopped") for entry in entries):
         time.sleep(0.05)
     seconds = time.perf_counter() - started

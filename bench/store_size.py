@@ -26,7 +26,6 @@ from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, prob
 from minigpt.corpus import load_corpus
 from minigpt.lab.run_records import RunRecord, RunShelf
 from minigpt.serve.classes.board import Classes
-from minigpt.serve.runs.recipe import RunPlan
 from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.store.database import Store
 from minigpt.serve.runs.process import build_run
@@ -58,9 +57,7 @@ def main() -> None:
     classes, shelf = Classes(store=store), RunShelf(store=store)
     opened = classes.open()
     started = time.perf_counter()
-    entries = [registry.submit(lambda run_id: build_run(dataclasses.replace(spec, run_id=run_id), in_process=False),
-                               RunPlan(model, train, tokenizer, text, DEFAULT_CORPUS), corpus=DEFAULT_CORPUS,
-                               probe=spec.probe_text, spec=spec) for _ in range(args.learners)]
+    entries = [registry.submit(spec, corpus=DEFAULT_CORPUS) for _ in range(args.learners)]
     for n, entry in enumerate(entries):
         classes.post(opened.code, entry, entry.key, f"learner {n}", learner=str(n), corpus=DEFAULT_CORPUS)
         for step in range(1, LESSON_STEPS + 1):

@@ -228,7 +228,7 @@ MUTANTS = {
     "a child that died leaves its run running (worker)": ("minigpt/serve/runs/process.py", [(
         '            if self._state in ("running", "paused", "idle"):\n                self._state = "error"\n',
         '            if False:\n                self._state = "error"\n')]),
-    "the child trains at the server's priority (worker)": ("minigpt/serve/runs/remote.py", [(
+    "the child trains at the server's priority (worker)": ("minigpt/serve/runs/trainer_side.py", [(
         "run_id=spec.run_id, nice=spec.nice, history=history", "run_id=spec.run_id, history=history")]),
     "the fork server forks children without its warm-up (worker)": ("minigpt/serve/runs/preload.py", [(
         "    warm_up()\n", "    pass\n")]),
@@ -616,7 +616,7 @@ MUTANTS = {
     "store: a write the database refused once is lost (store)": ("minigpt/serve/store/database.py", [(
         "                    time.sleep(RETRY_SECONDS)\n                    continue",
         "                    item.ok = False\n                    break")]),
-    "store: a resumed run starts again from step 0 (worker)": ("minigpt/serve/runs/remote.py", [(
+    "store: a resumed run starts again from step 0 (worker)": ("minigpt/serve/runs/trainer_side.py", [(
         "        trainer.load_state_dict(checkpoint.meta[\"trainer_state\"], checkpoint.optimizer_state)",
         "        pass")]),
     "store: the checkpoint does not record the thread count (runner)": ("minigpt/serve/runs/thread.py", [(

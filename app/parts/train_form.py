@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from minigpt import EARLY_STOP_PATIENCE, N_, PRESETS, ConfigError, CorpusError, GPTConfig, TrainConfig
-from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.runs.recipe import RunSpec
 
 from app.chrome import fields, url
 from app.chrome.fields import REMEMBERED
@@ -95,7 +95,7 @@ def time_hint(model: GPTConfig, train: TrainConfig) -> str:
         tokenizer, sized, checked = runs.run_configs(corpus, model, train)
     except (ConfigError, CorpusError):
         return ""  # the line under the form says why they cannot train
-    pace = runs.registry().speeds.pace(RunPlan(sized, checked, tokenizer, corpus.text).shape)
+    pace = runs.registry().speeds.pace(RunSpec("", sized, checked, tuple(tokenizer.chars), corpus.text).shape)
     if pace is None:
         return n_("How long {n:,} step takes here is not known yet: no run has trained on this server so far. Once "
                   "yours starts, its time left shows beside it.",

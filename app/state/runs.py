@@ -30,7 +30,6 @@ from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
 from minigpt.lab.tasks import Task, task_for_corpus
 from minigpt.serve.line import registry as registry_module
 from minigpt.serve.host.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
-from minigpt.serve.runs.recipe import RunPlan
 from minigpt.serve.line.registry import NotOwnerError, RunEntry, RunRegistry
 
 from app.chrome import url
@@ -318,10 +317,7 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
     spec = RunSpec("", model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe, prompt, sample_chars,
                    threads=run_threads())
     ss = st.session_state
-    facts = RunFacts(task, corpus.key, unseen_validation_chars(corpus.text, train.val_fraction))
-    plan = RunPlan(model, train, tokenizer, corpus.text, corpus.key)
-    entry = registry().submit(lambda run_id: build_run(replace(spec, run_id=run_id)), plan, corpus=corpus.label,
-                              probe=probe, replace=ss.get(OWN_RUN_KEY), paused=paused, facts=facts, spec=spec)
+    entry = registry().submit(spec, corpus=corpus.label, replace=ss.get(OWN_RUN_KEY), paused=paused)
     ss[OWN_RUN_KEY] = (entry.run_id, entry.key)
     ss.pop(WATCHED_RUN_KEY, None)
     ss[MODEL_SOURCE] = TRAINED

@@ -10,7 +10,7 @@ import streamlit as st
 
 from minigpt import CharTokenizer, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.scaling_race import race_configs, scaling_race
-from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.runs.recipe import RunSpec
 from minigpt.serve.line.registry import HeldSlot, RunLimitError
 from minigpt.viz import race_figure
 
@@ -77,11 +77,11 @@ def settings(d_k: int, layers: int, steps: int, lr: float) -> tuple[CharTokenize
 def join_the_line(d_k: int, layers: int, steps: int, lr: float) -> None:
     """Put this session's race in line for a training slot (in place of its earlier one, if it waits)."""
     tokenizer, config, train = settings(d_k, layers, steps, lr)
-    plan = RunPlan(config, replace(train, max_steps=2 * steps), tokenizer, current_corpus().text)  # two models
+    spec = RunSpec("", config, replace(train, max_steps=2 * steps), tuple(tokenizer.chars), current_corpus().text)  # two models
     ss = st.session_state
     old = ss.get(RACE_TICKET_KEY)
     try:
-        entry = registry().request_slot(plan, replace=old[0] if old else None)
+        entry = registry().request_slot(spec, replace=old[0] if old else None)
     except RunLimitError as err:
         st.warning(md(error_text(err)))
         return

@@ -151,7 +151,7 @@ def test_simultaneous_starts_all_get_a_place_and_never_build_more_runs_than_the_
 
     def click():
         gate.wait()
-        entries.append(registry.submit(build, tiny_plan(), corpus="demo-zh", probe=""))
+        entries.append(registry.submit(tiny_plan(), corpus="demo-zh", build=build))
 
     watcher = threading.Thread(target=watch_threads)
     watcher.start()
@@ -208,8 +208,7 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
         for forged_key in ("not-the-key", "", None):
             with pytest.raises(NotOwnerError):
                 runs.registry().control(run_id, forged_key, action)
-    theirs = runs.registry().submit(lambda new_id: tiny_training_run(), tiny_plan(), corpus="demo-zh", probe="",
-                                    replace=(run_id, "not-the-key"))
+    theirs = runs.registry().submit(tiny_plan(), corpus="demo-zh", build=lambda new_id: tiny_training_run(), replace=(run_id, "not-the-key"))
     assert theirs.run_id != run_id
     assert runs.registry().get(run_id).run.state == "running"  # the owner's run is untouched
     owner.run()

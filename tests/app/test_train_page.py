@@ -439,7 +439,7 @@ def _time_hint(at) -> str:
 
 def test_a_link_for_many_steps_says_before_start_how_long_they_take_on_this_server():
     """Issue 49: a ?train= link with 20,000 steps gave no hint, before Start, of how long they take."""
-    from minigpt.serve.runs.recipe import RunPlan
+    from minigpt.serve.runs.recipe import RunSpec
     from app.state.corpora import builtin_corpus
 
     at = page(home(train="max_steps:20000"), TRAIN.script)
@@ -447,7 +447,7 @@ def test_a_link_for_many_steps_says_before_start_how_long_they_take_on_this_serv
     assert "20,000 steps" in hint and "not known yet" in hint and not re.search(r"\d+ (h|min|s)\b", hint)
     model, train = train_settings.from_param("max_steps:20000")  # the session's form, on the default corpus
     tokenizer, sized, checked = runs.run_configs(builtin_corpus(minigpt.DEFAULT_CORPUS), model, train)
-    shape = RunPlan(sized, checked, tokenizer, "").shape
+    shape = RunSpec("", sized, checked, tuple(tokenizer.chars), "").shape
     speeds = runs.registry().speeds
     speeds.training((shape[0] * 2, *shape[1:]), 100, 40.0)  # a run twice the size trains at 2.5 steps/s
     assert "about 1 h 06 min" in _time_hint(at.run()) and "rough" in _time_hint(at)  # scaled: 5 steps/s

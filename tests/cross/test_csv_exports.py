@@ -66,7 +66,7 @@ def registry():
 
 
 def finished(registry: RunRegistry, corpus: str):
-    entry = registry.submit(lambda run_id: _build(run_id), tiny_plan(), corpus=corpus, probe="the")
+    entry = registry.submit(tiny_plan(), corpus=corpus, build=lambda run_id: _build(run_id))
     wait_until(lambda: entry.run.state == "finished", "the run to finish")
     return entry
 

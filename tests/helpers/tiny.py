@@ -30,11 +30,11 @@ def tiny_lm(seed: int = 0, **overrides) -> tuple[MiniGPT, CharTokenizer]:
 
 
 def tiny_plan(max_steps: int = 20, batch_size: int = 4, block_size: int = 8, **overrides):
-    """What a tiny run over TEXT will train, as the registry's line reads it (minigpt.serve.line.waiting.RunPlan)."""
+    """What a tiny run over TEXT will train, as the registry's line reads it (minigpt.serve.runs.recipe.RunSpec)."""
     from minigpt import TrainConfig
-    from minigpt.serve.runs.recipe import RunPlan
+    from minigpt.serve.runs.recipe import RunSpec
 
     tok = tiny_tokenizer()
     model = tiny_config(vocab_size=tok.vocab_size, **overrides).validate()
     train = TrainConfig(batch_size=batch_size, block_size=block_size, max_steps=max_steps).validate(model)
-    return RunPlan(model, train, tok, TEXT)
+    return RunSpec("", model, train, tuple(tok.chars), TEXT)

@@ -16,6 +16,7 @@ in their order. Rebuilding a run is the caller's (`builder`: where it trains is 
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import secrets
@@ -23,12 +24,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...messages import LabError
 from ..store import keys
-from ..runs.recipe import RunPlan
+from ..runs.recipe import RunSpec
 from .waiting import Estimate, Pace, Progress, SpeedBook, WaitingRun, estimate
 from ..runs.run import ACTIVE_STATES, ENDED_STATES, EXITING, INTERRUPTED, Resume, Run, RunSnapshot
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (
     from ...model import MiniGPT
     from ..runs.run import RunView
     from ..store.database import Store
-    from ..runs.recipe import RunSpec
 
     Builder = Callable[[RunSpec, Resume | None], Run]
 
@@ -70,13 +70,13 @@ class RunEntry:
     probe_text: str
     last_seen: float                      # on the registry's clock: when the owner last showed a sign of life
     facts: Any = None                     # what the caller keeps with the run for its pages (a corpus's task, say)
-    plan: RunPlan | None = field(default=None, repr=False)  # what it trains: its shape's pace, its steps
+    spec: RunSpec = field(default=None, repr=False)  # what it trains (its shape's pace, its steps), and what rebuilds it
     order: int = 0                        # its place in the line: lower goes first; a replacement keeps it
     started: float = 0.0                  # when its slot was granted
     last_steered: float = 0.0             # when it started, or its owner last pressed a button for it
     stopped_for_line: bool = False        # paused longer than the registry's grace while others waited
     key_hash: bytes = field(default=b"", repr=False)  # keys.hashed(key): what is compared, and stored
-    spec: RunSpec | None = field(default=None, repr=False)  # what rebuilds it (the store keeps it as its recipe)
+    lasting: bool = False  # the store keeps it (its spec as its recipe): the registry rebuilds it after a restart
     saved: tuple | None = field(default=None, repr=False)  # events, evaluations, state, step the store has (None: no row yet)
     saved_at: float = field(default=float("-inf"), repr=False)
     seen_saved: float = field(default=float("-inf"), repr=False)
@@ -127,8 +127,8 @@ class HeldSlot:
     given back (RunRegistry.give_back). Its holder claims it (RunRegistry.claim) when the work begins;
     a slot nobody claims within CLAIM_SECONDS of being granted is freed for the next in line."""
 
-    def __init__(self, run_id: str, plan: RunPlan, granted: float):
-        self.run_id, self.plan, self.granted = run_id, plan, granted
+    def __init__(self, run_id: str, spec: RunSpec, granted: float):
+        self.run_id, self.spec, self.granted = run_id, spec, granted
         self.claimed, self._held = False, True
 
     @property
@@ -139,8 +139,7 @@ class HeldSlot:
         return self._held
 
     def snapshot(self) -> RunSnapshot:
-        return RunSnapshot(run_id=self.run_id, state=self.state, step=0, max_steps=self.plan.max_steps, history=[],
-                           evals=[], tokens_per_sec=0.0, elapsed=0.0)
+        return RunSnapshot.of(self.run_id, self.state, step=0, max_steps=self.spec.max_steps)
 
     def close(self, timeout: float | None = 5.0) -> None:
         self._held = False
@@ -267,22 +266,20 @@ class RunRegistry:
         return standing[1] if standing else None
 
     # -- joining the line ------------------------------------------------------------------------
-    def submit(self, build: Callable[[str], Run], plan: RunPlan, *, corpus: str, probe: str,
-               replace: tuple[str, str] | None = None, paused: bool = False, facts: Any = None,
-               spec: RunSpec | None = None) -> RunEntry:
-        """Put a run in line; `build(run_id)` makes it when its turn comes (paused at step 0 if asked).
-        When a slot is free and nobody waits, it starts now, on the caller's thread. It replaces the
-        caller's own previous run (`replace`: its id and key): a waiting one gives it its place, a
-        training one is released. `spec`: what rebuilds it (its run_id aside), for the store. RunLimitError
-        when the line is full."""
-        run_id = secrets.token_urlsafe(9)
-        now = self._clock()
-        entry = RunEntry(WaitingRun(run_id, plan, build, paused), keys.new_key(), corpus, probe, now,
-                         facts, plan)
-        if spec is not None:
-            from dataclasses import replace as with_values
-
-            entry.spec = with_values(spec, run_id=run_id)
+    def submit(self, spec: RunSpec, *, corpus: str, build: Callable[[str], Run] | None = None,
+               replace: tuple[str, str] | None = None, paused: bool = False) -> RunEntry:
+        """Put the run `spec` describes in line (its run_id is given here); the registry's builder makes
+        it when its turn comes (paused at step 0 if asked), and the store keeps it. `build(run_id)`, where
+        given, makes it instead, and the run lasts as long as this process. When a slot is free and nobody
+        waits, it starts now, on the caller's thread. It replaces the caller's own previous run
+        (`replace`: its id and key): a waiting one gives it its place, a training one is released.
+        RunLimitError when the line is full."""
+        spec = dataclasses.replace(spec, run_id=secrets.token_urlsafe(9))
+        lasting = build is None
+        if build is None:
+            build = self._rebuild(spec, None)
+        entry = RunEntry(WaitingRun(spec.run_id, spec, build, paused), keys.new_key(), corpus, spec.probe_text or "",
+                         self._clock(), self.facts(spec), spec, lasting=lasting)
         self._release_idle()
         with self._lock:
             old = self._entries.get(replace[0]) if replace else None
@@ -305,10 +302,10 @@ class RunRegistry:
         self._nudge()
         return entry
 
-    def request_slot(self, plan: RunPlan, replace: tuple[str, str] | None = None) -> RunEntry:
+    def request_slot(self, spec: RunSpec, replace: tuple[str, str] | None = None) -> RunEntry:
         """Join the line for a slot to train on the caller's own thread: once the entry's run is a
         HeldSlot, claim it (claim) and the slot is the caller's until it gives it back (give_back)."""
-        return self.submit(lambda run_id: HeldSlot(run_id, plan, self._clock()), plan, corpus="", probe="",
+        return self.submit(spec, corpus="", build=lambda run_id: HeldSlot(run_id, spec, self._clock()),
                            replace=replace)
 
     def claim(self, entry: RunEntry) -> bool:
@@ -443,9 +440,8 @@ class RunRegistry:
                 if self._entries.get(entry.run_id) is entry and not EXITING.is_set():
                     entry.run, entry.started = run, self._clock()
                     entry.last_steered = entry.started
-                    entry.plan = replace(entry.plan, text="")  # the corpus stays with the run, not twice
                     if isinstance(run, Run):
-                        if self.store is not None and entry.spec is not None:
+                        if self.store is not None and entry.lasting:
                             run.on_checkpoint = self._checkpoint_sink(entry)
                         run.start(paused=waiting.paused)
                     run = None
@@ -479,11 +475,11 @@ class RunRegistry:
         for entry in live:
             run = entry.run
             trainer = run.trainer
-            self.speeds.training(entry.plan.shape, trainer.step, trainer.elapsed)
+            self.speeds.training(entry.spec.shape, trainer.step, trainer.elapsed)
             if run.state not in ENDED_STATES or run.is_alive():
                 continue
             if run.state == "finished" and entry.run_id not in self._keep_tries:
-                self.speeds.finished(entry.plan.shape, trainer.step, self._clock() - entry.started)
+                self.speeds.finished(entry.spec.shape, trainer.step, self._clock() - entry.started)
             kept = _small_form(run, self.kept_bytes)
             with self._lock:
                 if self._entries.get(entry.run_id) is not entry or entry.run is not run:
@@ -526,12 +522,10 @@ class RunRegistry:
     def _save_new(self, entry: RunEntry, paused: bool) -> None:
         """A run that joined the line: what rebuilds it, its owner key's digest, its place. Its news is
         written only once its row is queued (`saved`): the dispatcher may start it meanwhile."""
-        if self.store is None or entry.spec is None:
+        if self.store is None or not entry.lasting:
             return
-        from ..runs.stored import recipe_of
-
-        self.store.save_run(entry.run_id, entry.key_hash, recipe_of(entry.spec), entry.spec.text, entry.corpus,
-                            line_order=entry.order, start_paused=paused, max_steps=entry.plan.max_steps)
+        self.store.save_run(entry.run_id, entry.key_hash, entry.spec.recipe(), entry.spec.text, entry.corpus,
+                            line_order=entry.order, start_paused=paused, max_steps=entry.spec.max_steps)
         entry.seen_saved = entry.last_seen
         with self._save_lock:
             entry.saved = (0, 0, "waiting", 0)
@@ -552,7 +546,7 @@ class RunRegistry:
 
         now = self._clock()
         with self._lock:
-            entries = [e for e in self._entries.values() if e.spec is not None and not isinstance(e.run, StoredRun)
+            entries = [e for e in self._entries.values() if e.lasting and not isinstance(e.run, StoredRun)
                        and not isinstance(e.run, HeldSlot)]
             forgotten, self._forgotten = self._forgotten, []
         for entry in forgotten:
@@ -601,16 +595,13 @@ class RunRegistry:
         """The runs that were waiting in line when the last process stopped, back in line in their order."""
         if self.builder is None:
             return
-        from ..runs.stored import plan_of, spec_of
-
         now = self._clock()
         for row in self.store.waiting_runs():
-            spec = spec_of(row.run_id, row.recipe, row.text)
-            plan = plan_of(spec)
+            spec = RunSpec.from_recipe(row.run_id, row.recipe, row.text)
             build = self._rebuild(spec, None)
-            entry = RunEntry(WaitingRun(row.run_id, plan, build, row.start_paused), "", row.corpus_label,
-                             spec.probe_text or "", now, self.facts(spec), plan, order=row.line_order,
-                             key_hash=row.owner_key, spec=spec, saved=(0, 0, "waiting", 0))
+            entry = RunEntry(WaitingRun(row.run_id, spec, build, row.start_paused), "", row.corpus_label,
+                             spec.probe_text or "", now, self.facts(spec), spec, order=row.line_order,
+                             key_hash=row.owner_key, lasting=True, saved=(0, 0, "waiting", 0))
             self._entries[entry.run_id] = entry
 
     def _rebuild(self, spec: RunSpec, resume: Resume | None) -> Callable[[str], Run]:
@@ -634,7 +625,7 @@ class RunRegistry:
 
         run = StoredRun(row, self.store)
         entry = RunEntry(run, "", row.corpus_label, run.spec.probe_text or "", self._clock(), self.facts(run.spec),
-                         run.plan, key_hash=row.owner_key, spec=run.spec,
+                         run.spec, key_hash=row.owner_key, lasting=True,
                          saved=(len(row.history), len(row.evals), row.state, row.step))
         with self._lock:
             held = self._entries.get(run_id)
@@ -663,7 +654,7 @@ class RunRegistry:
             if len(waiting) >= self.max_waiting:
                 _line_full(len(waiting), self._estimate_locked(waiting))
             entry.order = next(self._orders)
-            entry.run, entry._model = WaitingRun(entry.run_id, entry.plan, build), None
+            entry.run, entry._model = WaitingRun(entry.run_id, entry.spec, build), None
             entry.saved, entry.saved_at = (len(history), len(evals), "waiting", step), self._clock()
             self._kept.pop(entry.run_id, None)
         self.store.forget_after(entry.run_id, step if files is not None else -1)  # logged again as it trains
@@ -684,18 +675,18 @@ class RunRegistry:
         for entry in self._entries.values():
             run = entry.run
             if isinstance(run, HeldSlot) and run.is_alive():
-                busy.append((Progress(0, run.plan.max_steps, since=now - run.granted), self._pace(entry)))
+                busy.append((Progress(0, run.spec.max_steps, since=now - run.granted), self._pace(entry)))
             elif isinstance(run, WaitingRun) and run.state == "starting":
-                busy.append((Progress(0, entry.plan.max_steps), self._pace(entry)))
+                busy.append((Progress(0, entry.spec.max_steps), self._pace(entry)))
             elif isinstance(run, Run) and entry.is_active():
                 trainer = run.trainer
-                busy.append((Progress(trainer.step, entry.plan.max_steps, trainer.elapsed, since=now - entry.started,
+                busy.append((Progress(trainer.step, entry.spec.max_steps, trainer.elapsed, since=now - entry.started,
                                       paused=run.state == "paused"), self._pace(entry)))
         return estimate(self.max_runs, busy,
-                        [(e.plan.max_steps, self._pace(e), e.run.paused) for e in ahead])
+                        [(e.spec.max_steps, self._pace(e), e.run.paused) for e in ahead])
 
     def _pace(self, entry: RunEntry) -> Pace | None:
-        return self.speeds.pace(entry.plan.shape)
+        return self.speeds.pace(entry.spec.shape)
 
     def _forget_locked(self, entry: RunEntry, successor: RunEntry | None = None, reason: str | None = None) -> None:
         if self._entries.get(entry.run_id) is entry:

@@ -2,7 +2,7 @@
 
 A server trains at most as many runs at once as it has slots; every other Start waits in line,
 first in, first out (the registry keeps the order and starts the head when a slot frees). A
-waiting run is a `WaitingRun`: the `RunPlan` of what it will train, and the function that builds
+waiting run is a `WaitingRun`: the `RunSpec` of what it will train, and the function that builds
 the real run when its turn comes. Pages read it like any run (run.RunView): step 0, state
 "waiting", the untrained model it will start from.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..runs.recipe import PlannedTrainer, RunPlan, work_per_step
+from ..runs.recipe import PlannedTrainer, RunSpec, work_per_step
 from ..runs.run import RunSnapshot
 
 if TYPE_CHECKING:
@@ -34,11 +34,11 @@ WHOLE_RUNS = 5           # whole runs of a shape whose median pace the estimates
 
 
 class WaitingRun:
-    """A run in line: its plan, and `build`, which makes the real run when a slot is its (run.RunView)."""
+    """A run in line: its spec, and `build`, which makes the real run when a slot is its (run.RunView)."""
 
-    def __init__(self, run_id: str, plan: RunPlan, build: Callable[[str], Run], paused: bool = False):
-        self.run_id, self.plan, self.build, self.paused = run_id, plan, build, paused
-        self.trainer = PlannedTrainer(plan)
+    def __init__(self, run_id: str, spec: RunSpec, build: Callable[[str], Run], paused: bool = False):
+        self.run_id, self.spec, self.build, self.paused = run_id, spec, build, paused
+        self.trainer = PlannedTrainer(spec)
         self._state, self._error = "waiting", None
 
     @property
@@ -58,17 +58,16 @@ class WaitingRun:
         return False
 
     def snapshot(self) -> RunSnapshot:
-        return RunSnapshot(run_id=self.run_id, state=self._state, step=0, max_steps=self.plan.max_steps, history=[],
-                           evals=[], tokens_per_sec=0.0, elapsed=0.0, error=self._error)
+        return RunSnapshot.of(self.run_id, self._state, step=0, max_steps=self.spec.max_steps, error=self._error)
 
     def inference_model(self) -> MiniGPT:
         """The model the run will start from: its initial weights, from its seed."""
         from ...train import build_model
 
-        return build_model(self.plan.model, self.plan.train.seed, self.plan.train.device).eval()
+        return build_model(self.spec.model, self.spec.train.seed, self.spec.train.device).eval()
 
     def checkpoint_parts(self) -> dict:
-        return {"model": self.inference_model(), "tokenizer": self.plan.tokenizer, "train_config": self.plan.train,
+        return {"model": self.inference_model(), "tokenizer": self.spec.tokenizer, "train_config": self.spec.train,
                 "optimizer_state": None, "trainer_state": {"step": 0}, "val_loss": None}
 
     def close(self, timeout: float | None = 5.0) -> None:

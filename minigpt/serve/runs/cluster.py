@@ -39,7 +39,7 @@ from typing import Any
 
 from ...messages import LabError, Message
 from .recipe import resume_spec
-from .remote import WEIGHTS_TIMEOUT, RemoteRun, TrainerView, build_training_run, do_command, portable, status_of
+from .remote import WEIGHTS_TIMEOUT, RemoteRun
 from .run import ENDED_STATES, CheckpointSink, EvalRecord, Resume, RunSnapshot
 
 INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
@@ -335,6 +335,8 @@ class RunActor:
         """Build `spec`'s run here (on `device` where it takes a share of a GPU); what `ready` says."""
         import torch
 
+        from .trainer_side import build_training_run, portable
+
         torch.set_num_threads(spec.threads)  # its share of the machine: as on the box, the same losses
         if device is not None:
             spec = replace(spec, train=replace(spec.train, device=device))
@@ -370,6 +372,7 @@ class RunActor:
 
     def command(self, op: str, number: int, *args: Any) -> tuple[Any, dict]:
         """One command from the dashboard: its answer, and the run's status once it is done."""
+        from .trainer_side import do_command
 
         try:
             if op == "start":  # (paused, wants checkpoints)
@@ -409,8 +412,9 @@ class RunActor:
             self.version += 1
             self.changed.notify_all()
 
-    def status_of(self, snap: RunSnapshot | None = None) -> dict:
+    def _status(self, snap: RunSnapshot | None = None) -> dict:
         """The run's status, stamped: a later stamp is a later look (the lock orders the looks)."""
+        from .trainer_side import status_of
 
         with self.changed:
             return dict(status_of(self.run, snap or self.run.snapshot()), done=self.done, stamp=next(self.stamps))
@@ -468,6 +472,8 @@ class RayRun(RemoteRun):
         self._sent = 0               # the last command's number: the actor's state is news once it has done it
         self._generation = 0         # bumped when the run moves to a new actor: answers from the old one are dropped
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        from .trainer_side import TrainerView  # torch: a run is being built, so it has loaded
+
         self.trainer = TrainerView(self, spec)
         threading.Thread(target=self._send_commands, name=f"minigpt-ray-{self.run_id}", daemon=True).start()
         threading.Thread(target=self._listen, name=f"minigpt-ray-news-{self.run_id}", daemon=True).start()

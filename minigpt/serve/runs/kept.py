@@ -77,9 +77,9 @@ class KeptRun:
 
     def snapshot(self) -> RunSnapshot:
         snap = self._snap
-        return RunSnapshot(run_id=snap.run_id, state=snap.state, step=snap.step, max_steps=snap.max_steps,
-                           history=list(snap.history), evals=list(snap.evals), tokens_per_sec=snap.tokens_per_sec,
-                           elapsed=snap.elapsed, error=snap.error, stopped_early=snap.stopped_early)
+        return RunSnapshot.of(snap.run_id, snap.state, step=snap.step, max_steps=snap.max_steps, history=snap.history,
+                              evals=snap.evals, elapsed=snap.elapsed, tokens_per_sec=snap.tokens_per_sec,
+                              error=snap.error, stopped_early=snap.stopped_early)
 
     def inference_model(self) -> MiniGPT:
         model = MiniGPT(copy.deepcopy(self._config))

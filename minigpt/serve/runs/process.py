@@ -43,7 +43,8 @@ from ...messages import Message
 from ...model import MiniGPT
 from ...tokenizer import CharTokenizer
 from .recipe import RunSpec, resume_spec
-from .remote import (WEIGHTS_TIMEOUT, RemoteRun, TrainerView, build_training_run, do_command, portable, status_of)
+from .remote import WEIGHTS_TIMEOUT, RemoteRun
+from .trainer_side import TrainerView, build_training_run, do_command, portable, status_of
 from .run import CheckpointSink, Resume
 from .thread import (
     EvalRecord,

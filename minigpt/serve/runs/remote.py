@@ -1,152 +1,18 @@
 """A run that trains out of the server's process, in a child (process.ProcessRun) or a Ray actor
-(cluster.RayRun): the server's half (`RemoteRun`, answered from its copy of the trainer's news) and
-what the trainer's side does with a command, in whichever process it lives."""
+(cluster.RayRun): the server's half, `RemoteRun`, answered from its copy of the trainer's news. What
+the trainer does on its side is trainer_side.py. No torch here until weights are read: Home looks
+runs up before torch has loaded."""
 from __future__ import annotations
 
-import pickle
-from typing import Any
+from typing import TYPE_CHECKING
 
-import numpy as np
-import safetensors.torch
-import torch
+from .run import RunSnapshot
 
-from ...checkpoint import load_files
-from ...lab.tasks import task_for_corpus, training_hooks
-from ...messages import Message
-from ...model import MiniGPT
-from ...tokenizer import CharTokenizer
-from ...train import Trainer, build_model, validation_windows
-from .recipe import RunSpec
-from .run import EvalRecord, RunSnapshot, steady_speed
-from .thread import BEST_WEIGHTS_NAME, TrainingRun
-
-class TrainerView:
-    """What a page reads from `run.trainer` (the configs, the tokenizer, step, best validation loss),
-    answered in the server; the validation windows are drawn here the way the Trainer draws them."""
-
-    def __init__(self, run: RemoteRun, spec: RunSpec):
-        self._run, self._spec = run, spec
-        self.tokenizer = CharTokenizer(spec.chars)
-        facts = run._status
-        self.cfg, self.model_config = facts["cfg"], facts["model_config"]
-        self.model_params, self.corpus_chars = facts["model_params"], len(spec.text)
-        self.device = torch.device(facts["device"])
-        self._val_windows, self._released = None, False
-
-    def __getattr__(self, name: str) -> Any:  # step, elapsed, stopped_early, best_val, last_val_loss
-        if name in ("step", "elapsed", "stopped_early", "best_val", "last_val_loss"):
-            return self._run._facts()[name]
-        raise AttributeError(name)
-
-    @property
-    def val_windows(self):
-        if self._released:
-            return None
-        if self._val_windows is None:
-            task = task_for_corpus(self._spec.corpus_key)
-            ids = torch.tensor(self.tokenizer.encode(self._spec.text), dtype=torch.long)
-            self._val_windows = validation_windows(ids, self.cfg, task.line_length if task else 1)
-        return self._val_windows
-
-    def release(self) -> None:
-        self._val_windows, self._released = None, True
-
-
-
-def do_command(run: TrainingRun, op: str, args: list, sender) -> Any:
-    """One command from the server, done in the child; what it answers."""
-    if op == "start":  # (paused, wants checkpoints)
-        run.on_checkpoint = sender.checkpoint if args[1] else None
-        run.start(paused=args[0])
-    elif op == "steps":
-        run.run_steps(args[0])
-    elif op == "pause":
-        run.pause()
-    elif op == "stop":
-        run.stop(timeout=None)
-    elif op == "weights":
-        return {"model": to_numpy(_state_dict(run))}
-    elif op == "checkpoint":
-        parts = run.checkpoint_parts()
-        return {"model": to_numpy(parts["model"].state_dict()), "optimizer_state": to_numpy(parts["optimizer_state"]),
-                "trainer_state": parts["trainer_state"], "val_loss": parts["val_loss"]}
-    elif op == "close":
-        run.close(timeout=None)
-    return None
-
-
-
-def build_training_run(spec: RunSpec, history: list = (), evals: list[EvalRecord] = ()) -> TrainingRun:
-    """The run's TrainingRun: a new model from its seed, or the checkpoint in spec.resume (weights,
-    optimizer, step and random state, and the best weights where it stops early)."""
-    tokenizer = CharTokenizer(spec.chars)
-    if spec.resume is None:
-        model = build_model(spec.model, spec.train.seed, spec.train.device)
-    else:
-        checkpoint = load_files(spec.resume, device=spec.train.device, with_optimizer=True,
-                                source=Message("run {run}'s checkpoint", run=spec.run_id))
-        model = checkpoint.model.train()
-    trainer = Trainer(model, tokenizer, spec.text, spec.train, log_interval=spec.log_interval,
-                      **training_hooks(task_for_corpus(spec.corpus_key)))
-    if spec.resume is not None:
-        trainer.load_state_dict(checkpoint.meta["trainer_state"], checkpoint.optimizer_state)
-        if BEST_WEIGHTS_NAME in spec.resume:
-            trainer.best_weights = safetensors.torch.load(spec.resume[BEST_WEIGHTS_NAME])
-    return TrainingRun(trainer, probe_text=spec.probe_text, sample_prompt=spec.sample_prompt,
-                       sample_chars=spec.sample_chars, run_id=spec.run_id, nice=spec.nice, history=history,
-                       evals=evals)
-
-
-
-def status_of(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
-    snap = snap or run.snapshot()
-    trainer = run.trainer
-    return {"state": snap.state, "step": snap.step, "elapsed": snap.elapsed, "stopped_early": snap.stopped_early,
-            "error": portable(snap.error) if snap.error is not None else None, "alive": run.is_alive(),
-            "best_val": trainer.best_val, "last_val_loss": trainer.last_val_loss}
-
-
-
-def _state_dict(run: TrainingRun) -> dict:
-    with run.lock:
-        return {k: v.detach().cpu().clone() for k, v in run.trainer.model.state_dict().items()}
-
-
-
-def portable(error: Any) -> Any:
-    """An error as the server can unpickle it: itself where it can, else its words."""
-    try:
-        pickle.loads(pickle.dumps(error))
-        return error
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-
-
-
-def to_numpy(value: Any) -> Any:
-    """Tensors as numpy arrays, through dicts, lists and tuples: what a pipe carries by value."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if isinstance(value, dict):
-        return {k: to_numpy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_numpy(v) for v in value)
-    return value
-
-
-
-def to_torch(value: Any) -> Any:
-    if isinstance(value, np.ndarray):  # one read from Ray's object store is read-only: torch gets a copy
-        return torch.from_numpy(value if value.flags.writeable else value.copy())
-    if isinstance(value, dict):
-        return {k: to_torch(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_torch(v) for v in value)
-    return value
-
+if TYPE_CHECKING:
+    from ...messages import Message
+    from ...model import MiniGPT
 
 WEIGHTS_TIMEOUT = 60.0  # seconds a page waits for the weights of a run that trains out of this process
-
 
 
 class RemoteRun:
@@ -169,13 +35,13 @@ class RemoteRun:
     def snapshot(self) -> RunSnapshot:
         with self._lock:
             status = self._status
-            return RunSnapshot(
-                run_id=self.run_id, state=self._state, step=status["step"], max_steps=self.spec.train.max_steps,
-                history=list(self._history), evals=list(self._evals), tokens_per_sec=steady_speed(self._history),
-                elapsed=status["elapsed"], error=status["error"], stopped_early=status["stopped_early"],
-                notice=self._notice)
+            return RunSnapshot.of(self.run_id, self._state, step=status["step"], max_steps=self.spec.train.max_steps,
+                                  history=self._history, evals=self._evals, elapsed=status["elapsed"],
+                                  error=status["error"], stopped_early=status["stopped_early"], notice=self._notice)
 
     def checkpoint_parts(self) -> dict:
+        from .trainer_side import to_torch  # torch: only once weights are read
+
         model, parts = self._weights("checkpoint")
         return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
                 "optimizer_state": to_torch(parts["optimizer_state"]), "trainer_state": parts["trainer_state"],
@@ -183,6 +49,8 @@ class RemoteRun:
 
     def _weights(self, op: str) -> tuple[MiniGPT, dict]:
         """The trainer's answer to `op`, its weights loaded into a model here."""
+        from ...model import MiniGPT
+        from .trainer_side import to_torch
         answer = self._answer(op)
         if answer is None:
             raise RuntimeError(f"run {self.run_id}'s {self._where} has ended or did not answer in {WEIGHTS_TIMEOUT} s, "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -79,6 +79,17 @@ class RunSnapshot:
     error: Exception | Message | None = None   # why the run stopped with an error: a sentence to show
     stopped_early: bool = False     # early_stop_patience ran out before max_steps
     notice: Message | None = None   # what happened to the run that its owner should know (it moved machines)
+
+    @classmethod
+    def of(cls, run_id: str, state: str, *, step: int, max_steps: int, history: Iterable[TrainEvent] = (),
+           evals: Iterable[EvalRecord] = (), elapsed: float = 0.0, tokens_per_sec: float | None = None,
+           error: Exception | Message | None = None, stopped_early: bool = False,
+           notice: Message | None = None) -> RunSnapshot:
+        """How every kind of run describes itself. The logs are copied, since the run goes on logging
+        into its own; the tokens/s shown is the steady median of the history unless the run kept one."""
+        history = list(history)
+        speed = steady_speed(history) if tokens_per_sec is None else tokens_per_sec
+        return cls(run_id, state, step, max_steps, history, list(evals), speed, elapsed, error, stopped_early, notice)
 
     @property
     def progress(self) -> float:

@@ -1,7 +1,7 @@
 """A run as the store kept it, read back by a server that does not hold it in memory: after a
 restart, or after the registry let it go.
 
-A run's recipe (`recipe_of` a worker.RunSpec, its corpus aside) is what rebuilds it. A `StoredRun`
+A run's recipe (`RunSpec.recipe()`, its corpus aside) is what rebuilds it. A `StoredRun`
 is what pages read of it (run.RunView): its history, samples, state and facts from the database, its
 weights from its newest checkpoint, read when a page asks. A run that was training or waiting when
 its server stopped reads as "interrupted" at the step it had logged; its owner resumes it from its
@@ -12,45 +12,19 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ...config import GPTConfig, TrainConfig
 from ...messages import LabError, Message
-from .run import INTERRUPTED, RunSnapshot, steady_speed
+from .recipe import PlannedTrainer, RunSpec
+from .run import INTERRUPTED, RunSnapshot
 
 if TYPE_CHECKING:
     from ...model import MiniGPT
-    from .recipe import RunPlan
     from ..store.database import Store, StoredRunRow
-    from .recipe import RunSpec
 
 SETTLED_STATES = ("finished", "stopped", "error")  # a stored run in one of these comes back as it was
 
 
 class NoWeightsError(LabError, LookupError):
     """A stored run whose checkpoint the store does not have (any more)."""
-
-
-def recipe_of(spec: RunSpec) -> dict:
-    """What the store keeps to rebuild a run (its corpus is kept once per text, beside it)."""
-    return {"model": spec.model.to_dict(), "train": spec.train.to_dict(), "chars": list(spec.chars),
-            "corpus_key": spec.corpus_key, "probe_text": spec.probe_text, "sample_prompt": spec.sample_prompt,
-            "sample_chars": spec.sample_chars, "log_interval": spec.log_interval, "nice": spec.nice,
-            "threads": spec.threads}
-
-
-def spec_of(run_id: str, recipe: dict, text: str) -> RunSpec:
-    from .recipe import RunSpec
-
-    return RunSpec(run_id, GPTConfig.from_dict(recipe["model"]), TrainConfig.from_dict(recipe["train"]),
-                   tuple(recipe["chars"]), text, recipe.get("corpus_key"), recipe.get("probe_text"),
-                   recipe.get("sample_prompt", ""), int(recipe.get("sample_chars", 80)),
-                   int(recipe.get("log_interval", 10)), int(recipe.get("nice", 19)), int(recipe.get("threads", 1)))
-
-
-def plan_of(spec: RunSpec) -> RunPlan:
-    from ...tokenizer import CharTokenizer
-    from .recipe import RunPlan
-
-    return RunPlan(spec.model, spec.train, CharTokenizer(spec.chars), spec.text, spec.corpus_key)
 
 
 def error_json(error: Any) -> dict | None:
@@ -73,12 +47,10 @@ def error_from_json(data: dict | None) -> Message | None:
     return Message("{error}", error=data.get("text", ""))
 
 
-def stored_facts(row: StoredRunRow, plan: RunPlan):
-    """`run.trainer` of a stored run (run.TrainerFacts): its plan's facts (line.PlannedTrainer, which
+def stored_facts(row: StoredRunRow, spec: RunSpec):
+    """`run.trainer` of a stored run (run.TrainerFacts): its spec's facts (recipe.PlannedTrainer, which
     draws the validation windows when asked), at the step, time and losses it had logged."""
-    from .recipe import PlannedTrainer
-
-    facts = PlannedTrainer(plan)
+    facts = PlannedTrainer(spec)
     facts.step, facts.elapsed, facts.stopped_early = row.step, row.elapsed, row.stopped_early
     vals = [(r.step, r.val_loss) for r in row.evals]
     facts.last_val_loss = vals[-1][1] if vals else None
@@ -91,9 +63,8 @@ class StoredRun:
 
     def __init__(self, row: StoredRunRow, store: Store):
         self.run_id, self._row, self._store = row.run_id, row, store
-        self.spec = spec_of(row.run_id, row.recipe, row.text)
-        self.plan = plan_of(self.spec)
-        self.trainer = stored_facts(row, self.plan)
+        self.spec = RunSpec.from_recipe(row.run_id, row.recipe, row.text)
+        self.trainer = stored_facts(row, self.spec)
         self.resume_step = store.checkpoint_step(row.run_id)  # its newest checkpoint's, None without one
         self._closed = False
 
@@ -108,10 +79,10 @@ class StoredRun:
 
     def snapshot(self) -> RunSnapshot:
         row = self._row
-        return RunSnapshot(run_id=row.run_id, state=self.state, step=row.step, max_steps=self.spec.train.max_steps,
-                           history=list(row.history), evals=list(row.evals),
-                           tokens_per_sec=row.tokens_per_sec or steady_speed(row.history), elapsed=row.elapsed,
-                           error=error_from_json(row.error), stopped_early=row.stopped_early)
+        return RunSnapshot.of(row.run_id, self.state, step=row.step, max_steps=self.spec.train.max_steps,
+                              history=row.history, evals=row.evals, elapsed=row.elapsed,
+                              tokens_per_sec=row.tokens_per_sec or None,
+                              error=error_from_json(row.error), stopped_early=row.stopped_early)
 
     def checkpoint(self) -> tuple[int, dict[str, bytes]]:
         """Its newest checkpoint's step and files; NoWeightsError where the store has none."""

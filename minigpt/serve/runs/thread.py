@@ -44,7 +44,7 @@ from ...messages import Message
 from ...model import MiniGPT
 from ...sample import Sampling, generate
 from ...train import Trainer, TrainEvent
-from .run import EXITING, CheckpointSink, EvalRecord, RunSnapshot, steady_speed
+from .run import EXITING, CheckpointSink, EvalRecord, RunSnapshot
 
 THREAD_NAME = "minigpt-trainer"
 PR_SET_NAME = 15  # <linux/prctl.h>
@@ -171,12 +171,9 @@ class TrainingRun:
     # -- reading -----------------------------------------------------------------
     def snapshot(self) -> RunSnapshot:
         with self._lock:
-            return RunSnapshot(
-                run_id=self.run_id, state=self._state, step=self.trainer.step,
-                max_steps=self.trainer.cfg.max_steps, history=list(self._history), evals=list(self._evals),
-                tokens_per_sec=steady_speed(self._history), elapsed=self.trainer.elapsed,
-                error=self._error, stopped_early=self.trainer.stopped_early,
-            )
+            return RunSnapshot.of(self.run_id, self._state, step=self.trainer.step, max_steps=self.trainer.cfg.max_steps,
+                                  history=self._history, evals=self._evals, elapsed=self.trainer.elapsed,
+                                  error=self._error, stopped_early=self.trainer.stopped_early)
 
     def inference_model(self) -> MiniGPT:
         """A copy of the current weights in eval mode, safe to use while training goes on."""

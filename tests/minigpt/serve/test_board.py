@@ -55,8 +55,7 @@ def classes(clock):
 
 
 def _submit(registry, paused: bool = False, **settings):
-    return registry.submit(lambda run_id: _build(**settings, run_id=run_id), tiny_plan(), corpus="course-zh",
-                           probe="the", paused=paused)
+    return registry.submit(tiny_plan(), corpus="course-zh", build=lambda run_id: _build(**settings, run_id=run_id), paused=paused)
 
 
 def finished(registry, **settings):

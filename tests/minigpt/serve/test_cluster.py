@@ -20,10 +20,9 @@ import torch
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
-from minigpt import CharTokenizer, CorpusError, TrainConfig, build_model
+from minigpt import CorpusError, TrainConfig, build_model
 from minigpt.serve.runs import cluster as cluster_module
 from minigpt.serve.runs.cluster import ClusterError, RayRun, Size, connect, differences
-from minigpt.serve.runs.recipe import RunPlan
 from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.runs.process import ProcessRun
 from minigpt.serve.runs.recipe import RunSpec
@@ -365,11 +364,10 @@ def test_a_line_longer_than_the_slots_trains_through_the_registry(ray_cluster):
     moves on without waiting for anything to close the ended run."""
     cluster = ray_cluster.cluster
     spec = _spec("", max_steps=20)
-    plan = RunPlan(spec.model, spec.train, CharTokenizer(spec.chars), spec.text)
     registry = RunRegistry(max_runs=cluster.slots(), max_waiting=10)
     try:
-        entries = [registry.submit(lambda run_id: RayRun(replace(spec, run_id=run_id), cluster), plan, corpus="tiny",
-                                   probe="") for _ in range(4)]
+        entries = [registry.submit(spec, corpus="tiny", build=lambda run_id: RayRun(replace(spec, run_id=run_id), cluster))
+                   for _ in range(4)]
         wait_until(lambda: all(e.run.state == "finished" for e in entries), "all four runs to finish", timeout=120)
     finally:
         registry.stop_all()

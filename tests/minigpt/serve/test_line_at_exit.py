@@ -9,7 +9,7 @@ import pytest
 
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.runs.recipe import RunPlan
+from minigpt.serve.runs.recipe import RunSpec
 from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.runs.run import EXITING
 from minigpt.serve.runs.thread import TrainingRun, stop_all_runs
@@ -22,10 +22,10 @@ def _config(max_steps: int) -> TrainConfig:
                        eval_iters=1)
 
 
-def _plan() -> RunPlan:
+def _plan() -> RunSpec:
     tok = tiny_tokenizer()
     model = tiny_config(vocab_size=tok.vocab_size).validate()
-    return RunPlan(model, _config(LONG_STEPS).validate(model), tok, TEXT)
+    return RunSpec("", model, _config(LONG_STEPS).validate(model), tuple(tok.chars), TEXT)
 
 
 @pytest.fixture
@@ -47,8 +47,8 @@ def test_a_server_exiting_starts_no_waiting_run_in_the_slot_its_stopped_run_free
                                    _config(LONG_STEPS)), probe_text=TEXT[:8], run_id=run_id)
 
     try:
-        first = registry.submit(build, _plan(), corpus="c", probe="p")
-        second = registry.submit(build, _plan(), corpus="c", probe="p")
+        first = registry.submit(_plan(), corpus="c", build=build)
+        second = registry.submit(_plan(), corpus="c", build=build)
         assert first.is_active() and second.is_waiting()
         exiting()  # what the interpreter's exit hook does: the flag, then every run stopped
         stop_all_runs()

@@ -18,7 +18,8 @@ from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.serve.runs.kept import KEPT_SHARE, KeptRun
-from minigpt.serve.line.waiting import Estimate, RunPlan, start_in
+from minigpt.serve.line.waiting import Estimate, start_in
+from minigpt.serve.runs.recipe import RunSpec
 from minigpt.serve.line.registry import HeldSlot, NotOwnerError, RunLimitError, RunRegistry
 from minigpt.serve.runs.run import Run, RunSnapshot
 from minigpt.serve.runs.thread import TrainingRun
@@ -82,12 +83,12 @@ class Scripted:
         raise RuntimeError("a scripted run has no weights")
 
 
-def _plan(max_steps: int = 300, d_model: int = 16) -> RunPlan:
+def _plan(max_steps: int = 300, d_model: int = 16) -> RunSpec:
     tok = tiny_tokenizer()
     model = tiny_config(vocab_size=tok.vocab_size, d_model=d_model).validate()
     train = TrainConfig(batch_size=4, block_size=8, max_steps=max_steps, warmup_steps=2, eval_interval=10_000,
                         eval_iters=1).validate(model)
-    return RunPlan(model, train, tok, TEXT)
+    return RunSpec("", model, train, tuple(tok.chars), TEXT)
 
 
 class Line:
@@ -109,8 +110,8 @@ class Line:
             self.runs[run_id] = run = Scripted(run_id)
             return run
 
-    def join(self, plan: RunPlan | None = None, replace=None, paused: bool = False):
-        return self.registry.submit(self.build, plan or _plan(), corpus="c", probe="p", replace=replace, paused=paused)
+    def join(self, plan: RunSpec | None = None, replace=None, paused: bool = False):
+        return self.registry.submit(plan or _plan(), corpus="c", build=self.build, replace=replace, paused=paused)
 
     def end(self, entry, state: str = "finished") -> None:
         self.runs[entry.run_id]._state = state
@@ -262,9 +263,9 @@ def test_a_run_that_cannot_be_built_tells_its_owner_and_the_next_starts(clock):
         raise MemoryError("no memory for this run")
 
     try:
-        broken = registry.submit(refuse, _plan(), corpus="c", probe="p")
+        broken = registry.submit(_plan(), corpus="c", build=refuse)
         assert broken.run.state == "error" and "no memory" in str(broken.run.snapshot().error)
-        nxt = registry.submit(lambda run_id: Scripted(run_id), _plan(), corpus="c", probe="p")
+        nxt = registry.submit(_plan(), corpus="c", build=lambda run_id: Scripted(run_id))
         assert nxt.run.state == "running"
     finally:
         registry.stop_all()
@@ -283,10 +284,8 @@ def test_the_dispatcher_starts_the_next_run_with_nobody_looking(clock):
     registry = RunRegistry(max_runs=1, clock=clock)  # with its dispatcher thread, as the app runs it
     built = []
     try:
-        first = registry.submit(lambda run_id: built.append(Scripted(run_id)) or built[-1], _plan(), corpus="c",
-                                probe="p")
-        second = registry.submit(lambda run_id: built.append(Scripted(run_id)) or built[-1], _plan(), corpus="c",
-                                 probe="p")
+        first = registry.submit(_plan(), corpus="c", build=lambda run_id: built.append(Scripted(run_id)) or built[-1])
+        second = registry.submit(_plan(), corpus="c", build=lambda run_id: built.append(Scripted(run_id)) or built[-1])
         assert first.run.state == "running" and second.is_waiting()
         built[0]._state = "finished"  # its run ends; no page asks the registry anything
         wait_until(lambda: second.run.state == "running", "the dispatcher to start the next run")
@@ -305,8 +304,8 @@ def test_a_run_cancelled_while_it_is_built_is_closed_and_frees_its_slot(clock):
         return made[-1]
 
     try:
-        entry = registry.submit(lambda run_id: Scripted(run_id), _plan(), corpus="c", probe="p")
-        waiting = registry.submit(slow, _plan(), corpus="c", probe="p")
+        entry = registry.submit(_plan(), corpus="c", build=lambda run_id: Scripted(run_id))
+        waiting = registry.submit(_plan(), corpus="c", build=slow)
         mover = threading.Thread(target=lambda: (entry.run.stop(), registry.dispatch()))
         mover.start()
         building.wait(timeout=60)
@@ -329,8 +328,7 @@ def test_a_run_that_fails_to_start_is_closed_and_says_why(clock):
     registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
     made = []
     try:
-        entry = registry.submit(lambda run_id: made.append(Refuses(run_id)) or made[-1], _plan(), corpus="c",
-                                probe="p")
+        entry = registry.submit(_plan(), corpus="c", build=lambda run_id: made.append(Refuses(run_id)) or made[-1])
         assert entry.run.state == "error" and "refused to start" in str(entry.run.snapshot().error)
         assert made[0].state == "closed" and registry.active_count() == 0
     finally:
@@ -523,7 +521,7 @@ def _real(max_steps: int = 12):
 def test_a_finished_run_is_kept_small_with_the_same_weights_and_history(clock):
     registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
     try:
-        entry = registry.submit(_real(), _plan(max_steps=12), corpus="c", probe="p")
+        entry = registry.submit(_plan(max_steps=12), corpus="c", build=_real())
         trained = entry.run
         wait_until(lambda: trained.state == "finished" and not trained.is_alive(), "the run to finish")
         ids = torch.tensor([tiny_tokenizer().encode(TEXT[:8])])
@@ -548,7 +546,7 @@ def _finished(registry, clock, count: int, max_steps: int = 4) -> list:
     entries = []
     for _ in range(count):
         clock.now += 1
-        entries.append(registry.submit(_real(max_steps), _plan(max_steps=max_steps), corpus="c", probe="p"))
+        entries.append(registry.submit(_plan(max_steps=max_steps), corpus="c", build=_real(max_steps)))
         run = entries[-1].run
         wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
         registry.dispatch()

@@ -22,12 +22,12 @@ from helpers.waiting import parked, wait_until
 from minigpt import TrainConfig, Trainer, build_model
 from minigpt.model import MiniGPT
 from minigpt.serve.runs.kept import KeptRun
-from minigpt.serve.line.waiting import RunPlan, WaitingRun
+from minigpt.serve.line.waiting import WaitingRun
 from minigpt.serve.runs.run import Run, RunView, TrainerFacts
 from minigpt.serve.runs.thread import TrainingRun
 from minigpt.serve.store.keys import hashed
 from minigpt.serve.store.database import Store
-from minigpt.serve.runs.stored import StoredRun, recipe_of
+from minigpt.serve.runs.stored import StoredRun
 from minigpt.serve.runs.process import ProcessRun
 from minigpt.serve.runs.recipe import RunSpec
 from minigpt.serve.runs.cluster import RayRun
@@ -171,7 +171,7 @@ def _kept(run_id: str) -> KeptRun:
 
 def _waiting(run_id: str) -> WaitingRun:
     tok, model, train = _configs()
-    return WaitingRun(run_id, RunPlan(model, train, tok, TEXT), thread_run)
+    return WaitingRun(run_id, RunSpec("", model, train, tuple(tok.chars), TEXT), thread_run)
 
 
 def _stored(run_id: str, store: list | None = None) -> StoredRun:
@@ -179,7 +179,7 @@ def _stored(run_id: str, store: list | None = None) -> StoredRun:
     tok, model, train = _configs()
     db = Store.from_url(f"sqlite:///{tempfile.mkdtemp(prefix='minigpt-test-')}/store.db")
     spec = RunSpec(run_id, model, train, tuple(tok.chars), TEXT, probe_text=PROBE, sample_prompt="the", log_interval=1)
-    db.save_run(run_id, hashed("key"), recipe_of(spec), TEXT, "c", line_order=None, start_paused=False,
+    db.save_run(run_id, hashed("key"), spec.recipe(), TEXT, "c", line_order=None, start_paused=False,
                 max_steps=STEPS)
     run = thread_run(run_id)
     run.on_checkpoint = lambda step, files: db.save_checkpoint(run_id, step, files)

@@ -426,7 +426,6 @@ def test_a_database_that_does_not_answer_is_said_and_writes_give_up_at_once():
 
 # -- secrets -----------------------------------------------------------------------------------------
 def _fox_spec(max_steps: int = 10):
-    from minigpt.serve.runs.recipe import RunPlan
     from minigpt.serve.runs.recipe import RunSpec
 
     tok = CharTokenizer.from_text(FOX)
@@ -434,7 +433,7 @@ def _fox_spec(max_steps: int = 10):
     train = TrainConfig(max_steps=max_steps, batch_size=4, block_size=8, eval_interval=5, eval_iters=1, warmup_steps=2,
                         device="cpu").validate(model)
     spec = RunSpec("", model, train, tuple(tok.chars), FOX, None, FOX[:8], "t", 8, log_interval=5, nice=0, threads=1)
-    return spec, RunPlan(model, train, tok, FOX)
+    return spec
 
 
 def _thread_builder(spec, resume):
@@ -454,9 +453,8 @@ def test_no_key_or_learner_id_reaches_the_disk_in_clear_and_every_key_still_work
     classes = Classes(store=store)
     opened = classes.open()
     registry = RunRegistry(max_runs=1, store=store, builder=_thread_builder, dispatcher=False)
-    spec, plan = _fox_spec()
-    entry = registry.submit(lambda run_id: _thread_builder(replace(spec, run_id=run_id), None), plan, corpus="fox",
-                            probe=spec.probe_text, spec=spec)
+    spec = _fox_spec()
+    entry = registry.submit(spec, corpus="fox")
     wait_until(lambda: registry.get(entry.run_id).run.state == "finished", "the run to finish")
     learner = "learner-" + keys.new_key()
     post_id, post_key = classes.post(opened.code, entry, entry.key, "mine", learner=learner, corpus="fox")

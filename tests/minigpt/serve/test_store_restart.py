@@ -11,7 +11,6 @@ Runs are real and tiny; nothing here sleeps to wait: every wait is on a conditio
     pytest tests/minigpt/serve/test_store_restart.py
 """
 import json
-from dataclasses import replace
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from helpers.waiting import parked, wait_until
 from minigpt import CharTokenizer, GPTConfig, TrainConfig
 from minigpt.serve.store import keys
 from minigpt.serve.classes.board import BoardError, Challenge, Classes
-from minigpt.serve.line.waiting import RunPlan, WaitingRun
+from minigpt.serve.line.waiting import WaitingRun
 from minigpt.serve.line.registry import NotOwnerError, RunRegistry
 from minigpt.serve.store.database import Retention, Store
 from minigpt.serve.runs.process import build_run
@@ -43,23 +42,22 @@ class Clock:
 
 
 def _spec(max_steps: int = 10, eval_interval: int = 5, *, d_model: int = 16, d_ff: int = 32, max_len: int = 16,
-          block_size: int = 8, eval_iters: int = 1, warmup_steps: int = 2, threads: int = 1) -> tuple[RunSpec, RunPlan]:
+          block_size: int = 8, eval_iters: int = 1, warmup_steps: int = 2, threads: int = 1) -> RunSpec:
     tok = CharTokenizer.from_text(FOX)
     model = GPTConfig(vocab_size=tok.vocab_size, d_model=d_model, num_heads=2, num_layers=1, d_ff=d_ff,
                       max_len=max_len).validate()
     train = TrainConfig(max_steps=max_steps, batch_size=4, block_size=block_size, eval_interval=eval_interval,
                         eval_iters=eval_iters, warmup_steps=warmup_steps, device="cpu").validate(model)
     spec = RunSpec("", model, train, tuple(tok.chars), FOX, None, FOX[:16], "t", 10, nice=0, threads=threads)
-    return spec, RunPlan(model, train, tok, FOX)
+    return spec
 
 
 def _builder(in_process: bool = False):
     return lambda spec, resume: build_run(spec, resume, in_process=in_process)
 
 
-def _submit(registry: RunRegistry, spec: RunSpec, plan: RunPlan, builder, paused: bool = False):
-    return registry.submit(lambda run_id: builder(replace(spec, run_id=run_id), None), plan, corpus="fox",
-                           probe=spec.probe_text, spec=spec, paused=paused)
+def _submit(registry: RunRegistry, spec: RunSpec, paused: bool = False):
+    return registry.submit(spec, corpus="fox", paused=paused)
 
 
 def _finished(registry: RunRegistry, *entries) -> None:
@@ -122,7 +120,7 @@ def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_inter
                                                                                        request):
     """On a thread, in a child process, and as an actor on a 2-node Ray cluster (tests/helpers/ray_cluster.py),
     whose actors end with the server that made them."""
-    spec, plan = _spec(60, 20, d_model=32, d_ff=64, max_len=32, block_size=16, eval_iters=2, warmup_steps=5,
+    spec = _spec(60, 20, d_model=32, d_ff=64, max_len=32, block_size=16, eval_iters=2, warmup_steps=5,
                        threads=2)  # a run's share of the CPUs: its checkpoint says how many threads it trained on
     in_process = where != "thread"  # out of this interpreter: it trains with the spec's thread count
     if where == "ray":
@@ -130,16 +128,16 @@ def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_inter
         builder = lambda spec, resume: cluster.run(spec, resume)  # noqa: E731
     else:
         builder = _builder(in_process)
-    alone = RunRegistry(max_runs=1, dispatcher=False)
+    alone = RunRegistry(max_runs=1, dispatcher=False, builder=builder)
     try:
-        whole = _submit(alone, spec, plan, builder)
+        whole = _submit(alone, spec)
         _finished(alone, whole)
         uninterrupted = _curve(alone.get(whole.run_id).run.snapshot().history)
     finally:
         alone.stop_all()
 
     server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", builder)
-    entry = _submit(server.registry, spec, plan, builder, paused=True)
+    entry = _submit(server.registry, spec, paused=True)
     server.registry.control(entry.run_id, entry.key, "steps:45")
     wait_until(lambda: server.registry.get(entry.run_id).run.snapshot().step == 45
                and server.registry.get(entry.run_id).run.state == "paused", "the run to pause at step 45")
@@ -170,18 +168,18 @@ def test_finished_training_and_waiting_runs_come_back_as_they_were(database_url,
     builder = _builder()
     server = servers.start(database_url, builder)
     registry = server.registry
-    short, short_plan = _spec(30, 20)  # it ends between evaluations: its last checkpoint is its own
-    long, long_plan = _spec(400, 100)
-    finished = _submit(registry, short, short_plan, builder)
+    short = _spec(30, 20)  # it ends between evaluations: its last checkpoint is its own
+    long = _spec(400, 100)
+    finished = _submit(registry, short)
     _finished(registry, finished)
     live = registry.get(finished.run_id)
     history = live.run.snapshot().history
     weights = {name: tensor.clone() for name, tensor in live.inference_model().state_dict().items()}
-    training = _submit(registry, long, long_plan, builder, paused=True)
+    training = _submit(registry, long, paused=True)
     registry.control(training.run_id, training.key, "steps:15")
     wait_until(lambda: training.run.snapshot().step == 15 and parked(training.run), "the run to pause at step 15")
-    head = _submit(registry, long, long_plan, builder, paused=True)  # once it starts, it holds the slot paused
-    second, third = _submit(registry, long, long_plan, builder), _submit(registry, long, long_plan, builder)
+    head = _submit(registry, long, paused=True)  # once it starts, it holds the slot paused
+    second, third = _submit(registry, long), _submit(registry, long)
     assert [registry.place(e) for e in (head, second, third)] == [1, 2, 3]
 
     assert server.store.flush(30)
@@ -207,10 +205,10 @@ def test_finished_training_and_waiting_runs_come_back_as_they_were(database_url,
 def test_the_line_restored_at_a_restart_moves_without_anyone_pressing_anything(tmp_path, servers):
     # the server as the app runs it, on the registry's own dispatcher thread: the owner only watches
     builder = _builder()
-    spec, plan = _spec(400, 100)
+    spec = _spec(400, 100)
     server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", builder, dispatcher=True)
-    holding = _submit(server.registry, spec, plan, builder, paused=True)
-    waiting = _submit(server.registry, spec, plan, builder)
+    holding = _submit(server.registry, spec, paused=True)
+    waiting = _submit(server.registry, spec)
     assert holding.run.state == "paused" and server.registry.place(waiting) == 1
 
     server = servers.restart(server)  # the run that held the slot comes back interrupted: the slot is free
@@ -220,17 +218,17 @@ def test_the_line_restored_at_a_restart_moves_without_anyone_pressing_anything(t
 
 def test_a_start_after_a_restart_joins_the_line_behind_the_runs_that_waited_through_it(tmp_path, servers):
     builder = _builder()
-    spec, plan = _spec(400, 100)
+    spec = _spec(400, 100)
     server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", builder)
-    _submit(server.registry, spec, plan, builder, paused=True)  # holds the one slot until the restart
-    head = _submit(server.registry, spec, plan, builder, paused=True)  # once it starts, it holds the slot paused
-    second = _submit(server.registry, spec, plan, builder)
+    _submit(server.registry, spec, paused=True)  # holds the one slot until the restart
+    head = _submit(server.registry, spec, paused=True)  # once it starts, it holds the slot paused
+    second = _submit(server.registry, spec)
     assert [server.registry.place(e) for e in (head, second)] == [1, 2]
 
     server = servers.restart(server)
     registry = server.registry
     wait_until(lambda: registry.get(head.run_id).run.state == "paused", "the head of the line to start")
-    late = _submit(registry, spec, plan, builder)  # numbered after every run the store had in line
+    late = _submit(registry, spec)  # numbered after every run the store had in line
     assert [registry.place(registry.get(e.run_id)) for e in (second, late)] == [1, 2]
 
 
@@ -241,8 +239,8 @@ def test_an_owner_who_opens_their_run_every_day_keeps_it_past_run_days(tmp_path)
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}", retention=Retention(run_days=7), clock=wall)
     registry = RunRegistry(max_runs=1, dispatcher=False, store=store, builder=_builder(), clock=clock)
     try:
-        spec, plan = _spec()
-        entry = _submit(registry, spec, plan, registry.builder)
+        spec = _spec()
+        entry = _submit(registry, spec)
         _finished(registry, entry)
         for day in range(1, 11):
             wall.now += DAY
@@ -278,8 +276,8 @@ def test_a_checkpoint_reaches_the_store_after_the_steps_and_evaluation_it_holds(
         return save_checkpoint(run_id, step, files)
 
     monkeypatch.setattr(store, "save_checkpoint", history_first)
-    spec, plan = _spec(30, 10)
-    entry = _submit(server.registry, spec, plan, builder)
+    spec = _spec(30, 10)
+    entry = _submit(server.registry, spec)
     _finished(server.registry, entry)
     assert held == [(10, True, True), (20, True, True), (30, True, True)]
 
@@ -296,9 +294,9 @@ def _board(classes: Classes, code: str, key: str, registry: RunRegistry) -> dict
 
 def test_a_class_comes_back_whole_after_a_restart(database_url, servers):
     builder = _builder()
-    spec, plan = _spec()
+    spec = _spec()
     server = servers.start(database_url, builder, max_runs=2)
-    alpha, beta = _submit(server.registry, spec, plan, builder), _submit(server.registry, spec, plan, builder)
+    alpha, beta = _submit(server.registry, spec), _submit(server.registry, spec)
     _finished(server.registry, alpha, beta)
     classes = server.classes
     opened = classes.open()
@@ -325,9 +323,9 @@ def test_a_class_comes_back_whole_after_a_restart(database_url, servers):
 
 def test_closing_a_class_removes_its_rows_and_erasing_it_removes_its_runs_too(database_url, servers):
     builder = _builder()
-    spec, plan = _spec()
+    spec = _spec()
     server = servers.start(database_url, builder, max_runs=2)
-    alpha, beta = _submit(server.registry, spec, plan, builder), _submit(server.registry, spec, plan, builder)
+    alpha, beta = _submit(server.registry, spec), _submit(server.registry, spec)
     _finished(server.registry, alpha, beta)
     classes, store = server.classes, server.store
     closed, erased = classes.open(), classes.open()
@@ -356,10 +354,10 @@ def test_closing_a_class_removes_its_rows_and_erasing_it_removes_its_runs_too(da
 
 def test_only_the_owner_key_steers_a_run_after_a_restart(database_url, servers):
     builder = _builder()
-    spec, plan = _spec()
+    spec = _spec()
     server = servers.start(database_url, builder, max_runs=2)
-    mine = _submit(server.registry, spec, plan, builder, paused=True)
-    theirs = _submit(server.registry, spec, plan, builder, paused=True)
+    mine = _submit(server.registry, spec, paused=True)
+    theirs = _submit(server.registry, spec, paused=True)
 
     server = servers.restart(server)
     registry = server.registry
@@ -381,9 +379,9 @@ def test_a_server_exiting_leaves_its_training_runs_to_come_back_interrupted(tmp_
     from minigpt.serve.runs.run import EXITING
     from minigpt.serve.runs.thread import _exit
 
-    spec, plan = _spec(2_000, 20)
+    spec = _spec(2_000, 20)
     server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", _builder(in_process=True))
-    entry = _submit(server.registry, spec, plan, server.builder)
+    entry = _submit(server.registry, spec)
     wait_until(lambda: entry.run.snapshot().step > 20, "the run to train past its first evaluation")
     server.registry.dispatch()
     try:

@@ -190,9 +190,8 @@ def test_a_run_nobody_keeps_is_collected_and_its_child_ends():
 def test_a_run_just_started_holds_its_slot_before_its_child_has_read_the_start(runs):
     registry = RunRegistry(max_runs=1, dispatcher=False)
     try:
-        first = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny", probe="the cat")
-        second = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny",
-                                 probe="the cat")  # at once: the first's start may still be in the pipe
+        first = registry.submit(tiny_plan(), corpus="tiny", build=lambda run_id: _start(runs, run_id=run_id))
+        second = registry.submit(tiny_plan(), corpus="tiny", build=lambda run_id: _start(runs, run_id=run_id))  # at once: the first's start may still be in the pipe
         assert first.is_active() and second.is_waiting() and len(runs) == 1
     finally:
         registry.stop_all()
@@ -202,9 +201,8 @@ def test_a_run_just_started_holds_its_slot_before_its_child_has_read_the_start(r
 def test_a_child_that_dies_frees_its_slot_and_the_next_run_in_line_starts(runs):
     registry = RunRegistry(max_runs=1, dispatcher=False)
     try:
-        first = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny", probe="the cat")
-        second = registry.submit(lambda run_id: _start(runs, run_id=run_id), tiny_plan(), corpus="tiny",
-                                 probe="the cat")
+        first = registry.submit(tiny_plan(), corpus="tiny", build=lambda run_id: _start(runs, run_id=run_id))
+        second = registry.submit(tiny_plan(), corpus="tiny", build=lambda run_id: _start(runs, run_id=run_id))
         wait_until(lambda: _step(first.run) > 0, "the first run to train")
         first.run._process.kill()  # the out-of-memory killer, say
         wait_until(lambda: registry.get(second.run_id) is not None and second.is_active(),

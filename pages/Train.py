@@ -4,7 +4,7 @@ from minigpt import N_
 from app import navigation
 from app.chrome import site
 from app.parts import train_form
-from app.state import corpora, database, placement, runs, train_settings
+from app.state import corpora, runs, serving, train_settings
 from app.views import training
 
 navigation.open_page(site.TRAIN, N_(
@@ -14,8 +14,8 @@ navigation.open_page(site.TRAIN, N_(
     "nats. At each evaluation the run also writes a sample and keeps the attention maps for the Attention page's "
     "time-lapse."), lesson_steps=(11, 12))
 
-database.not_saving_warning()
-placement.cluster_warning()
+serving.not_saving_warning()
+serving.cluster_warning()
 entry, owner = runs.session_run()
 train_settings.ensure_filled(runs.run_settings(entry) if entry is not None else None)
 corpus = corpora.current_corpus()  # after the form: in a class, the challenge may name the corpus

@@ -43,15 +43,26 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
 
 LIBRARY_MIRRORS = {"preload": "worker",  # the fork server's preload is tested with the worker it preloads
                    "keys": "store", "stored": "store_restart"}  # the keys and the runs a store reads back, with it
+# minigpt/serve/<room>/X.py: the serving wing's tests are one folder, a file per room or per backend
+SERVE_MIRRORS = {"thread": "runner", "process": "worker", "remote": "worker", "trainer_side": "worker",
+                 "ray_run": "cluster", "run": "run_interface", "recipe": "store_restart", "kept": "registry",
+                 "server": "placement"}
+ROOM_TESTS = {"runs": "worker", "store": "store", "classes": "board", "line": "registry", "host": "capacity"}
 # modules whose half that writes to the store is tested with the store, across a restart
-ALSO_MIRRORED = {"registry": ["tests/minigpt/serve/test_store_restart.py"]}
+ALSO_MIRRORED = {"registry": ["tests/minigpt/serve/test_store_restart.py"],
+                 "keeping": ["tests/minigpt/serve/test_store_restart.py"]}
 
 
 def mirror(path: str) -> list[str]:
     """The test files that mirror `path`, the ones a newcomer changing it would run first."""
     parts, folder, name = Path(path).parts, Path(path).parent.name, Path(path).stem
     name = LIBRARY_MIRRORS.get(name, name)
-    if parts[0] == "minigpt":  # minigpt/X.py -> tests/minigpt/test_X.py, minigpt/lab/X.py -> tests/minigpt/lab/test_X.py
+    if parts[:2] == ("minigpt", "serve"):  # minigpt/serve/<room>/X.py -> tests/minigpt/serve/test_<X or its room>.py
+        own = SERVE_MIRRORS.get(Path(path).stem, name)
+        room = ROOM_TESTS.get(parts[2], own) if len(parts) > 3 else own
+        candidates = [f"tests/minigpt/serve/test_{own}.py", f"tests/minigpt/serve/test_{room}.py",
+                      f"tests/app/test_{own}.py"]
+    elif parts[0] == "minigpt":  # minigpt/X.py -> tests/minigpt/test_X.py, minigpt/lab/X.py -> tests/minigpt/lab/test_X.py
         inner = "/".join(parts[1:-1])
         candidates = [f"tests/minigpt/{inner + '/' if inner else ''}test_{name}.py",
                       f"tests/minigpt/{inner}/test_{inner}.py"]  # the figures' one file
@@ -185,7 +196,7 @@ MUTANTS = {
         "changed = scaled.argmax(axis=-1) != scaled.argmax(axis=-1)")]),
     "B9 old answer kept on a new request": ("app/views/generation.py", [(
         "    st.session_state.pop(GENERATION_KEY, None)\n", "")]),
-    "B10 no successor for a replaced run": ("minigpt/serve/line/registry.py", [(
+    "B10 no successor for a replaced run": ("minigpt/serve/line/memory.py", [(
         "_remember(self._successors, entry.run_id, successor.run_id)", "pass")]),
     "B11 top-k above the vocabulary not said": ("app/views/generation.py", [(
         "if k >= loaded.tokenizer.vocab_size:", "if False:")]),
@@ -217,15 +228,15 @@ MUTANTS = {
     "a step in flight lands after pause()": ("minigpt/train.py", [(
         "                if gate is not None and not gate.is_running():\n"
         "                    continue  # paused or stopped during forward/backward: drop this step\n", "")]),
-    "pause() returns before the child has paused (worker)": ("minigpt/serve/runs/process.py", [(
+    "pause() returns before the child has paused (worker)": ("minigpt/serve/runs/remote.py", [(
         'self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)',
         'self._command("pause", change=lambda state: "paused" if state == "running" else state)')]),
-    "a run just started is not counted until its child says so (worker)": ("minigpt/serve/runs/process.py", [(
+    "a run just started is not counted until its child says so (worker)": ("minigpt/serve/runs/remote.py", [(
         'return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)',
         'return not self._dead and self._status["alive"]')]),
     "a run nobody keeps holds its child for good (worker)": ("minigpt/serve/runs/process.py", [(
         "args=(weakref.ref(self), self._conn, self._process)", "args=(lambda run=self: run, self._conn, self._process)")]),
-    "a child that died leaves its run running (worker)": ("minigpt/serve/runs/process.py", [(
+    "a child that died leaves its run running (worker)": ("minigpt/serve/runs/remote.py", [(
         '            if self._state in ("running", "paused", "idle"):\n                self._state = "error"\n',
         '            if False:\n                self._state = "error"\n')]),
     "the child trains at the server's priority (worker)": ("minigpt/serve/runs/trainer_side.py", [(
@@ -328,12 +339,12 @@ MUTANTS = {
     "a browser's learner token ignored: every session a new learner (class lesson)": ("app/state/classroom.py", [(
         "        tokens[code] = sent if TOKEN.fullmatch(sent) else secrets.token_urlsafe(16)",
         "        tokens[code] = secrets.token_urlsafe(16)")]),
-    "a revealed step's tally still moves (board)": ("minigpt/serve/classes/board.py", [(
+    "a revealed step's tally still moves (board)": ("minigpt/serve/classes/lesson.py", [(
         "            if step in board.revealed:", "            if False:")]),
-    "the counts name no option right (class lesson)": ("minigpt/serve/classes/board.py", [(
+    "the counts name no option right (class lesson)": ("minigpt/serve/classes/lesson.py", [(
         "        return [chosen.count(option) for option in range(options)]",
         "        return [len(chosen)] * options")]),
-    "the teacher's key kept in clear (board)": ("minigpt/serve/classes/board.py", [(
+    "the teacher's key kept in clear (board)": ("minigpt/serve/classes/roster.py", [(
         "ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), self._clock())",
         "ClassBoard(code, key.encode(), secrets.token_bytes(16), self._clock())"), (
         "        return keys.matches(key, self.teacher_key)",
@@ -344,7 +355,7 @@ MUTANTS = {
         "    link = url.link(**{url.CLASS: board.code})", "    link = url.link(**{url.CLASS: board.code, url.LANG: language()})")]),
     "identical runs not said to coincide (board)": ("minigpt/serve/classes/board.py", [(
         "    return len(both) >= 2 and all(ours[step] == theirs[step] for step in both)", "    return False")]),
-    "emoji joiners dropped (board)": ("minigpt/serve/classes/board.py", [(
+    "emoji joiners dropped (board)": ("minigpt/serve/classes/posts.py", [(
         "        elif c in EMOJI_JOINERS and kept", "        elif c in () and kept")]),
     # the localisation: each of these shows English to a Chinese learner, or loses the choice
     "a note shown without the catalogs (L10n)": ("app/views/generation.py", [(
@@ -427,17 +438,17 @@ MUTANTS = {
     "compare page: a link's missing runs not said": ("app/state/kept_runs.py", [(
         "        if len(found) < len(linked):", "        if False:")]),
     # the run registry
-    "registry: the cap lets one run too many train": ("minigpt/serve/line/registry.py", [(
+    "registry: the cap lets one run too many train": ("minigpt/serve/line/book.py", [(
         "self._busy_locked() >= self.max_runs", "self._busy_locked() > self.max_runs")]),
-    "registry: anyone may replace a run": ("minigpt/serve/line/registry.py", [(
+    "registry: anyone may replace a run": ("minigpt/serve/line/book.py", [(
         "            if old is not None and not old.is_owner(replace[1]):\n                old = None\n", "")]),
-    "line: last in, first out": ("minigpt/serve/line/registry.py", [(
+    "line: last in, first out": ("minigpt/serve/line/book.py", [(
         "if e.is_waiting()), key=lambda e: e.order)", "if e.is_waiting()), key=lambda e: -e.order)")]),
-    "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/line/registry.py", [(
+    "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/line/book.py", [(
         "                entry.order = old.order\n", "                entry.order = next(self._orders)\n")]),
-    "line: no length limit": ("minigpt/serve/line/registry.py", [(
+    "line: no length limit": ("minigpt/serve/line/book.py", [(
         "                if len(waiting) >= self.max_waiting:", "                if False:")]),
-    "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/line/registry.py", [(
+    "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/line/book.py", [(
         "(self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)", "self.idle_seconds")]),
     "line: a waiting run takes the slot that frees last": ("minigpt/serve/line/waiting.py", [(
         "    return free[0]\n", "    return max(free)\n")]),
@@ -447,12 +458,12 @@ MUTANTS = {
         "left = busy.max_steps / pace.steps_per_sec - busy.since", "left = busy.max_steps / pace.steps_per_sec")]),
     "line: a pace scaled the wrong way by the work": ("minigpt/serve/line/waiting.py", [(
         "paces[near] * work_per_step(near) / want", "paces[near] * want / work_per_step(near)")]),
-    "line: a run that ended keeps its slot": ("minigpt/serve/line/registry.py", [(
+    "line: a run that ended keeps its slot": ("minigpt/serve/line/entry.py", [(
         "        return self.run.state in ACTIVE_STATES and self.run.is_alive()",
         "        return self.run.state in ACTIVE_STATES or self.run.state in ENDED_STATES")]),
-    "line: a paused run holds its slot for good while others wait": ("minigpt/serve/line/registry.py", [(
+    "line: a paused run holds its slot for good while others wait": ("minigpt/serve/line/book.py", [(
         "and now - e.last_steered > self.paused_grace_seconds]", "and False]")]),
-    "line: a granted slot nobody claims is held for good": ("minigpt/serve/line/registry.py", [(
+    "line: a granted slot nobody claims is held for good": ("minigpt/serve/line/book.py", [(
         "            return now - run.granted > CLAIM_SECONDS\n", "            return False\n")]),
     "line: a run cancelled while it is built trains all the same": ("minigpt/serve/line/registry.py", [(
         "if action in (\"cancel\", \"stop\") and run.state in (\"waiting\", \"starting\"):",
@@ -463,29 +474,30 @@ MUTANTS = {
         "min(cpus, quota) if quota is not None else cpus", "max(cpus, quota) if quota is not None else cpus")]),
     "a run trains at the server's own priority (runner)": ("minigpt/serve/runs/thread.py", [(
         "        name_os_thread(THREAD_NAME)\n        lower_priority(self.nice)\n", "        name_os_thread(THREAD_NAME)\n")]),
-    "a learner's run built without the priority the server is told (runs)": ("app/state/runs.py", [(
-        "    return build(replace(spec, nice=nice), resume, in_process=in_process)",
-        "    return build(spec, resume, in_process=in_process)")]),
-    "cluster: a run that moved machines keeps the steps it trained again twice": ("minigpt/serve/runs/cluster.py", [(
+    "a learner's run built without the priority the server is told (server)": ("minigpt/serve/server.py", [(
+        "        spec = replace(spec, nice=default if self.settings.nice is None else self.settings.nice)",
+        "        spec = replace(spec)")]),
+    "cluster: a run that moved machines keeps the steps it trained again twice": ("minigpt/serve/runs/ray_run.py", [(
         '            self._history.extend(e for e in news["history"] if e.step > last_step)',
         '            self._history.extend(news["history"])')]),
     "cluster: an actor that dies on a machine that stays is moved as if its machine had left": (
         "minigpt/serve/runs/cluster.py", [(
             '        if "its node has died" in str(err):',
             '        if True:')]),
-    "cluster: a run that ends keeps its actor's CPU until it is closed": ("minigpt/serve/runs/cluster.py", [(
+    "cluster: a run that ends keeps its actor's CPU until it is closed": ("minigpt/serve/runs/ray_run.py", [(
         "        if ended:\n            self._let_actor_go()",
         "        if False:\n            self._let_actor_go()")]),
     "cluster: the slots ignore the GPUs runs take a share of": ("minigpt/serve/runs/cluster.py", [(
         "        return min(by_cpu, int(self.gpus / gpu_per_run + 1e-9))",
         "        return by_cpu")]),
-    "a learner's child trains at the library's priority whatever the server is told (runs)": ("app/state/runs.py", [(
-        "    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)",
-        "    nice = CHILD_NICE if in_process else train_nice(DEFAULT_THREAD_NICE)")]),
-    "a learner's child trains at the server's priority when nothing is said (runs)": ("app/state/runs.py", [(
-        "    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)",
-        "    nice = train_nice(DEFAULT_THREAD_NICE)")]),
-    "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/line/registry.py", [(
+    "a learner's child trains at the library's priority whatever the server is told (server)": (
+        "minigpt/serve/server.py", [(
+            "nice=default if self.settings.nice is None else self.settings.nice)",
+            "nice=default if self.settings.nice is None or where != \"thread\" else self.settings.nice)")]),
+    "a learner's child trains at the server's priority when nothing is said (server)": ("minigpt/serve/server.py", [(
+        "        default = CHILD_NICE if where != \"thread\" else DEFAULT_THREAD_NICE",
+        "        default = DEFAULT_THREAD_NICE")]),
+    "registry: kept runs trimmed the most recently seen first": ("minigpt/serve/line/memory.py", [(
         "if i in self._entries), key=lambda e: e.last_seen):", "if i in self._entries), key=lambda e: -e.last_seen):")]),
     # zips
     "archive: a bomb's compression ratio unchecked": ("minigpt/archive.py", [(
@@ -572,15 +584,15 @@ MUTANTS = {
         "return ModelFacts(corpus.key, header.model_config.num_params(),",
         "return ModelFacts(corpus.key, header.model_config.vocab_size * header.model_config.d_model,")]),
     # the class board
-    "board: anyone posts a run (board)": ("minigpt/serve/classes/board.py", [(
+    "board: anyone posts a run (board)": ("minigpt/serve/classes/posts.py", [(
         "        if not entry.is_owner(run_key):\n", "        if False:\n")]),
-    "board: any key withdraws a post (board)": ("minigpt/serve/classes/board.py", [(
+    "board: any key withdraws a post (board)": ("minigpt/serve/classes/posts.py", [(
         "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):",
         "            if False:")]),
     "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/classes/board.py", [(
         "return self.misfits(corpus, record.model, record.train)",
         "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step))")]),
-    "board: one post more per learner than the limit (board)": ("minigpt/serve/classes/board.py", [(
+    "board: one post more per learner than the limit (board)": ("minigpt/serve/classes/posts.py", [(
         ">= self.max_per_learner:", "> self.max_per_learner:")]),
     "board: every viewer builds the view again (board)": ("minigpt/serve/classes/board.py", [(
         "            if board._view is None or moved or board._view.key != key:",
@@ -592,7 +604,7 @@ MUTANTS = {
     "board: characters seen forget the window (board)": ("minigpt/serve/classes/board.py", [(
         "post.step * train.batch_size * train.block_size * train.grad_accum",
         "post.step * train.batch_size * train.grad_accum")]),
-    "board: a class never ends (board)": ("minigpt/serve/classes/board.py", [(
+    "board: a class never ends (board)": ("minigpt/serve/classes/roster.py", [(
         "if b.last_active < cutoff]\n", "if False]\n")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
         "        name = plain(row.label)\n", "        name = row.label\n")]),
@@ -607,13 +619,13 @@ MUTANTS = {
         "    return salt + key.encode().ljust(32, b\" \")[:32]"), (
         "    return hmac.compare_digest(hashlib.sha256(salt + key.encode()).digest(), bytes(kept[SALT_BYTES:]))",
         "    return hmac.compare_digest(key.encode().ljust(32, b\" \")[:32], bytes(kept[SALT_BYTES:]))")]),
-    "store: the migration drops the answers (store)": ("minigpt/serve/store/database.py", [(
+    "store: the migration drops the answers (store)": ("minigpt/serve/store/migrations.py", [(
         "        if answers:\n            connection.execute(sa.insert(answers_table), answers)",
         "        if False:\n            connection.execute(sa.insert(answers_table), answers)")]),
-    "store: the line comes back in reverse (store)": ("minigpt/serve/store/database.py", [(
+    "store: the line comes back in reverse (store)": ("minigpt/serve/store/runs.py", [(
         ".where(where).order_by(runs_table.c.line_order, runs_table.c.created)",
         ".where(where).order_by(runs_table.c.line_order.desc(), runs_table.c.created)")]),
-    "store: a write the database refused once is lost (store)": ("minigpt/serve/store/database.py", [(
+    "store: a write the database refused once is lost (store)": ("minigpt/serve/store/writer.py", [(
         "                    time.sleep(RETRY_SECONDS)\n                    continue",
         "                    item.ok = False\n                    break")]),
     "store: a resumed run starts again from step 0 (worker)": ("minigpt/serve/runs/trainer_side.py", [(
@@ -625,27 +637,27 @@ MUTANTS = {
         "        return self._row.state if self._row.state in SETTLED_STATES else INTERRUPTED",
         "        return self._row.state")]),
     # each of these passed the whole suite once (issue 58)
-    "line: after a restart, new Starts are numbered from 1 again (registry)": ("minigpt/serve/line/registry.py", [(
-        "            self._orders = itertools.count(store.max_line_order() + 1)\n", "")]),
+    "line: after a restart, new Starts are numbered from 1 again (registry)": ("minigpt/serve/line/book.py", [(
+        "            self._orders = itertools.count(store.runs.max_line_order() + 1)\n", "")]),
     "store: an owner opening their run never reaches the database (registry)": ("minigpt/serve/line/registry.py", [(
-        "        if seen:\n            self.store.seen([entry.run_id])\n", "")]),
-    "kept: one run's small form may take the whole memory for kept runs (registry)": ("minigpt/serve/line/registry.py", [(
+        "        if seen:\n            self.store.runs.seen([entry.run_id])\n", "")]),
+    "kept: one run's small form may take the whole memory for kept runs (registry)": ("minigpt/serve/line/moving.py", [(
         "return KeptRun(run, max_bytes=kept_bytes // KEPT_SHARE)", "return KeptRun(run, max_bytes=kept_bytes)")]),
-    "store: a checkpoint written before the steps it holds (registry)": ("minigpt/serve/line/registry.py", [(
+    "store: a checkpoint written before the steps it holds (registry)": ("minigpt/serve/line/keeping.py", [(
         "            self._save_entry(entry, self._clock(), force=True)\n"
-        "            self.store.save_checkpoint(entry.run_id, step, files)\n",
-        "            self.store.save_checkpoint(entry.run_id, step, files)\n"
+        "            self.store.checkpoints.save(entry.run_id, step, files)\n",
+        "            self.store.checkpoints.save(entry.run_id, step, files)\n"
         "            self._save_entry(entry, self._clock(), force=True)\n")]),
-    "store: a resume forgets the checkpoint's own step and evaluation (store)": ("minigpt/serve/store/database.py", [
+    "store: a resume forgets the checkpoint's own step and evaluation (store)": ("minigpt/serve/store/runs.py", [
         ("& (events_table.c.step > step)))", "& (events_table.c.step >= step)))"),
         ("& (evals_table.c.step > step)))", "& (evals_table.c.step >= step)))")]),
-    "cluster: an older status arriving late overwrites a newer one": ("minigpt/serve/runs/cluster.py", [(
+    "cluster: an older status arriving late overwrites a newer one": ("minigpt/serve/runs/ray_run.py", [(
         '        if status["stamp"] <= self._stamp:  # an older look', '        if False:  # an older look')]),
-    "database: a URL SQLAlchemy refuses raises on every page (database)": ("app/state/database.py", [(
+    "database: a URL SQLAlchemy refuses raises on every page (database)": ("minigpt/serve/server.py", [(
         "    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses",
         "    except ImportError as err:  # noqa: BLE001 - a URL SQLAlchemy refuses")]),
-    "database: a data folder that cannot be made raises on every page (database)": ("app/state/database.py", [
-        ("    except StoreError as err:\n        return Database(None, err)\n", ""),
+    "database: a data folder that cannot be made raises on every page (database)": ("minigpt/serve/server.py", [
+        ("    except StoreError as err:\n        return Database(problem=err)\n", ""),
         ("    except Exception as err:  # noqa: BLE001 - a URL SQLAlchemy refuses",
          "    except ImportError as err:  # noqa: BLE001 - a URL SQLAlchemy refuses")]),
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt.serve.classes.board import BoardError, LessonNow
+from minigpt.serve import BoardError, LessonNow
 
 from app.chrome import fields, site, url
 from app.chrome.i18n import _, error_text, language, n_

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from minigpt.lab.run_records import RunRecord, csv_text, differing_settings, results_table
-from minigpt.serve.line.registry import RunEntry
+from minigpt.serve import RunEntry
 
 from app.chrome import fields, url
 from app.chrome.charts import config as chart_config

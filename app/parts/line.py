@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from minigpt.serve.line.registry import RunEntry
+from minigpt.serve import RunEntry
 
 from app.chrome.i18n import _, n_
 from app.chrome.text import format_duration, ordinal
-from app.state import placement, runs
+from app.state import runs, serving
 
 HEARTBEAT_SECONDS = 30.0  # any other page of the owner's looks this often, or thrice within the absence limit
 
@@ -17,7 +17,7 @@ HEARTBEAT_SECONDS = 30.0  # any other page of the owner's looks this often, or t
 def server_line() -> str:
     """"N training slots on this server · M in use · K runs waiting", or "on a cluster of M machines"."""
     registry = runs.registry()
-    size = placement.placement().size
+    size = serving.placement().size
     if size is not None:  # "12 training slots on a cluster of 3 machines"
         where = _("{slots} on a cluster of {machines}", slots=n_("{n} training slot", "{n} training slots",
                                                                  registry.max_runs),

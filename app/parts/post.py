@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from minigpt import GPTConfig, TrainConfig
-from minigpt.serve.classes.board import MAX_NAME, BoardError, Challenge
+from minigpt.serve import MAX_NAME, BoardError, Challenge
 
 from app.chrome import fields
 from app.chrome.i18n import _, error_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from minigpt import EARLY_STOP_PATIENCE, N_, PRESETS, ConfigError, CorpusError, GPTConfig, TrainConfig
-from minigpt.serve.runs.recipe import RunSpec
+from minigpt.serve import RunSpec
 
 from app.chrome import fields, url
 from app.chrome.fields import REMEMBERED

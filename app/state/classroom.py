@@ -23,11 +23,11 @@ import secrets
 
 import streamlit as st
 
-from minigpt.serve.classes.board import CLASS_IDLE_SECONDS, CODE_ALPHABET, CODE_LENGTH, BoardError, BoardView, Classes
+from minigpt.serve import CLASS_IDLE_SECONDS, CODE_ALPHABET, CODE_LENGTH, BoardError, BoardView, Classes
 
 from app.chrome import url
 from app.chrome.i18n import error_text
-from app.state import database, runs
+from app.state import runs, serving
 
 CLASS_KEY = "board_class"       # session_state: the code of the class this session joined
 TEACHER_KEY = "board_teacher"   # session_state: (code, key) of the class this browser started
@@ -48,11 +48,9 @@ TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a learner token as secrets.token_
 REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 
 
-@st.cache_resource(show_spinner=False)
 def classes() -> Classes:
-    """Every class on this server, one per process, with those the store kept (state.database); a
-    view is checked for moved runs at most every two seconds (viewers redraw every REFRESH_SECONDS)."""
-    return Classes(refresh_seconds=REFRESH_SECONDS / 2.5, store=database.store())
+    """Every class on this server (the server's: state.serving), with those the store kept."""
+    return serving.server().classes
 
 
 def read_and_sync_url() -> None:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 import minigpt.lab.tasks  # noqa: F401  (registers the task corpora: Home lists them with the texts)
+from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
+from minigpt.lab.tasks import Task, task_for_corpus
 from minigpt import BUILTIN_CORPORA, DEFAULT_CORPUS, corpus_chars, load_corpus
 
 from app.chrome.i18n import _
@@ -70,3 +72,19 @@ def forget_uploaded_corpus() -> None:
     """The learner removed the file: back to the default corpus."""
     if st.session_state.pop(UPLOADED_CORPUS_KEY, None) is not None:
         st.session_state[CORPUS] = DEFAULT_CORPUS
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the Train page says of a run's corpus, kept with the run (RunEntry.facts): for an owner
+    and for anyone who watches it, after its data is released too."""
+
+    task: Task | None            # the corpus is a task's: the run is scored on it
+    corpus: str                  # the corpus's key: a built-in name, or "<file> (uploaded)" (a challenge's)
+    unseen: UnseenCharacters     # validation characters the training split never shows
+
+
+def run_facts(spec) -> RunFacts:
+    """What the Train page says of a run's corpus (RunFacts), from what rebuilds the run."""
+    return RunFacts(task_for_corpus(spec.corpus_key), spec.corpus_key or "",
+                    unseen_validation_chars(spec.text, spec.train.val_fraction))

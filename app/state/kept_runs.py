@@ -10,12 +10,12 @@ import streamlit as st
 
 from minigpt import ConfigError, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.run_records import RunRecord, RunShelf
-from minigpt.serve.line.registry import RunEntry, RunLimitError
+from minigpt.serve import RunEntry, RunLimitError
 
 from app.chrome import url
 from app.chrome.i18n import _, error_text
 from app.chrome.text import md
-from app.state import database, runs
+from app.state import runs, serving
 from app.state.corpora import Corpus
 
 KEPT_KEY = "kept_runs"          # session_state: the ids this session kept, oldest first
@@ -32,7 +32,7 @@ ID = re.compile(r"^[A-Za-z0-9_-]{12}$")
 @st.cache_resource(show_spinner=False)
 def shelf() -> RunShelf:
     """Every session's kept runs, one shelf per server process, written to the store (state.database)."""
-    return RunShelf(store=database.store())
+    return RunShelf(store=serving.store())
 
 
 def keep_run(entry: RunEntry, name: str = "") -> RunRecord:

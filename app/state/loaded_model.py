@@ -27,7 +27,7 @@ from minigpt import (
 )
 from minigpt.lab.tasks import find_task, task_for_corpus
 from minigpt.pretrained import shipped_header
-from minigpt.serve.runs.stored import NoWeightsError
+from minigpt.serve import NoWeightsError
 
 from app.chrome.i18n import _, error_text, number
 from app.chrome.site import HOME

@@ -7,11 +7,10 @@ training threads' module is imported where a run is started."""
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import streamlit as st
 
@@ -26,63 +25,24 @@ from minigpt import (
     demo_prompts,
     probe_text,
 )
-from minigpt.lab.diagnosis import UnseenCharacters, unseen_validation_chars
-from minigpt.lab.tasks import Task, task_for_corpus
-from minigpt.serve.line import registry as registry_module
-from minigpt.serve.host.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
-from minigpt.serve.line.registry import NotOwnerError, RunEntry, RunRegistry
+from minigpt.lab.tasks import task_for_corpus
+from minigpt.serve import NotOwnerError, RunEntry, RunRegistry, RunSpec, prepare_training as prepare_server
 
 from app.chrome import url
 from app.chrome.i18n import _
 from app.chrome.text import format_duration
-from app.state import database, placement
+from app.state import serving
 from app.state.choices import MODEL_SOURCE, TRAINED, current_device
 from app.state.corpora import Corpus
 
 MAX_PARAMS = 5_000_000                # a model a small shared CPU trains in minutes
 MEMORY_ENV, DEFAULT_MEMORY_MB = "MINIGPT_MEMORY_BUDGET_MB", 1024  # per run; Community Cloud has 0.7-2.7 GB
-# how many runs train at once: unset, what this process may really use affords (minigpt.serve.host.capacity):
-# one per CPU of its affinity mask and control group quota, as many as its memory holds beside the server
-MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"
-RUN_BYTES = 60 * 2**20      # what a run's process writes of its own after the fork server's warm-up, with room (bench/RESULTS.md)
-SERVER_BYTES = 256 * 2**20  # what the server itself still grows by with a class of 30 (bench/RESULTS.md)
-KEPT_RUN_BYTES = 3 * 2**19  # a finished challenge run kept small, rounded up (bench/kept_runs.py)
-# a run's process trains with one torch thread: two runs on two cores trained slower with two threads each
-# (python -m bench.run_threads), and so did one run alone on two busy cores (bench/RESULTS.md)
-MAX_RUN_THREADS = 1
-MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smallest box, and a bound on any box
-IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
-WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that drops their waiting run (registry's default)
-MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length (registry's default)
-# the CPU priority a run trains at, a niceness from 0 (the server's) to 19 (yields the most). Unset,
-# a run in a child process trains at minigpt.serve.runs.recipe.CHILD_NICE, so that it yields to the server
-# that shares its box. A run on a thread trains at the server's priority by default: measured with a
-# class (bench/class_load.py), a niced thread that holds the interpreter lock is scheduled late, and
-# the learners waiting for that lock waited longer (p95), while training went no faster or slower
-NICE_ENV, DEFAULT_THREAD_NICE = "MINIGPT_TRAIN_NICE", 0
-# where a run trains: "process", a child at a low priority forked from a preloaded fork server
-# (minigpt/serve/runs/process.py), which never holds the lock the pages need, or "thread", in the server's
-# interpreter. Processes by default wherever there is a fork server: measured with a class on the
-# smallest box (bench/class_load.py, bench/RESULTS.md), learners waited less, the runs trained faster,
-# and the out-of-memory killer's first choice is a run, never the server; they cost more memory. Without a fork server (Windows) each child would import torch again: threads.
-TRAIN_IN_ENV, TRAIN_IN_CHOICES = "MINIGPT_TRAIN_IN", ("thread", "process")
-DEFAULT_TRAIN_IN = "process" if "forkserver" in multiprocessing.get_all_start_methods() else "thread"
 
 # session_state keys
 OWN_RUN_KEY, WATCHED_RUN_KEY = "own_run", "watched_run"   # (run id, key) / run id
 URL_READ_KEY, NOTICE_KEY = "url_read", "notice"
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the Train page says of a run's corpus, kept with the run (RunEntry.facts): for an owner
-    and for anyone who watches it, after its data is released too."""
-
-    task: Task | None            # the corpus is a task's: the run is scored on it
-    corpus: str                  # the corpus's key: a built-in name, or "<file> (uploaded)" (the class board's challenge)
-    unseen: UnseenCharacters     # validation characters the training split never shows
 
 
 def env_int(name: str, default: int, low: int = 1) -> int:
@@ -95,82 +55,20 @@ def env_int(name: str, default: int, low: int = 1) -> int:
     return value if value >= low else default
 
 
-def train_nice(default: int) -> int:
-    """The niceness this server's runs train at (docs/deploying.md), 0 to 19; `default` when unset."""
-    return min(19, env_int(NICE_ENV, default, low=0))
-
-
-def train_in() -> str:
-    """Where this server trains its runs (docs/deploying.md): "thread" or "process"."""
-    value = os.environ.get(TRAIN_IN_ENV, DEFAULT_TRAIN_IN)
-    return value if value in TRAIN_IN_CHOICES else DEFAULT_TRAIN_IN
-
-
 def prepare_training() -> None:
-    """Once torch has loaded (warmup's `then`): where runs train in processes, start the fork server
+    """Once torch has loaded (warmup's `then`): where runs train in processes, the fork server starts
     now, so that it loads torch once, before the first Start, instead of at it."""
-    if train_in() == "process":
-        from minigpt.serve.runs.process import start_fork_server
-
-        start_fork_server()
+    prepare_server(serving.settings())
 
 
-@st.cache_resource(show_spinner=False, on_release=lambda registry: registry.stop_all())
 def registry() -> RunRegistry:
-    """The process-wide registry, sized from what this process may use. A new one (first use, or
-    after a code reload) stops the trainer threads an old one left behind, since nothing can reach
-    them any more."""
-    from minigpt.serve.runs.thread import stop_orphaned_runs
-
-    stop_orphaned_runs()
-    cluster = placement.on_cluster()
-    slots, kept = server_sizes(read_capacity(), cluster.slots() if cluster is not None else None)
-    made = RunRegistry(max_runs=slots,
-                       idle_seconds=env_int(IDLE_ENV, DEFAULT_IDLE_SECONDS),
-                       max_waiting=env_int(MAX_WAITING_ENV, registry_module.DEFAULT_MAX_WAITING),
-                       waiting_idle_seconds=env_int(WAITING_IDLE_ENV, registry_module.DEFAULT_WAITING_IDLE),
-                       kept_bytes=kept * KEPT_RUN_BYTES, store=database.store(), builder=build_run, facts=run_facts)
-    placement.watch(lambda slots: made.resize(env_int(MAX_RUNS_ENV, slots, low=0)))  # the slots follow its machines
-    return made
-
-
-def build_run(spec, resume=None):
-    """The run `spec` describes, where this server trains (an actor on the cluster, a child process or
-    a thread), at its priority; from `resume`'s checkpoint where a run goes on after a restart."""
-    from minigpt.serve.runs.recipe import CHILD_NICE
-    from minigpt.serve.runs.process import build_run as build
-
-    cluster = placement.on_cluster()
-    in_process = train_in() == "process" or cluster is not None  # out of the server's interpreter: a child's priority
-    nice = train_nice(CHILD_NICE if in_process else DEFAULT_THREAD_NICE)
-    if cluster is not None:
-        return cluster.run(replace(spec, nice=nice), resume)
-    return build(replace(spec, nice=nice), resume, in_process=in_process)
-
-
-def run_facts(spec) -> RunFacts:
-    """What the Train page says of a run's corpus (RunFacts), from what rebuilds the run."""
-    return RunFacts(task_for_corpus(spec.corpus_key), spec.corpus_key or "",
-                    unseen_validation_chars(spec.text, spec.train.val_fraction))
-
-
-def server_sizes(capacity: Capacity, cluster_slots: int | None = None) -> tuple[int, int]:
-    """How many runs may train at once (MINIGPT_MAX_RUNS, else the cluster's slots where runs train on
-    one, else what the box affords), and how many finished runs it keeps small in the memory the server
-    and its slots leave (runs on a cluster take none of this box's)."""
-    if cluster_slots is not None:
-        return env_int(MAX_RUNS_ENV, cluster_slots, low=0), kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES,
-                                                                          MIN_KEPT, MAX_KEPT)
-    slots = env_int(MAX_RUNS_ENV, slots_for(capacity, RUN_BYTES, SERVER_BYTES))
-    return slots, kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES + slots * RUN_BYTES, MIN_KEPT, MAX_KEPT)
+    """The process-wide registry of runs (the server's: state.serving)."""
+    return serving.server().registry
 
 
 def run_threads() -> int:
-    """Intra-op threads for each run: its share of the server's CPUs, never more, and at most
-    MAX_RUN_THREADS, what a run here is fastest with; on a cluster, the one CPU its actor takes."""
-    if placement.on_cluster() is not None:
-        return MAX_RUN_THREADS
-    return min(threads_per_run(read_capacity(), registry().max_runs), MAX_RUN_THREADS)
+    """Intra-op threads for each run: its share of the server's CPUs (minigpt.serve.Server.run_threads)."""
+    return serving.server().run_threads()
 
 
 def session_run() -> tuple[RunEntry | None, bool]:
@@ -311,8 +209,6 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
     else:
         probe = probe_text(tokenizer, corpus.text)[: train.block_size]  # only positions the run trains
         prompt, sample_chars = next(iter(demo_prompts(tokenizer)), ""), 80
-
-    from minigpt.serve.runs.recipe import RunSpec
 
     spec = RunSpec("", model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe, prompt, sample_chars,
                    threads=run_threads())

@@ -37,7 +37,7 @@ import torch
 from minigpt import MiniGPT, Prompt, SampledToken, Sampling, SamplingError, Windows, estimate_loss, generate, stream
 from minigpt.lab import embeddings, heads, predictions
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
-from minigpt.serve.host.turns import TurnQueue
+from minigpt.serve import TurnQueue
 
 from app.chrome.i18n import n_
 from app.state.loaded_model import LoadedModel

@@ -12,7 +12,7 @@ import streamlit as st
 
 from minigpt import (BUILTIN_CORPORA, DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, CharTokenizer, ConfigError,
                      GPTConfig, TrainConfig)
-from minigpt.serve.classes.board import BoardError, Challenge
+from minigpt.serve import BoardError, Challenge
 
 from app.chrome import url
 from app.chrome.i18n import _, error_text, n_

@@ -19,7 +19,7 @@ import streamlit as st
 
 from minigpt import BUILTIN_CORPORA, N_
 from minigpt.lab.run_records import csv_text
-from minigpt.serve.classes.board import COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
+from minigpt.serve import COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
 
 from app.chrome import site, url
 from app.chrome.charts import config as chart_config
@@ -28,7 +28,7 @@ from app.chrome.i18n import _, error_text, language, n_
 from app.chrome.text import md, ordinal, word_list
 from app.parts import class_lesson
 from app.parts.post import challenge_text
-from app.state import classroom, database, runs
+from app.state import classroom, runs, serving
 from app.state.classroom import (
     CLASS_KEY,
     COOKIE_PREFIX,
@@ -74,7 +74,7 @@ def board_page() -> None:
     chart starts near the top; for a learner, the board with where the class is in the lesson
     and a way to train a run for it."""
     ss = st.session_state
-    database.not_saving_warning()
+    serving.not_saving_warning()
     notice = ss.pop(NOTICE_KEY, None)
     if notice:
         st.warning(md(notice))

@@ -10,8 +10,7 @@ import streamlit as st
 
 from minigpt import CharTokenizer, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.scaling_race import race_configs, scaling_race
-from minigpt.serve.runs.recipe import RunSpec
-from minigpt.serve.line.registry import HeldSlot, RunLimitError
+from minigpt.serve import HeldSlot, RunLimitError, RunSpec
 from minigpt.viz import race_figure
 
 from app.chrome.charts import config as chart_config

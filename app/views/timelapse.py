@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from minigpt.serve.line.registry import RunEntry
+from minigpt.serve import RunEntry
 from minigpt.viz import attention_panels, right_key_figure
 
 from app.chrome import charts

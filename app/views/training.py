@@ -7,18 +7,16 @@ import streamlit as st
 from minigpt import DEFAULT_PRESET, PRESETS, ConfigError, CorpusError, GPTConfig, TrainConfig
 from minigpt.lab.diagnosis import overfitting, uniform_loss
 from minigpt.lab.run_records import csv_text, history_table
-from minigpt.serve.line.registry import NotOwnerError, RunEntry
-from minigpt.serve.runs.run import INTERRUPTED
-from minigpt.serve.runs.thread import SAMPLE_TEMPERATURE
+from minigpt.serve import INTERRUPTED, SAMPLE_TEMPERATURE, NotOwnerError, RunEntry
 from minigpt.viz import loss_figure, task_figure
 
 from app.chrome import charts
 from app.chrome.i18n import _, error_text, number
 from app.chrome.text import format_duration, md
 from app.parts import compare, line, post
-from app.state import kept_runs, placement, run_notes, runs, train_settings
+from app.state import kept_runs, run_notes, runs, serving, train_settings
 from app.state.choices import current_device
-from app.state.corpora import Corpus
+from app.state.corpora import Corpus, RunFacts
 
 STEP_SIZES = (1, 10, 100)  # the Step button's choices
 ACTIONS = ("pause", "resume", "stop")
@@ -35,7 +33,7 @@ def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range:
     else:
         settings_ok = in_range  # a box outside its range has said so under itself
     facts = [_("Corpus **{corpus}** ({chars:,} characters)", corpus=md(corpus.label), chars=len(corpus.text)),
-             _("device **{device}**", device=placement.run_device() or current_device())]
+             _("device **{device}**", device=serving.run_device() or current_device())]
     if settings_ok:
         facts.append(_("a new run with these settings: **{params:,}** parameters", params=sized.num_params()))
     facts.append(line.server_line())
@@ -121,7 +119,7 @@ def _live(state: str) -> None:
         return
     snap = current.run.snapshot()
     trainer = current.run.trainer
-    facts: runs.RunFacts = current.facts
+    facts: RunFacts = current.facts
     if snap.state == INTERRUPTED:
         interrupted_note(current.run, owner)
     uniform = uniform_loss(trainer.tokenizer.vocab_size)

@@ -71,7 +71,7 @@ class RunShelf:
     def put(self, record: RunRecord) -> str:
         self._remember(record)
         if self.store is not None:
-            self.store.save_record(record)
+            self.store.records.save(record)
         return record.record_id
 
     def _remember(self, record: RunRecord) -> None:
@@ -92,7 +92,7 @@ class RunShelf:
             found = {i: self._records[i] for i in record_ids if i in self._records}
         missing = [i for i in record_ids if i not in found]
         if missing and self.store is not None:
-            for record in self.store.load_records(missing):
+            for record in self.store.records.load(missing):
                 self._remember(record)
                 found[record.record_id] = record
         return [found[i] for i in record_ids if i in found]

@@ -1,3 +1,66 @@
-"""Serving a class: training runs in background threads that other sessions can watch and
-steer (`runner`), the process's registry of them, with its cap and owners (`registry`), heavy
-requests taken in turn (`turns`), and the classes whose learners post runs to one board (`board`)."""
+"""MiniGPT Lab's serving wing: runs for many sessions, the line they wait in, the store that keeps
+them across restarts, and the classes. Its rooms import downwards only (tests/cross/test_layers.py):
+
+    host   capacity of this box, turns at a shared model      (imports no other room)
+    runs   what a run is (RunSpec, RunSnapshot), and where it trains: a thread, a child process, a Ray actor
+    store  the database: schema and migrations, the writer, one module per kind of record
+    classes  the class board, the lesson a teacher leads     (above the store)
+    line   the registry of runs and the line for the slots  (above the store)
+    server the face: open_server(settings) builds all of it
+
+This module is the face the app imports: `open_server` and its settings, and the record types and
+errors pages read. Each name is imported from its module on first use (PEP 562), so that Home draws
+before torch has loaded; the TYPE_CHECKING block is the one list of the names, for type checkers and
+for __getattr__ alike.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .classes.board import COLUMNS, RUN_LABEL, BoardView, Challenge, Classes
+    from .classes.codes import CODE_ALPHABET, CODE_LENGTH
+    from .classes.lesson import LessonNow
+    from .classes.posts import MAX_NAME
+    from .classes.roster import BoardError
+    from .host.turns import TurnQueue
+    from .line.entry import HeldSlot, NotOwnerError, RunEntry, RunLimitError
+    from .line.registry import RunRegistry
+    from .runs.cluster import ClusterError, Size
+    from .runs.recipe import RunSpec
+    from .runs.run import INTERRUPTED, RunSnapshot
+    from .runs.stored import NoWeightsError
+    from .runs.thread import SAMPLE_TEMPERATURE
+    from .server import (ADDRESS_ENV, RUNS_ON_ENV, TRAIN_IN_ENV, Database, Placement, Server, ServerSettings,
+                         connect_database, open_server, prepare_training, writable_folder)
+    from .store.engine import CONNECT_SECONDS
+    from .store.faults import StoreError
+    from .store.retention import CLASS_IDLE_SECONDS
+
+
+def _exports() -> dict[str, str]:
+    """name -> module, read from the TYPE_CHECKING block above."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body
+                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    return {alias.name: node.module for node in block.body for alias in node.names}
+
+
+_FACE = _exports()
+__all__ = sorted(_FACE)
+
+
+def __getattr__(name: str):
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))

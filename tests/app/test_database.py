@@ -1,4 +1,4 @@
-"""app/state/database.py and what the pages do with the store: runs and classes across a restart of
+"""app/state/serving.py and what the pages do with the store: runs and classes across a restart of
 the server (its process-wide resources let go and made again, as a new process makes them), an
 interrupted run resumed from the Train page, a database that cannot be used, the teacher's erase.
 The store's own behaviour is tested in tests/minigpt/serve/test_store*.py."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.chrome.site import BOARD, TRAIN
-from app.state import classroom, database, kept_runs, runs
+from app.state import classroom, kept_runs, runs, serving
 from helpers.apptest import (PAGES, home, own_run, page, session, start_tiny_run, step_of, wait_finished,
                              wait_for_step)
 from helpers.waiting import wait_until
@@ -22,13 +22,11 @@ pytestmark = pytest.mark.trains
 def restart() -> None:
     """What a new server process does: the registry (its runs closed, what they logged written), the
     classes and the store are made again, from the database."""
-    runs.registry.clear()
-    classroom.classes.clear()
-    database.database.clear()
+    serving.server.clear()
 
 
 def data_file() -> Path:
-    return Path(os.environ[database.DATA_ENV]) / database.DATABASE_FILE
+    return Path(os.environ[serving.DATA_ENV]) / serving.DATABASE_FILE
 
 
 def warnings(at) -> list[str]:
@@ -38,8 +36,8 @@ def warnings(at) -> list[str]:
 def test_the_default_is_an_sqlite_file_in_the_data_folder_and_saving_is_on():
     at = page(home(), TRAIN.script)
     assert not at.exception
-    db = database.database()
-    assert db.store is not None and db.problem is None and db.store.engine.dialect.name == "sqlite"
+    server = serving.server()
+    assert server.store is not None and server.store_problem is None and server.store.engine.dialect.name == "sqlite"
     assert data_file().is_file()
     assert not any("not being saved" in w for w in warnings(at))
 
@@ -89,7 +87,7 @@ def test_a_watcher_of_an_interrupted_run_cannot_resume_it():
 
 def test_a_database_url_whose_driver_is_missing_is_said_and_the_app_trains_from_memory():
     at = session()
-    at.secrets["connections"] = {database.CONNECTION: {"url": "postgresql+pg8000://learner@127.0.0.1:1/minigpt"}}
+    at.secrets["connections"] = {serving.CONNECTION: {"url": "postgresql+pg8000://learner@127.0.0.1:1/minigpt"}}
     at.run()
     at.switch_page(TRAIN.script).run()
     said = [w for w in warnings(at) if "not being saved" in w]
@@ -106,9 +104,9 @@ def test_a_database_that_cannot_be_made_is_said_and_every_page_serves_from_memor
     if fault == "a data folder that cannot be made":
         in_the_way = tmp_path / "a file"  # root may write anywhere, but no one makes a folder inside a file
         in_the_way.write_text("not a folder")
-        monkeypatch.setenv(database.DATA_ENV, str(in_the_way / "data"))
+        monkeypatch.setenv(serving.DATA_ENV, str(in_the_way / "data"))
     else:
-        at.secrets["connections"] = {database.CONNECTION: {"url": "not a database url"}}
+        at.secrets["connections"] = {serving.CONNECTION: {"url": "not a database url"}}
     assert not at.run().exception
     for path in PAGES:
         assert not page(at, path).exception, path
@@ -154,15 +152,16 @@ def test_a_class_outlives_a_restart_and_its_teacher_erases_its_data():
     assert [(row.label, row.run_id, row.state) for row in view.rows] == [("Ada", run_id, "finished")]
     assert classroom.classes().find(code).is_teacher(teacher)
     classroom.erase_class(code, teacher)
-    store = database.store()
+    store = serving.store()
     store.flush(10)
-    assert store.load_classes() == [] and store.load_run(run_id) is None
+    assert store.classes.load() == [] and store.runs.load(run_id) is None
     restart()
     assert runs.registry().get(run_id) is None
 
 
 def test_a_database_from_a_newer_version_is_said_in_chinese_and_left_alone():
-    from minigpt.serve.store.database import SCHEMA_VERSION, Store
+    from minigpt.serve.store.database import Store
+    from minigpt.serve.store.schema import SCHEMA_VERSION
 
     data_file().parent.mkdir(parents=True)
     store = Store.from_url(f"sqlite:///{data_file()}")  # an older app's file, rewritten below by a newer one

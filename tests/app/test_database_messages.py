@@ -1,4 +1,4 @@
-"""What the pages say when the server's database cannot be used (app/state/database.py over
+"""What the pages say when the server's database cannot be used (app/state/serving.py over
 minigpt.serve.store.database), and how long they wait for it: in the page's language and in the app's own
 words, the driver's words going to the server's log; a data folder the server cannot write to; a
 database locked at start, which holds the first page no longer than an action. The store's own
@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from app.chrome.site import BOARD, TRAIN
-from app.state import database
+from app.state import serving
 from helpers.apptest import home, own_run, page, session, tiny_settings
 from helpers.waiting import wait_until
-from minigpt.serve.store import database as store_module
+from minigpt.serve.store import engine as engine_module
 from minigpt.serve.store.database import Store
 
 LATIN = re.compile(r"[A-Za-z]")
 
 
 def data_file() -> Path:
-    return Path(os.environ[database.DATA_ENV]) / database.DATABASE_FILE
+    return Path(os.environ[serving.DATA_ENV]) / serving.DATABASE_FILE
 
 
 def not_saving(at) -> list[str]:
@@ -53,7 +53,7 @@ def test_a_damaged_database_is_said_in_chinese_words_and_the_drivers_words_go_to
 
 def test_a_url_sqlalchemy_refuses_is_said_as_such_in_chinese_and_its_words_go_to_the_log(caplog):
     at = session("zh")
-    at.secrets["connections"] = {database.CONNECTION: {"url": "not a database url"}}
+    at.secrets["connections"] = {serving.CONNECTION: {"url": "not a database url"}}
     with caplog.at_level(logging.WARNING):
         at.run()
         train = at.switch_page(TRAIN.script).run()
@@ -85,7 +85,7 @@ def test_a_data_folder_that_cannot_be_written_is_said_in_both_languages_and_runs
     with caplog.at_level(logging.WARNING):
         train = page(home("en"), TRAIN.script)
     said = not_saving(train)
-    assert said and "cannot write to its data folder" in said[0] and database.DATA_ENV in said[0]
+    assert said and "cannot write to its data folder" in said[0] and serving.DATA_ENV in said[0]
     assert "does not answer" not in said[0]
     assert str(folder) in caplog.text and str(folder) not in said[0]  # the path is for the log
     start_tiny(train)
@@ -99,7 +99,7 @@ def test_a_data_folder_that_cannot_be_written_is_said_in_both_languages_and_runs
 def test_a_data_folder_that_cannot_be_made_is_said_and_runs_train_from_memory(tmp_path, monkeypatch):
     in_the_way = tmp_path / "a file"
     in_the_way.write_text("a file where the data folder's parent should be")
-    monkeypatch.setenv(database.DATA_ENV, str(in_the_way / "data"))
+    monkeypatch.setenv(serving.DATA_ENV, str(in_the_way / "data"))
     train = page(home(), TRAIN.script)
     said = not_saving(train)
     assert said and "cannot write to its data folder" in said[0]
@@ -113,10 +113,10 @@ def test_a_read_only_database_file_is_said_as_such_once_a_write_meets_it():
     data_file().parent.mkdir(parents=True)
     Store.from_url(f"sqlite:///{data_file()}").close()  # an earlier server's file, opened read-only below
     at = session()
-    at.secrets["connections"] = {database.CONNECTION: {"url": f"sqlite:///file:{data_file()}?mode=ro&uri=true"}}
+    at.secrets["connections"] = {serving.CONNECTION: {"url": f"sqlite:///file:{data_file()}?mode=ro&uri=true"}}
     at.run()
     train = start_tiny(at.switch_page(TRAIN.script).run())
-    store = database.store()
+    store = serving.store()
     wait_until(lambda: store.problem is not None, "the store to meet the read-only file")
     said = not_saving(train.run())
     assert said and "cannot be written" in said[0] and "read-only" in said[0]
@@ -126,7 +126,7 @@ def test_a_database_locked_at_start_holds_the_first_page_no_longer_than_an_actio
     data_file().parent.mkdir(parents=True)
     Store.from_url(f"sqlite:///{data_file()}").close()  # an earlier server's file
     # its lock is waited for as long as it lasts: only a page that stops waiting is drawn before it goes
-    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 3_600_000)
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 3_600_000)
     other = sqlite3.connect(data_file(), isolation_level=None)  # a backup tool, another server: not even a read gets in
     other.execute("PRAGMA locking_mode = EXCLUSIVE")
     other.execute("BEGIN EXCLUSIVE")
@@ -138,6 +138,6 @@ def test_a_database_locked_at_start_holds_the_first_page_no_longer_than_an_actio
     finally:
         other.execute("ROLLBACK")
         other.close()
-    store = database.store()
+    store = serving.store()
     wait_until(lambda: store.ready, "the store to open once the lock has gone")
     assert store.problem is None and not not_saving(train.run())

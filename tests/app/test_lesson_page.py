@@ -23,6 +23,7 @@ from minigpt import (DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, GPTConfig, MiniGPT
                      load_pretrained)
 from minigpt.data import split_tokens
 from minigpt.sample import refill_keep
+from minigpt.serve import server as face
 from app.chrome.site import ATTENTION, EXPERIMENTS, GENERATE, GLOSSARY, INSIDE, LESSON, MODEL, SCALING, TRAIN
 
 LESSON = LESSON.script
@@ -303,7 +304,7 @@ def test_the_lessons_training_step_waits_in_the_same_line_as_the_train_page(monk
     from helpers.apptest import own_run, start_tiny_run
     from helpers.waiting import wait_until
 
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "1")
     ahead = start_tiny_run()
     at = page(home("en", lesson="11"), LESSON)
     at.button(key="lesson_train").click().run()

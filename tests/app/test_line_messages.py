@@ -8,13 +8,14 @@ import pytest
 from app.chrome import i18n
 from app.state import runs
 from helpers.apptest import own_run, start_tiny_run
+from minigpt.serve import server as face
 
 ALL = ("都", "全部", "所有", "每个")  # "all", "every": words for many, which one slot is not
 
 
 @pytest.mark.trains
 def test_a_learner_waiting_for_the_servers_one_slot_reads_that_it_is_taken_not_that_all_are(monkeypatch):
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "1")
     start_tiny_run("zh")
     waiting = start_tiny_run("zh")
     assert runs.registry().get(*own_run(waiting)).is_waiting()

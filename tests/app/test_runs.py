@@ -18,6 +18,7 @@ from minigpt import GPTConfig, TrainConfig, Trainer, build_model
 from minigpt.serve.line.registry import NotOwnerError, RunRegistry
 from minigpt.serve.runs.thread import TrainingRun
 from minigpt.serve.runs.process import CHILD_THREAD_NAME
+from minigpt.serve import server as face
 from app.chrome.site import GENERATE, TRAIN
 
 pytestmark = pytest.mark.trains
@@ -85,7 +86,7 @@ def test_a_start_on_a_full_server_waits_in_line_sees_its_place_and_starts_by_its
     """Issue 48: on a server with every slot busy, Start is accepted; the learner sees their place, the
     server's slots, and, once a run has trained here, when theirs should start. When a slot frees,
     their run trains without their pressing anything again."""
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "2")
     running = [start_tiny_run() for _ in range(2)]
     entries = [runs.registry().get(*own_run(at)) for at in running]
     wait_until(lambda: all(entry.run.snapshot().step >= 10 for entry in entries), "both runs to have a pace")
@@ -106,7 +107,7 @@ def test_a_start_on_a_full_server_waits_in_line_sees_its_place_and_starts_by_its
 
 
 def test_the_owner_can_replace_their_run_when_the_server_is_at_its_cap(monkeypatch):
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "1")
     at = start_tiny_run()
     first, _ = own_run(at)
     at.button(key="start").click().run()
@@ -172,8 +173,8 @@ def test_simultaneous_starts_all_get_a_place_and_never_build_more_runs_than_the_
 
 @pytest.mark.parametrize("train_in", ["process", "thread"])
 def test_runs_whose_owner_stopped_looking_are_released(monkeypatch, train_in):
-    monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
-    monkeypatch.setenv(runs.IDLE_ENV, "60")  # read when the registry is made
+    monkeypatch.setenv(face.TRAIN_IN_ENV, train_in)
+    monkeypatch.setenv(face.IDLE_ENV, "60")  # read when the registry is made
     at = start_tiny_run()
     run_id, _ = own_run(at)
     entry = runs.registry().get(run_id)
@@ -221,11 +222,11 @@ def test_a_run_refuses_pause_stop_and_replace_from_anyone_without_its_key():
     ("process", "5", 5), ("process", None, 19),  # unset, a child yields to the server that shares its box
 ])
 def test_a_learners_run_trains_at_the_priority_the_server_is_told(monkeypatch, train_in, told, expected):
-    monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
+    monkeypatch.setenv(face.TRAIN_IN_ENV, train_in)
     if told is None:
-        monkeypatch.delenv(runs.NICE_ENV, raising=False)
+        monkeypatch.delenv(face.NICE_ENV, raising=False)
     else:
-        monkeypatch.setenv(runs.NICE_ENV, told)
+        monkeypatch.setenv(face.NICE_ENV, told)
     entry = runs.registry().get(own_run(start_tiny_run())[0])
     own = niceness(threading.current_thread())
     # the training thread lowers its priority first thing: wait for that (a child at 19 may step slowly)
@@ -248,7 +249,7 @@ def _training_niceness(run, train_in: str) -> int | None:
 
 def test_the_suite_trains_its_runs_at_the_servers_priority():
     """tests/conftest.py sets it, and says why. The test above checks what a server does unset."""
-    assert runs.train_nice(19) == 0
+    assert face.ServerSettings.from_env().nice == 0
 
 
 
@@ -258,20 +259,18 @@ def test_the_smallest_box_trains_one_run_at_a_time_and_keeps_a_class_of_40s_fini
     from minigpt.serve.host.capacity import Capacity
 
     mb = 2**20
-    monkeypatch.delenv(runs.MAX_RUNS_ENV, raising=False)
-    slots, kept = runs.server_sizes(Capacity(1.0, (690 - 300) * mb, "cgroup v1"))
+    slots, kept = face.server_sizes(Capacity(1.0, (690 - 300) * mb, "cgroup v1"))
     assert slots == 1 and kept >= 40
-    assert kept * runs.KEPT_RUN_BYTES + slots * runs.RUN_BYTES + runs.SERVER_BYTES <= (690 - 300) * mb
-    assert runs.server_sizes(Capacity(16.0, 16_000 * mb, "no control group"))[0] == 16  # a school server
-    assert runs.server_sizes(Capacity(16.0, 200 * mb, "cgroup v2"))[0] == 1  # memory, not CPUs, bounds it
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "3")
-    assert runs.server_sizes(Capacity(1.0, (690 - 300) * mb, "cgroup v1"))[0] == 3  # the setting wins
+    assert kept * face.KEPT_RUN_BYTES + slots * face.RUN_BYTES + face.SERVER_BYTES <= (690 - 300) * mb
+    assert face.server_sizes(Capacity(16.0, 16_000 * mb, "no control group"))[0] == 16  # a school server
+    assert face.server_sizes(Capacity(16.0, 200 * mb, "cgroup v2"))[0] == 1  # memory, not CPUs, bounds it
+    assert face.server_sizes(Capacity(1.0, (690 - 300) * mb, "cgroup v1"), max_runs=3)[0] == 3  # the setting wins
 
 
 def test_a_waiting_run_is_told_its_place_in_chinese(monkeypatch):
     from helpers.language import assert_chinese
 
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "1")
     start_tiny_run("zh")
     waiting = start_tiny_run("zh")
     assert runs.registry().get(*own_run(waiting)).is_waiting()

@@ -15,6 +15,7 @@ from helpers.apptest import home, own_run, page, start_tiny_run
 from helpers.waiting import wait_until
 from helpers.figures import plotly_array
 from helpers.language import assert_chinese
+from minigpt.serve import server as face
 from app.chrome.site import EXPERIMENTS
 
 
@@ -47,7 +48,7 @@ def test_the_race_draws_both_models_and_says_what_happened_in_the_measured_numbe
 @pytest.mark.trains
 @pytest.mark.slow
 def test_a_race_on_a_full_server_waits_in_the_line_then_races_without_a_second_click(monkeypatch):
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "1")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "1")
     learner = start_tiny_run()
     at = race_page()
     assert not at.exception and not at.warning

@@ -23,6 +23,7 @@ from helpers.figures import plotly_array
 from helpers.language import assert_chinese
 from helpers.waiting import parked, wait_until
 from minigpt import PRESETS, Trainer, load_pretrained
+from minigpt.serve import server as face
 from app.views.generation import STREAM_DELAY_KEY
 from app.chrome.site import ATTENTION, GENERATE, SCALING, TRAIN
 
@@ -231,9 +232,9 @@ def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
 def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
     # the failure is put into this process's Trainer: runs train on its threads here. A run's process
     # that dies or diverges is tests/minigpt/serve/test_worker.py's
-    monkeypatch.setenv(runs.TRAIN_IN_ENV, "thread")
+    monkeypatch.setenv(face.TRAIN_IN_ENV, "thread")
     # two slots, whatever the CPUs give (one on a one-core box): the neighbour trains beside the failing run
-    monkeypatch.setenv(runs.MAX_RUNS_ENV, "2")
+    monkeypatch.setenv(face.MAX_RUNS_ENV, "2")
     neighbour = _entry(start_tiny_run())  # another learner's run, training when this one fails
     real = Trainer.compute_gradients
 
@@ -375,7 +376,7 @@ def test_throughput_has_one_name_in_each_language():
 @pytest.mark.parametrize("train_in", ["process", "thread", pytest.param("ray", marks=pytest.mark.cluster)])
 def test_a_run_in_a_child_process_a_thread_or_on_a_cluster_steps_as_asked_and_the_pages_read_its_weights(
         monkeypatch, request, train_in):
-    """MINIGPT_TRAIN_IN and MINIGPT_RUNS_ON: the same pages, the run in a child (minigpt/serve/runs/process.py),
+    """MINIGPT_TRAIN_IN: the same pages, the run in a child (minigpt/serve/runs/process.py),
     on a thread of the server (minigpt/serve/runs/thread.py), or in an actor on a 2-node Ray cluster
     (minigpt/serve/runs/cluster.py, tests/helpers/ray_cluster.py). The reference is the Trainer alone, stepped
     as often in this process."""
@@ -384,11 +385,9 @@ def test_a_run_in_a_child_process_a_thread_or_on_a_cluster_steps_as_asked_and_th
     from minigpt.serve.runs.thread import TrainingRun
     from minigpt.serve.runs.process import ProcessRun
 
+    monkeypatch.setenv(face.TRAIN_IN_ENV, train_in)
     if train_in == "ray":
-        monkeypatch.setenv("MINIGPT_RUNS_ON", "ray")
-        monkeypatch.setenv("RAY_ADDRESS", request.getfixturevalue("ray_cluster").address)
-    else:
-        monkeypatch.setenv(runs.TRAIN_IN_ENV, train_in)
+        monkeypatch.setenv(face.ADDRESS_ENV, request.getfixturevalue("ray_cluster").address)
     at = tiny_settings(page(home(), TRAIN.script), max_steps=500)
     if train_in == "ray":
         assert not at.warning and "2 training slots on a cluster of 2 machines" in _caption(at)

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from helpers import ROOT
+from helpers.imports import circles
 
 FOREIGN = ("streamlit", "app")  # what the library and its tests must never load
 
@@ -164,3 +165,138 @@ def test_importing_minigpt_alone_loads_no_torch():
     done = subprocess.run([sys.executable, "-c", "import sys, minigpt; print('torch' in sys.modules)"], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+# The serving wing's rooms (minigpt/serve/__init__.py): each room imports only the rooms on a floor below
+# its own, never a sibling on its floor; the face (server.py and the package's __init__) stands above them
+# all. Read from the source, function-level imports included; imports under TYPE_CHECKING are free.
+SERVE_FLOORS = {"host": 0, "runs": 0, "store": 1, "classes": 2, "line": 2, "face": 3}
+
+
+def serve_room(module: str) -> str:
+    """minigpt.serve.line.registry -> line; minigpt.serve.server and minigpt.serve -> face."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 else "face"
+
+
+def serve_modules(root=ROOT) -> dict[str, object]:
+    """Every module of minigpt/serve/, by its dotted name (a room's own __init__ is no module of its own)."""
+    found = {}
+    for path in sorted((root / "minigpt" / "serve").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 3:
+            continue
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _serve_imports(path, root) -> list[tuple[str, list[str]]]:
+    """(module, names) for each import of minigpt.serve a file makes outside TYPE_CHECKING; a relative
+    import is made absolute, and `from .room import module` names that module."""
+    import ast
+
+    package = ".".join(path.relative_to(root).parts[:-1])
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and getattr(node.test, "id", "") == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, ast.ImportFrom):
+            continue
+        base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+        module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+        if module and module.startswith("minigpt.serve"):
+            found.append((module, [alias.name for alias in node.names]))
+    return found
+
+
+def serve_graph(root=ROOT) -> tuple[dict[str, set[str]], list[str]]:
+    """The serve modules each serve module imports, and the private names imported across modules."""
+    modules = serve_modules(root)
+    arrows, private = {}, []
+    for name, path in modules.items():
+        arrows[name] = set()
+        for module, names in _serve_imports(path, root):
+            for imported in names:
+                whole = f"{module}.{imported}"
+                target = whole if whole in modules else module  # `from .runs import thread` names the module
+                if target in modules and target != name:
+                    arrows[name].add(target)
+                if imported.startswith("_") and target == module and module != name:
+                    private.append(f"{name} imports {module}.{imported}")
+    return arrows, private
+
+
+def serve_wrong_arrows(arrows: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for name, targets in sorted(arrows.items()):
+        here = serve_room(name)
+        for target in sorted(targets):
+            there = serve_room(target)
+            if there != here and SERVE_FLOORS[there] >= SERVE_FLOORS[here]:
+                wrong.append(f"{name} ({here}) imports {target} ({there})")
+    return wrong
+
+
+def test_every_serve_module_stands_in_a_room():
+    assert {serve_room(name) for name in serve_modules()} == set(SERVE_FLOORS)
+
+
+def test_each_serve_room_imports_only_the_floors_below_it_and_no_private_name():
+    arrows, private = serve_graph()
+    assert not serve_wrong_arrows(arrows), "\n".join(serve_wrong_arrows(arrows))
+    assert not private, "\n".join(private)
+
+
+def test_serve_has_no_circle_of_imports():
+    assert circles(serve_graph()[0]) == []
+
+
+def _serve_copy(tmp_path):
+    for path in serve_modules().values():
+        copy = tmp_path / path.relative_to(ROOT)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    for init in (ROOT / "minigpt" / "serve").rglob("__init__.py"):
+        (tmp_path / init.relative_to(ROOT)).write_text("")
+    return tmp_path
+
+
+@pytest.mark.parametrize("seeded, line, expected", [
+    ("store/database.py", "from ..line.registry import RunEntry",
+     "minigpt.serve.store.database (store) imports minigpt.serve.line.registry (line)"),
+    ("line/registry.py", "from ..classes import board",
+     "minigpt.serve.line.registry (line) imports minigpt.serve.classes.board (classes)"),
+    ("runs/recipe.py", "from ..host.capacity import read_capacity",
+     "minigpt.serve.runs.recipe (runs) imports minigpt.serve.host.capacity (host)"),
+    ("host/turns.py", "from minigpt.serve.server import open_server",
+     "minigpt.serve.host.turns (host) imports minigpt.serve.server (face)"),
+])
+def test_the_serve_check_sees_an_import_up_or_across_even_inside_a_function(tmp_path, seeded, line, expected):
+    fake = _serve_copy(tmp_path) / "minigpt" / "serve" / seeded
+    fake.write_text(fake.read_text(encoding="utf-8") + f"\n\ndef later():\n    {line}\n", encoding="utf-8")
+    assert expected in serve_wrong_arrows(serve_graph(tmp_path)[0])
+
+
+def test_the_serve_check_sees_a_circle_and_a_private_name(tmp_path):
+    root = _serve_copy(tmp_path)
+    run, thread = root / "minigpt/serve/runs/run.py", root / "minigpt/serve/runs/thread.py"
+    assert "from .run import" in thread.read_text(encoding="utf-8")  # thread imports run already
+    run.write_text(run.read_text(encoding="utf-8") + "\n\ndef later():\n    from .thread import _exit\n",
+                   encoding="utf-8")
+    arrows, private = serve_graph(root)
+    assert ["minigpt.serve.runs.run", "minigpt.serve.runs.thread"] in circles(arrows)
+    assert "minigpt.serve.runs.run imports minigpt.serve.runs.thread._exit" in private
+
+
+def test_the_app_imports_the_serving_wing_only_through_its_face():
+    """app/, pages/ and Home import `minigpt.serve` (open_server, its settings, the record types), never a room."""
+    import ast
+
+    wrong = []
+    for path in [ROOT / "streamlit_app.py", *(ROOT / "app").rglob("*.py"), *(ROOT / "pages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            wrong += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.startswith("minigpt.serve.")]
+    assert not wrong, "\n".join(wrong)

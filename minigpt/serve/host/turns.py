@@ -25,7 +25,7 @@ POLL_SECONDS = 0.25  # how often a waiting request looks again, so that on_wait 
 class Ticket:
     """One request's place in a TurnQueue."""
 
-    __slots__ = ()
+    __slots__ = ()  # no fields: a ticket is its identity, two requests never share one
 
 
 class TurnQueue:
@@ -33,9 +33,10 @@ class TurnQueue:
         if slots < 1:
             raise ValueError(f"slots must be at least 1, got {slots}")
         self.slots = slots
+        # one lock for both lists, notified at every move: a waiter wakes to run, or to say the queue moved
         self._cond = threading.Condition()
         self._waiting: list[Ticket] = []   # in the order they came
-        self._running: list[Ticket] = []
+        self._running: list[Ticket] = []   # `slots` of them at most
         self._depth: dict[int, int] = {}   # thread -> turns it holds (nested)
 
     def join(self) -> Ticket:
@@ -43,7 +44,7 @@ class TurnQueue:
         ticket = Ticket()
         with self._cond:
             self._waiting.append(ticket)
-            self._promote()
+            self._promote()  # a free slot lets it run at once
         return ticket
 
     def ahead(self, ticket: Ticket) -> int:
@@ -51,6 +52,7 @@ class TurnQueue:
         with self._cond:
             if ticket in self._running:
                 return 0
+            # the running ones count too: each has to finish before this one runs
             return len(self._running) + self._waiting.index(ticket)
 
     def wait(self, ticket: Ticket, timeout: float | None = None) -> bool:
@@ -61,6 +63,7 @@ class TurnQueue:
     def leave(self, ticket: Ticket) -> None:
         """The request is done, or gave up its place: the next one may run."""
         with self._cond:
+            # done (running) or given up (waiting): either way its place goes to the next
             if ticket in self._running:
                 self._running.remove(ticket)
             elif ticket in self._waiting:
@@ -77,7 +80,7 @@ class TurnQueue:
         """Run the block in this request's turn. While it waits, on_wait(ahead) is called in the
         waiting thread each time the number ahead changes; an exception it raises (a page whose
         learner left) gives the place up."""
-        me = threading.get_ident()
+        me = threading.get_ident()  # turns are held by a thread: a nested turn() is asked by the same one
         with self._cond:
             nested = self._depth.get(me, 0) > 0
             if nested:
@@ -92,19 +95,20 @@ class TurnQueue:
         ticket = self.join()
         try:
             shown = None
+            # the first look does not wait, so on_wait tells the place at once; then every `poll`
             while not self.wait(ticket, 0 if shown is None else poll):
                 ahead = self.ahead(ticket)
                 if on_wait is not None and ahead != shown:
                     on_wait(ahead)
-                shown = ahead
+                shown = ahead  # said once per change, not once per poll
             with self._cond:
-                self._depth[me] = 1
+                self._depth[me] = 1  # from here on this thread's nested turns pass through
             try:
                 yield
             finally:
                 with self._cond:
                     del self._depth[me]
-        finally:
+        finally:  # also when on_wait raised: a learner who left gives the place up
             self.leave(ticket)
 
     def _promote(self) -> None:

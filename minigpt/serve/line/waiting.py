@@ -38,7 +38,7 @@ class WaitingRun:
 
     def __init__(self, run_id: str, spec: RunSpec, build: Callable[[str], Run], paused: bool = False):
         self.run_id, self.spec, self.build, self.paused = run_id, spec, build, paused
-        self.trainer = PlannedTrainer(spec)
+        self.trainer = PlannedTrainer(spec)  # step 0 of max_steps: pages read it as they read a real trainer
         self._state, self._error = "waiting", None
 
     @property
@@ -55,23 +55,23 @@ class WaitingRun:
         self._state, self._error = "error", error
 
     def is_alive(self) -> bool:
-        return False
+        return False  # no thread nor process yet: it holds no slot (the registry counts "starting" itself)
 
     def snapshot(self) -> RunSnapshot:
         return RunSnapshot.of(self.run_id, self._state, step=0, max_steps=self.spec.max_steps, error=self._error)
 
     def inference_model(self) -> MiniGPT:
         """The model the run will start from: its initial weights, from its seed."""
-        from ...train import build_model
+        from ...train import build_model  # torch: only when a page shows the model, never at import
 
         return build_model(self.spec.model, self.spec.train.seed, self.spec.train.device).eval()
 
     def checkpoint_parts(self) -> dict:
         return {"model": self.inference_model(), "tokenizer": self.spec.tokenizer, "train_config": self.spec.train,
-                "optimizer_state": None, "trainer_state": {"step": 0}, "val_loss": None}
+                "optimizer_state": None, "trainer_state": {"step": 0}, "val_loss": None}  # a checkpoint at step 0
 
     def close(self, timeout: float | None = 5.0) -> None:
-        self._state = "closed"
+        self._state = "closed"  # nothing to stop; a build under way finds its entry gone and closes what it built
 
 
 @dataclass(frozen=True)
@@ -89,19 +89,19 @@ class SpeedBook:
     run has finished, the pace of runs training now stands in, as a rough figure. Thread-safe."""
 
     def __init__(self) -> None:
-        self._whole: dict[tuple, deque[float]] = {}
-        self._training: dict[tuple, float] = {}
+        self._whole: dict[tuple, deque[float]] = {}  # shape -> steps per second of its last whole runs
+        self._training: dict[tuple, float] = {}      # shape -> the latest training run's own pace
         self._lock = threading.Lock()
 
     def finished(self, shape: tuple, steps: int, seconds: float) -> None:
         """A run of `shape` trained all its `steps` in `seconds` from its slot to its end."""
-        if steps > 0 and seconds > 0:
+        if steps > 0 and seconds > 0:  # a run stopped at step 0 says nothing about a pace
             with self._lock:
                 self._whole.setdefault(shape, deque(maxlen=WHOLE_RUNS)).append(steps / seconds)
 
     def training(self, shape: tuple, step: int, elapsed: float) -> None:
         """A run of `shape` training now has trained `step` steps in `elapsed` seconds of training."""
-        if step >= MIN_STEPS_MEASURED and elapsed > 0:
+        if step >= MIN_STEPS_MEASURED and elapsed > 0:  # the first steps are slow (warm-up, compilation)
             with self._lock:
                 self._training[shape] = step / elapsed
 
@@ -111,10 +111,12 @@ class SpeedBook:
         with self._lock:
             if shape in self._whole:
                 return Pace(statistics.median(self._whole[shape]), True)
+            # another shape's whole runs beat any training run's pace: they count evaluations and building
             paces = {s: statistics.median(p) for s, p in self._whole.items()} or dict(self._training)
         if not paces:
             return None
         want = work_per_step(shape)
+        # the nearest in work per step, on a log scale: twice as much work is as far as half as much
         near = min(paces, key=lambda s: abs(math.log(work_per_step(s) / want)))
         return Pace(paces[near] * work_per_step(near) / want, False)
 
@@ -145,9 +147,10 @@ def start_in(slots: int, busy: list[float], ahead: list[float]) -> float:
     `ahead`: each waiting run's training time, in line order. With more runs training than slots
     (the server was given fewer), the first ones to end free nothing."""
     ends = sorted(busy)
+    # the slots as they free: only the last `slots` ends free one; an idle slot is free now (0 seconds)
     free = ends[len(ends) - slots:] if len(ends) > slots else ends + [0.0] * (slots - len(ends))
     heapq.heapify(free)
-    for seconds in ahead:
+    for seconds in ahead:  # each run ahead takes the first slot to free, and holds it for its training time
         heapq.heappush(free, heapq.heappop(free) + seconds)
     return free[0]
 
@@ -156,17 +159,17 @@ def time_left(busy: Progress, pace: Pace | None) -> tuple[float, bool] | None:
     """A busy slot's time left and whether it is rough. With its shape's whole-run pace: a whole run's
     time less what it has held the slot (a run past that: its own pace's remaining steps). Else its
     own pace once it has one, rough: its evaluations to come are not in it yet. None without either."""
-    own = busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0
-    remaining = max(busy.max_steps - busy.step, 0)
+    own = busy.step >= MIN_STEPS_MEASURED and busy.elapsed > 0  # its own pace counts by now
+    remaining = max(busy.max_steps - busy.step, 0)  # a run given fewer steps meanwhile may be past them
     if pace is not None and pace.measured:
         left = busy.max_steps / pace.steps_per_sec - busy.since
-        if left <= 0 and own:
+        if left <= 0 and own:  # slower than its shape's runs: its own pace says how long it still needs
             left = remaining * busy.elapsed / busy.step
-        return max(left, 0.0), busy.paused
-    if own:
+        return max(left, 0.0), busy.paused  # a paused run may resume any time: its figure is a guess
+    if own:  # rough: its evaluations to come are not in its pace yet
         return remaining * busy.elapsed / busy.step, True
     if pace is None:
-        return None
+        return None  # nothing measured at all: no figure beats a wrong one
     return max(remaining / pace.steps_per_sec - busy.since, 0.0), True
 
 
@@ -180,7 +183,7 @@ def estimate(slots: int, busy: list[tuple[Progress, Pace | None]], ahead: list[t
     for progress, pace in busy:
         left = time_left(progress, pace)
         if left is None:
-            return None
+            return None  # one slot without a figure makes every figure after it unknown
         lefts.append(left[0])
         rough |= left[1]
     durations: list[float] = []
@@ -188,5 +191,5 @@ def estimate(slots: int, busy: list[tuple[Progress, Pace | None]], ahead: list[t
         if pace is None:
             return None
         durations.append(steps / pace.steps_per_sec)
-        rough |= paused or not pace.measured
+        rough |= paused or not pace.measured  # a run that starts paused holds its slot as long as its owner likes
     return Estimate(start_in(slots, lefts, durations), rough)

@@ -1,23 +1,19 @@
 """Runs on a Ray cluster: each run is a Ray actor, placed by Ray on a machine with a free CPU (or a
 share of a GPU), and steered from the dashboard like a run on a thread or in a child process.
 
-`RayRun` is a `Run` (run.py) seen from the dashboard, as `ProcessRun` (worker.py) is: the same
-start, pause, run_steps, stop, close, snapshot, inference_model and checkpoint_parts, and a
-`trainer` that answers what pages ask. Inside its actor a `TrainingRun` trains (the same code as on
-the box), built from the same `RunSpec`. Between them only Ray travels:
-- news (logged steps, evaluations, state) comes back through one waiting call at a time, which the
-  actor answers as soon as something changed, or after `NEWS_WAIT` seconds;
-- commands leave one at a time, in order, from a thread of the run's own, so a page never waits on
-  the cluster except where it asks for an answer (weights), and then at most `WEIGHTS_TIMEOUT`;
-- weights, checkpoints and snapshots come back through Ray's object store, never a shared disk.
-A run whose machine leaves the cluster goes on from its last checkpoint on another machine (its
-owner sees a notice); a run whose actor fails while its machine stays (the out-of-memory killer, a
-crash) ends with an error, as a child process that dies does. A run that fails in training (NaN)
-fails inside its TrainingRun, as anywhere.
+This module is the cluster: `connect` joins it (`ray.init`) after checking it can be reached and
+that every machine in it runs the dashboard's Python, Ray, torch and minigpt; `Cluster` places runs
+on its actors and takes them back (its pool); `Cluster.size` is what the line's slots come from, and
+`watch` says when it changes. `RunActor` is what a machine runs for a run: a `TrainingRun` (the same
+code as on the box), built from the same `RunSpec`, reached only through Ray (weights, checkpoints
+and snapshots through its object store, never a shared disk).
 
-`connect` joins a cluster (`ray.init`) after checking it can be reached and that every machine in it
-runs the dashboard's Python, Ray, torch and minigpt; `Cluster.size` is what the line's slots come
-from. Ray is optional (requirements-cluster.txt): nothing here imports it until it is used.
+The run as the dashboard holds it, `RayRun`, is in ray_run.py (and importable from here): a
+`RemoteRun` (remote.py) whose channel is the actor's calls. A run whose machine leaves the cluster
+goes on from its last checkpoint on another machine (its owner sees a notice); a run whose actor
+fails while its machine stays (the out-of-memory killer, a crash) ends with an error, as a child
+process that dies does. A run that fails in training (NaN) fails inside its TrainingRun, as anywhere.
+Ray is optional (requirements-cluster.txt): nothing here imports it until it is used, nor torch.
 """
 from __future__ import annotations
 
@@ -27,7 +23,6 @@ import itertools
 import logging
 import platform
 import re
-import queue
 import socket
 import threading
 import time
@@ -39,13 +34,13 @@ from typing import Any
 
 from ...messages import LabError, Message
 from .recipe import resume_spec
-from .remote import WEIGHTS_TIMEOUT, RemoteRun
-from .run import ENDED_STATES, CheckpointSink, EvalRecord, Resume, RunSnapshot
+from .ray_run import NEWS_WAIT, RayRun, first_line  # RayRun: importable from here, as app/ and the tests do
+from .remote import WEIGHTS_TIMEOUT
+from .run import Resume, RunSnapshot
 
 INSTALL = "pip install -r requirements-cluster.txt"  # what brings Ray, at the version this code is tested with
 CONNECT_SECONDS = 5.0     # how long connecting may take before the dashboard trains on its own box
 PLACE_SECONDS = 120.0     # how long a run waits for a machine (a new actor: a worker process, torch, the model)
-NEWS_WAIT = 0.5           # the longest the actor holds a call for news before it answers "nothing new"
 NAMESPACE = "minigpt"     # the Ray namespace the dashboard's actors live in
 NODE_GRACE = 10.0         # seconds the cluster has to see a machine gone, once an actor on it has died
 IDLE_ACTOR_SECONDS = 600.0  # a warm actor no run has needed this long is ended, and its CPU freed
@@ -89,8 +84,9 @@ def code_version() -> str:
     """minigpt's source, as a short digest: a run's spec and news travel as Python objects, so the
     machines must run the same code as the dashboard."""
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # minigpt/ (this file is minigpt/serve/runs/cluster.py): all of it
     for path in sorted(root.rglob("*.py")):
+        # the path too (a moved file changes what unpickles), and a NUL so that no two files run together
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -116,10 +112,11 @@ class Cluster:
         ClusterError where no machine takes it."""
         import ray
 
-        device = "cuda" if self.gpu_per_run > 0 else None
+        device = "cuda" if self.gpu_per_run > 0 else None  # None: the spec's own device (the dashboard's choice)
         deadline = time.monotonic() + PLACE_SECONDS
         pending = None  # a new actor, and its load, that Ray has not placed yet
         while True:
+            # a warm actor first, looked for again at every turn: one may come back while a new one waits
             with self._idle_lock:
                 actor = self._idle.pop() if self._idle else None
             if actor is not None:
@@ -127,7 +124,7 @@ class Cluster:
                     ray.kill(pending[0])
                     pending = None
                 try:
-                    left = max(deadline - time.monotonic(), 1.0)
+                    left = max(deadline - time.monotonic(), 1.0)  # a second at least: a warm load is quick
                     return self._loaded(actor, ray.get(actor.load.remote(spec, device), timeout=left))
                 except ray.exceptions.RayError:  # gone with its machine, or stuck: ended; another, or a new one
                     with contextlib.suppress(Exception):
@@ -137,18 +134,18 @@ class Cluster:
                                            "CPU is busy, or the machines have left.", run=spec.run_id,
                                            seconds=PLACE_SECONDS) from None
                     continue
-            if pending is None:
+            if pending is None:  # one new actor at a time: Ray queues it until a CPU (or GPU share) is free
                 new = _actor_class().options(num_cpus=1, num_gpus=self.gpu_per_run, namespace=NAMESPACE).remote()
                 pending = (new, new.load.remote(spec, device))
-            ready, _ = ray.wait([pending[1]], timeout=0.25)
+            ready, _ = ray.wait([pending[1]], timeout=0.25)  # short: a warm actor handed back meanwhile goes first
             if ready:
                 try:
                     return self._loaded(pending[0], ray.get(pending[1]))
                 except ray.exceptions.RayError as err:
                     raise ClusterError("The cluster could not start run {run}: {reason}", run=spec.run_id,
-                                       reason=_first_line(err)) from None
+                                       reason=first_line(err)) from None
             if time.monotonic() > deadline:
-                ray.kill(pending[0])
+                ray.kill(pending[0])  # its request for a CPU goes too: it would take one later for nothing
                 raise ClusterError("No machine of the cluster took run {run} within {seconds:.0f} s: every CPU is "
                                    "busy, or the machines have left.", run=spec.run_id, seconds=PLACE_SECONDS)
 
@@ -164,15 +161,15 @@ class Cluster:
         import ray
 
         try:
-            ray.get(actor.unload.remote(), timeout=WEIGHTS_TIMEOUT)
+            ray.get(actor.unload.remote(), timeout=WEIGHTS_TIMEOUT)  # freed first: a warm actor holds no run's memory
             with self._idle_lock:
-                if len(self._idle) < self.slots():
+                if len(self._idle) < self.slots():  # more warm actors than slots would hold CPUs no run can use
                     self._idle.append(actor)
                     self._idle_since[actor] = time.monotonic()
                     return
         except Exception:  # noqa: BLE001 - gone with its machine, or the head does not answer
             pass
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # ended, whatever state it is in: its CPU is free again
             ray.kill(actor)
 
     def shrink(self, idle_for: float = 0.0) -> None:
@@ -183,7 +180,7 @@ class Cluster:
         now = time.monotonic()
         with self._idle_lock:
             ended = [a for a in self._idle if now - self._idle_since.get(a, now) >= idle_for]
-            self._idle = [a for a in self._idle if a not in ended]
+            self._idle = [a for a in self._idle if a not in ended]  # taken out under the lock, killed outside it
             for actor in ended:
                 self._idle_since.pop(actor, None)
         for actor in ended:
@@ -194,7 +191,7 @@ class Cluster:
         """Machines alive now, and their resources (they change as machines join and leave)."""
         import ray
 
-        alive = [node for node in ray.nodes() if node.get("Alive")]
+        alive = [node for node in ray.nodes() if node.get("Alive")]  # ray.nodes() keeps machines that left, dead
         return Size(len(alive), sum(n["Resources"].get("CPU", 0.0) for n in alive),
                     sum(n["Resources"].get("GPU", 0.0) for n in alive))
 
@@ -204,12 +201,13 @@ class Cluster:
     def machine_left(self, node_id: str, err: Exception) -> bool:
         """Whether an actor that died on `node_id` went with its machine (Ray says so, or the machine
         is gone from the cluster within NODE_GRACE seconds), rather than alone (killed, crashed)."""
+        # Ray says so in words only; where it does not (the actor died first), the cluster's view decides
         if "its node has died" in str(err):
             return True
         deadline = time.monotonic() + NODE_GRACE
         while (alive := self.node_alive(node_id)) is not False and time.monotonic() < deadline:
-            time.sleep(0.5)
-        return alive is False
+            time.sleep(0.5)  # the head notices a machine gone a few heartbeats after its actors
+        return alive is False  # None (no answer) is not "left": the run ends rather than moves blindly
 
     def node_alive(self, node_id: str) -> bool | None:
         """Whether a machine is still in the cluster (None: the cluster did not answer)."""
@@ -222,8 +220,7 @@ class Cluster:
 
     def run(self, spec, resume: Resume | None = None) -> RayRun:
         """The run `spec` describes, in an actor on the cluster; from `resume`'s checkpoint, with what
-        it had logged up to there (as worker.build_run does on the box)."""
-
+        it had logged up to there (as process.build_run does on the box)."""
         if resume is None:
             return RayRun(spec, self)
         return RayRun(resume_spec(spec, resume.files), self, history=resume.history, evals=resume.evals)
@@ -235,22 +232,40 @@ class Cluster:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ours = ours or versions()
-        probe = ray.remote(num_cpus=0)(versions)
+        probe = ray.remote(num_cpus=0)(versions)  # no CPU: it runs even on a cluster whose CPUs all train
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         try:
-            answers = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+            # pinned to each machine (soft=False): Ray would otherwise run every probe wherever it likes
+            answers = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"],
+                                                                                                soft=False))
                                .remote() for n in nodes], timeout=PLACE_SECONDS)
         except Exception as err:  # noqa: BLE001 - minigpt missing there (its answer cannot be read), or no answer
             LOG.warning("a machine of the cluster could not be checked: %s", err)
             raise ClusterError("A machine of the cluster could not be checked: is minigpt installed there, the same "
                                "as here (docs/cluster.md)? The server's log says more.") from None
-        for node, theirs in zip(nodes, answers):
+        for node, theirs in zip(nodes, answers):  # the first difference is said; the log names the machine
             for name, here, there in differences(ours, theirs):
-                LOG.warning("the machine %s of the cluster runs %s %s, this dashboard %s", node.get("NodeManagerAddress"),
-                            name, there, here)
+                LOG.warning("the machine %s of the cluster runs %s %s, this dashboard %s",
+                            node.get("NodeManagerAddress"), name, there, here)
                 raise ClusterError("A machine of the cluster runs {name} {theirs}, and this dashboard {name} {ours}. "
                                    "Install the same versions on both (docs/cluster.md).", name=name, theirs=there,
                                    ours=here)
+
+
+def _reach(address: str, timeout: float) -> None:
+    """ClusterError unless something answers at `address` ("host:port") within `timeout` seconds: asked
+    first, since ray.init itself waits for minutes on a head that is not there."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        LOG.warning("the cluster's address %r is not host:port", address)
+        raise ClusterError("The cluster's address is not host:port, as `ray start --head` prints it.")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass  # answered: only reaching it was asked
+    except OSError as err:
+        # the address goes to the log only: a learner's page never shows where the cluster is
+        LOG.warning("the Ray cluster at %s cannot be reached: %s", address, err)
+        raise ClusterError("The Ray cluster cannot be reached ({reason}).", reason=_why_unreachable(err)) from None
 
 
 def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SECONDS) -> Cluster:
@@ -261,23 +276,14 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
     except ImportError:
         raise ClusterError("Runs are set to train on a Ray cluster, but Ray is not installed here. Install it with "
                            "`{command}`.", command=INSTALL) from None
-    host, _, port = address.rpartition(":")
-    if address != "auto":
-        if not host or not port.isdigit():
-            LOG.warning("the cluster's address %r is not host:port", address)
-            raise ClusterError("The cluster's address is not host:port, as `ray start --head` prints it.")
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout):
-                pass
-        except OSError as err:
-            LOG.warning("the Ray cluster at %s cannot be reached: %s", address, err)
-            raise ClusterError("The Ray cluster cannot be reached ({reason}).", reason=_why_unreachable(err)) from None
+    if address != "auto":  # "auto": a cluster on this machine, found by Ray itself
+        _reach(address, timeout)
     if ray.is_initialized():  # joined already (a settings change, a reload): that cluster, or the new one
         if address in ("auto", ray.get_runtime_context().gcs_address):
             cluster = Cluster(address, gpu_per_run)
             cluster.check_versions()
             return cluster
-        ray.shutdown()
+        ray.shutdown()  # another address: Ray joins one cluster per process
     joined: Future = Future()
 
     def join() -> None:  # ray.init retries for minutes where something answers that is not a working head
@@ -287,6 +293,7 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
         except Exception as err:  # noqa: BLE001 - handed to the waiting caller
             joined.set_exception(err)
 
+    # on a thread of its own, so that the page waits timeout * 4 at most; a join that never ends is left
     threading.Thread(target=join, name="minigpt-ray-connect", daemon=True).start()
     try:
         joined.result(timeout * 4)
@@ -295,24 +302,28 @@ def connect(address: str, gpu_per_run: float = 0.0, timeout: float = CONNECT_SEC
         raise ClusterError("The Ray cluster did not answer within {seconds:.0f} s.", seconds=timeout * 4) from None
     except RuntimeError as err:
         LOG.warning("the Ray cluster at %s could not be joined: %s", address, err)
-        if "version mismatch" in str(err).lower():
-            ours, theirs = versions(), _cluster_versions(str(err))
-            if theirs is not None:
-                raise ClusterError("The Ray cluster runs Ray {their_ray} on Python {their_python}, and this dashboard "
-                                   "Ray {ray} on Python {python}. Install the same versions on both (docs/cluster.md).",
-                                   their_ray=theirs[0], their_python=theirs[1], ray=ours["Ray"],
-                                   python=ours["Python"]) from None
-            raise ClusterError("The Ray cluster runs other versions of Ray or Python than this dashboard (Ray {ray} on "
-                               "Python {python}). Install the same versions on both (docs/cluster.md).",
-                               ray=ours["Ray"], python=ours["Python"]) from None
+        if "version mismatch" in str(err).lower():  # Ray's own check, made as it joins
+            raise _mismatch(str(err)) from None
         raise ClusterError("The Ray cluster could not be joined; the server's log says why.") from None
     cluster = Cluster(address, gpu_per_run)
     try:
         cluster.check_versions()
     except Exception:
-        ray.shutdown()
+        ray.shutdown()  # joined but unusable: left, so that a later try starts clean
         raise
     return cluster
+
+
+def _mismatch(said: str) -> ClusterError:
+    """What to say where Ray refused to join a cluster started with another Ray or Python (`said`)."""
+    ours, theirs = versions(), _cluster_versions(said)
+    if theirs is not None:  # Ray named the cluster's versions: both sides are said
+        return ClusterError("The Ray cluster runs Ray {their_ray} on Python {their_python}, and this dashboard "
+                            "Ray {ray} on Python {python}. Install the same versions on both (docs/cluster.md).",
+                            their_ray=theirs[0], their_python=theirs[1], ray=ours["Ray"], python=ours["Python"])
+    return ClusterError("The Ray cluster runs other versions of Ray or Python than this dashboard (Ray {ray} on "
+                        "Python {python}). Install the same versions on both (docs/cluster.md).",
+                        ray=ours["Ray"], python=ours["Python"])
 
 
 # -- the actor, on a machine of the cluster ---------------------------------------------------------
@@ -325,8 +336,8 @@ class RunActor:
     def __init__(self):
         import ray
 
-        self.node = ray.get_runtime_context().get_node_id()
-        self.changed = threading.Condition()
+        self.node = ray.get_runtime_context().get_node_id()  # the machine: a run whose actor dies asks if it left
+        self.changed = threading.Condition()  # guards version, done, checkpoints and the stamps' order
         self.version = 0  # bumped at every change: what `news` waits on
         self.stamps = itertools.count(1)  # each status read, in order: the dashboard keeps the newest
         self.run, self.failed = None, None
@@ -338,19 +349,19 @@ class RunActor:
         from .trainer_side import build_training_run, portable
 
         torch.set_num_threads(spec.threads)  # its share of the machine: as on the box, the same losses
-        if device is not None:
+        if device is not None:  # the cluster's GPUs, whatever device the dashboard (perhaps without one) chose
             spec = replace(spec, train=replace(spec.train, device=device))
         with self.changed:
             self.done = 0     # the last command done (its number, from the dashboard)
             self.checkpoints: list[tuple[int, int, dict[str, bytes]]] = []  # (number, step, files) until acknowledged
-            self.numbers = itertools.count(1)
-            self.run, self.failed = None, None
+            self.numbers = itertools.count(1)  # each checkpoint's, which the dashboard acknowledges
+            self.run, self.failed = None, None  # a warm actor's last run is gone already (unload)
         try:
             self.run = build_training_run(spec)
         except Exception as err:  # noqa: BLE001 - a ConfigError or CorpusError: the dashboard's to show
             self.failed = portable(err)
             return self.ready()
-        self.run._on_update = lambda ending: self._changed()
+        self.run._on_update = lambda ending: self._changed()  # each logged step wakes a waiting call for news
         return self.ready()
 
     def unload(self) -> None:
@@ -360,7 +371,7 @@ class RunActor:
         if self.run is not None:
             self.run.close(timeout=None)
         self.run = None
-        gc.collect()
+        gc.collect()  # the run's cycles (model, optimizer) go now, not when the next run allocates
 
     def ready(self) -> dict:
         """What the dashboard keeps of the run, or the error that kept it from being built."""
@@ -376,6 +387,7 @@ class RunActor:
 
         try:
             if op == "start":  # (paused, wants checkpoints)
+                # the checkpoints wait here for the news call, not on a sink: the dashboard acknowledges them
                 self.run.on_checkpoint = self._checkpoint if args[1] else None
                 self.run.start(paused=args[0])
                 answer = None
@@ -386,8 +398,8 @@ class RunActor:
         except Exception:  # noqa: BLE001 - a command that fails is answered with nothing, and still done
             answer = None
         with self.changed:
-            self.done = number
-        self._changed()
+            self.done = number  # numbers come in order, one at a time: the last is the highest
+        self._changed()  # the news call says it too, for a dashboard that stopped waiting for this answer
         return answer, self._status()
 
     def news(self, history_from: int, evals_from: int, acknowledged: int, seen: int) -> dict:
@@ -397,13 +409,14 @@ class RunActor:
             version = self.version
             snap = self.run.snapshot()
             status = self._status(snap)
+            # sent again until acknowledged: an answer lost on the way (a timeout) loses no checkpoint
             self.checkpoints = [c for c in self.checkpoints if c[0] > acknowledged]
             checkpoints = list(self.checkpoints)
         return {"history": snap.history[history_from:], "evals": snap.evals[evals_from:], "version": version,
                 "checkpoints": checkpoints, "status": status}
 
     def _checkpoint(self, step: int, files: dict[str, bytes]) -> None:
-        with self.changed:
+        with self.changed:  # the training thread, between two steps
             self.checkpoints.append((next(self.numbers), step, files))
         self._changed()
 
@@ -429,317 +442,9 @@ def _actor_class():
     if _ACTOR_CLASS is None:
         import ray
 
+        # a group of its own: a news call held NEWS_WAIT seconds never delays a command
         _ACTOR_CLASS = ray.remote(concurrency_groups={"news": 1})(RunActor)
     return _ACTOR_CLASS
-
-
-# -- the run, as the dashboard holds it -------------------------------------------------------------
-_ENDED = ("finished", "error", "closed")
-_HAND_BACK = "hand back"  # the command thread's last item: the actor goes back to the cluster
-
-
-class RayRun(RemoteRun):
-    """A TrainingRun in a Ray actor. Thread-safe, like TrainingRun; see the module docstring.
-
-    Building it waits until Ray has placed the actor and the run is built: a moment on a warm actor,
-    about 3 s on a new one (bench/RESULTS.md), at most PLACE_SECONDS where no machine has room (the
-    registry builds a run on the page that pressed Start when a slot is free, else on its dispatcher
-    thread). Starting it is not waited for; pause, run_steps, stop and close return once the actor
-    has done them (at most `timeout`)."""
-
-    _where = "actor"  # what its weights could not be read from, in an error
-
-    def __init__(self, spec, cluster: Cluster, *, history: list = (), evals: list[EvalRecord] = ()):
-        """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
-
-        self.run_id, self.spec, self.cluster = spec.run_id, spec, cluster
-        self.on_checkpoint: CheckpointSink | None = None
-        self._lock = threading.Condition()
-        self._history: list = list(history)
-        self._evals: list[EvalRecord] = list(evals)
-        self._state, self._dead, self._closing = "idle", False, False
-        self._final: dict | None = None  # its weights (and optimizer), once it ended and its actor went back
-        self._notice: Message | None = None
-        self._wants_checkpoints = False
-        # what it goes on from if its machine leaves: its newest checkpoint (the one it was resumed from)
-        self._last_checkpoint: tuple[int, dict[str, bytes] | None] = (history[-1].step if history else 0, spec.resume)
-        self._actor, facts = cluster.place(spec)
-        self._handing: Future | None = None  # its actor going back to the cluster (the command thread does it, last)
-        self._status = dict(facts, state="idle")
-        self._stamp = facts["stamp"]  # the newest status taken: an older one arriving later is dropped
-        self._cursor = (0, 0, 0, 0)  # the actor's history and evals received, checkpoints acknowledged, version seen
-        self._ids = itertools.count(1)
-        self._sent = 0               # the last command's number: the actor's state is news once it has done it
-        self._generation = 0         # bumped when the run moves to a new actor: answers from the old one are dropped
-        self._commands: queue.SimpleQueue = queue.SimpleQueue()
-        from .trainer_side import TrainerView  # torch: a run is being built, so it has loaded
-
-        self.trainer = TrainerView(self, spec)
-        threading.Thread(target=self._send_commands, name=f"minigpt-ray-{self.run_id}", daemon=True).start()
-        threading.Thread(target=self._listen, name=f"minigpt-ray-news-{self.run_id}", daemon=True).start()
-        from .thread import register
-
-        register(self)  # stopped as the server exits, like every run
-
-    # -- steering ----------------------------------------------------------------------------------
-    def start(self, paused: bool = False) -> None:
-        with self._lock:
-            self._wants_checkpoints = self.on_checkpoint is not None
-        self._command("start", paused, self._wants_checkpoints,
-                      change=lambda state: None if state in (*_ENDED, "running") else "paused" if paused else "running")
-
-    def resume(self) -> None:
-        self.start()
-
-    def run_steps(self, n: int, timeout: float | None = 5.0) -> None:
-        self._command("steps", n, change=lambda state: None if state in (*_ENDED, "running") else "running",
-                      timeout=timeout)
-
-    def pause(self, timeout: float | None = 5.0) -> None:
-        self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self._command("stop", change=lambda state: "stopped" if state in ("running", "paused", "idle") else state,
-                      timeout=timeout)
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        """Stop for good and hand its actor back (to the next run, or ended, which frees its CPU).
-        Closing twice is fine."""
-        with self._lock:
-            if self._closing:
-                return
-            self._closing = True
-            training = not self._dead  # not yet handed back as it ended, nor lost
-        closed = self._command("close", change=lambda state: "closed", timeout=timeout) if training else True
-        with self._lock:
-            self._state, self._evals, self._dead, self._final = "closed", [], True, None
-            self._status["alive"] = False
-            self._lock.notify_all()
-        self._hand_back(kill=closed is None, timeout=timeout)  # an actor that did not answer is ended, not reused
-        self.trainer.release()
-
-    # -- reading (state, snapshot, checkpoint_parts: RemoteRun) -----------------------------------
-    def is_alive(self) -> bool:
-        """Its training thread is alive, or a command sent to it is not done yet, or it has ended and
-        its weights are on their way to the dashboard (then it is read from there)."""
-        with self._lock:
-            return not self._dead and (self._status["alive"] or self._status["done"] < self._sent
-                                       or self._state in ENDED_STATES)
-
-    def inference_model(self):
-        return self._weights("weights")[0].eval()  # on the CPU: the dashboard may have no GPU
-
-    def _answer(self, op: str) -> dict | None:
-        """The actor's answer to `op`, or the weights the dashboard kept as the run ended."""
-        answer = None
-        for _ in range(2):  # the run may end between the two looks: then its weights are here
-            with self._lock:
-                final = self._final
-            if final is not None:
-                return final if op == "weights" or "optimizer_state" in final else None
-            answer = self._command(op, timeout=WEIGHTS_TIMEOUT)
-            if answer is not None:
-                break
-        return answer
-
-    # -- talking to the actor ----------------------------------------------------------------------
-    def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
-                 timeout: float | None = 0.0) -> Any:
-        """Send a command, the state it leads to set in the same step as its number (`change` of the
-        current state; None: send nothing). With a timeout, wait (None: as long as it takes) for the
-        actor to have done it: its answer, or None where the actor has gone or is too slow."""
-        with self._lock:
-            new = change(self._state)
-            if new is None or self._dead:
-                return None
-            self._state = new
-            self._sent = number = next(self._ids)
-            done: Future = Future()
-            self._commands.put((op, number, args, done))
-        if timeout == 0.0:
-            return None
-        with contextlib.suppress(Exception):  # too slow, or the actor has gone: the news thread says why
-            return done.result(timeout)
-        return None
-
-    def _send_commands(self) -> None:
-        """The run's command thread: each command in order, one at a time, its status applied; last,
-        the actor handed back, once every command before has been done on it."""
-        import ray
-
-        while True:
-            op, number, args, done = self._commands.get()
-            if op == _HAND_BACK:
-                self._give_actor_back(kill=args[0])
-                done.set_result(True)
-                return
-            with self._lock:
-                actor, generation = self._actor, self._generation
-            try:
-                answer, status = ray.get(actor.command.remote(op, number, *args), timeout=WEIGHTS_TIMEOUT)
-            except Exception as err:  # noqa: BLE001 - the actor has gone, or is too slow
-                done.set_exception(err)
-                continue
-            with self._lock:
-                if generation == self._generation:
-                    self._take_status(status)
-                self._lock.notify_all()
-            done.set_result(answer)
-
-    def _listen(self) -> None:
-        """The run's news thread: one waiting call at a time until the run is closed. A machine that
-        left moves the run; an actor that failed ends it."""
-        try:
-            self._listen_until_closed()
-        except Exception as err:  # noqa: BLE001 - what Ray raised that nothing here expects: the run fails, said
-            self._ended(err)
-
-    def _listen_until_closed(self) -> None:
-        import ray
-
-        while True:
-            with self._lock:
-                if self._dead:
-                    return
-                actor, generation, cursor = self._actor, self._generation, self._cursor
-            try:
-                news = ray.get(actor.news.options(concurrency_group="news").remote(*cursor), timeout=WEIGHTS_TIMEOUT)
-            except (ray.exceptions.GetTimeoutError, ray.exceptions.ActorUnavailableError):
-                time.sleep(NEWS_WAIT)  # a machine that is slow or briefly away: asked again
-                continue
-            except ray.exceptions.RayError as err:
-                with self._lock:
-                    if self._closing or self._dead or generation != self._generation:
-                        continue
-                if not self._move_if_machine_left(err):
-                    self._ended(err)
-                continue
-            self._apply(news, generation)
-
-    def _apply(self, news: dict, generation: int) -> None:
-        """News, in the order a run in a child process sends it: the steps and evaluations, then the
-        checkpoints made at them (to the sink, outside the lock: it may write to disk), then the state."""
-        with self._lock:
-            if generation != self._generation or self._dead:  # an old actor's, or a closed run's
-                return
-            history_from, evals_from, acknowledged, _ = self._cursor
-            last_step = self._history[-1].step if self._history else -1
-            last_eval = self._evals[-1].step if self._evals else -1
-            # a run that moved trains the steps since its checkpoint again: the same numbers, kept once
-            self._history.extend(e for e in news["history"] if e.step > last_step)
-            if self._state != "closed":
-                self._evals.extend(r for r in news["evals"] if r.step > last_eval)
-            checkpoints = news["checkpoints"]
-            self._cursor = (history_from + len(news["history"]), evals_from + len(news["evals"]),
-                            checkpoints[-1][0] if checkpoints else acknowledged, news["version"])
-            sink = self.on_checkpoint
-        for _, step, files in checkpoints:
-            self._last_checkpoint = (step, files)
-            if sink is not None:
-                sink(step, files)
-        with self._lock:
-            if generation != self._generation or self._dead:
-                return
-            self._take_status(news["status"])
-            self._lock.notify_all()
-            ended = (self._state in ENDED_STATES and not self._status["alive"] and self._status["done"] >= self._sent)
-        if ended:
-            self._let_actor_go()
-
-    def _let_actor_go(self) -> None:
-        """The run trains no more: its weights come to the dashboard, and its actor goes back to the
-        cluster, so that its CPU trains the next run (a run that ends holds no slot; it may still be
-        read: Generate, Attention, the download, the registry's small form)."""
-        final = self._command("checkpoint", timeout=WEIGHTS_TIMEOUT)
-        if final is None:  # a failed run whose optimizer cannot be had: its weights alone
-            final = self._command("weights", timeout=WEIGHTS_TIMEOUT)
-        with self._lock:
-            if self._dead:
-                return
-            self._final, self._dead = final, True
-            self._lock.notify_all()
-        self._hand_back(kill=final is None)
-
-    def _hand_back(self, kill: bool, timeout: float | None = 0.0) -> None:
-        """Have the command thread give the run's actor back once the commands before are done (once,
-        whoever asks first: the run's end, or close); wait up to `timeout` for it."""
-        with self._lock:
-            if self._handing is None:
-                self._handing = Future()
-                self._commands.put((_HAND_BACK, 0, (kill,), self._handing))
-            handing = self._handing
-        if timeout != 0.0:  # close(): back in the pool (or ended) when it returns, whoever asked first
-            with contextlib.suppress(Exception):
-                handing.result(timeout)
-
-    def _give_actor_back(self, kill: bool) -> None:
-        import ray
-
-        with self._lock:
-            actor = self._actor
-        if kill:
-            with contextlib.suppress(Exception):
-                ray.kill(actor)
-        else:
-            self.cluster.give_back(actor)
-
-    def _take_status(self, status: dict) -> None:
-        if status["stamp"] <= self._stamp:  # an older look than one already taken (the other channel's)
-            return
-        self._stamp = status["stamp"]
-        self._status.update(status)
-        if status["done"] >= self._sent and self._state != "closed":
-            self._state = status["state"]  # the actor has done every command sent: its state is the truth
-
-    def _move_if_machine_left(self, err: Exception) -> bool:
-        """Where the run's machine has left the cluster, go on from its last checkpoint on another
-        machine, in the state it was in; False where the machine is still there."""
-
-        with self._lock:
-            node, state, lost = self._status.get("node"), self._state, self._status["step"]
-        if state not in ("running", "paused", "idle") or not self.cluster.machine_left(node, err):
-            return False
-        resumed_from, files = self._last_checkpoint
-        try:
-            actor, facts = self.cluster.place(resume_spec(self.spec, files))
-        except Exception as err:  # noqa: BLE001 - no machine could take it: the run ends, and says why
-            self._ended(err)
-            return True
-        with self._lock:
-            if self._closing:
-                self.cluster.give_back(actor)
-                return True
-            self._actor, self._generation, self._cursor = actor, self._generation + 1, (0, 0, 0, 0)
-            self._stamp = facts["stamp"]  # the new actor's looks are numbered afresh
-            self._status.update(facts)  # its `done` (0) is behind the commands sent: the state stays ours until it starts
-            self._notice = Message("The machine that trained this run left the cluster at step {lost}; the run went on "
-                                   "from its checkpoint at step {step} on another machine.", lost=lost,
-                                   step=resumed_from)
-            # in the state it is in now (its owner may have paused or stopped it meanwhile), in one step
-            # with the actor's change, so that nothing pressed in between is undone
-            state = self._state
-            if state in ("running", "paused"):
-                follow = ("start", (state == "paused", self._wants_checkpoints))
-            elif state in ENDED_STATES:  # stopped meanwhile: said to the new actor, which then goes back
-                follow = ("stop", ())
-            else:
-                follow = None
-            if follow is not None:
-                self._sent = number = next(self._ids)
-                self._commands.put((follow[0], number, follow[1], Future()))
-        return True
-
-    def _ended(self, err: Exception) -> None:
-        """The actor has gone while its machine stays, or no machine could take the run: it failed."""
-        with self._lock:
-            self._dead = True
-            self._status["alive"] = False
-            if self._state in ("running", "paused", "idle"):
-                self._state = "error"
-                self._status["error"] = Message(
-                    "the cluster lost this run at step {step} ({reason}). The other runs go on; train again, perhaps "
-                    "with a smaller model or batch.", step=self._status["step"], reason=_first_line(err))
-            self._lock.notify_all()
 
 
 def unusable(address: str, err: Exception) -> ClusterError:
@@ -757,18 +462,13 @@ def _why_unreachable(err: OSError) -> Message | str:
         return Message("no answer")
     if isinstance(err, socket.gaierror):
         return Message("the host name is not known")
-    return err.strerror or str(err)
+    return err.strerror or str(err)  # the system's own words: rarer causes are not in the catalogs
 
 
 def _cluster_versions(said: str) -> tuple[str, str] | None:
     """(Ray, Python) the cluster was started with, from Ray's version-mismatch error; None if unsaid."""
     found = re.search(r"cluster was started with:\s*Ray:\s*(\S+)\s+Python:\s*(\S+)", said)
     return (found.group(1), found.group(2)) if found else None
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
 
 
 def watch(cluster: Cluster, resize: Callable[[int, Size], None], every: float = 5.0,
@@ -782,12 +482,13 @@ def watch(cluster: Cluster, resize: Callable[[int, Size], None], every: float = 
         while not stop.is_set():
             with contextlib.suppress(Exception):  # a head that does not answer: the slots stay as they were
                 size = cluster.size()
-                if size != last:
+                if size != last:  # told only of changes: resizing the line wakes its dispatcher
                     resize(size.slots(cluster.gpu_per_run), size)
                     last = size
-                cluster.shrink(idle_for=IDLE_ACTOR_SECONDS)
+                cluster.shrink(idle_for=IDLE_ACTOR_SECONDS)  # the same beat ends warm actors left idle too long
             stop.wait(every)
 
-    thread = threading.Thread(target=loop, name="minigpt-ray-watch", daemon=True)
+    thread = threading.Thread(target=loop, name="minigpt-ray-watch", daemon=True)  # daemon: gone with the server
     thread.start()
     return thread
+

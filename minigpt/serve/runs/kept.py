@@ -49,10 +49,10 @@ class KeptRun:
         the last is let go, until it fits or only those two are left: one run never crowds out a class."""
         self.run_id = run.run_id
         self._snap = run.snapshot()
-        model = run.inference_model()
+        model = run.inference_model()  # a copy: the run is closed after, whoever else holds it
         self._config = copy.deepcopy(model.config)
-        self._weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        self._device = next(model.parameters()).device
+        self._weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}  # no GPU memory held
+        self._device = next(model.parameters()).device  # where Generate runs it again
         self.trainer = KeptFacts(run.trainer)
         self._closed = False
         if max_bytes is not None:
@@ -61,10 +61,11 @@ class KeptRun:
     def _thin(self, max_bytes: int) -> None:
         evals = list(self._snap.evals)
         while self.nbytes() > max_bytes:
+            # the first and last frame stay: the time-lapse still shows where attention began and ended
             framed = [i for i, r in enumerate(evals) if r.attention is not None][1:-1]
             if not framed:
                 return
-            for i in framed[::2]:
+            for i in framed[::2]:  # every other frame: the time-lapse keeps its pace, at half the frames
                 evals[i] = replace(evals[i], attention=None)
             self._snap = replace(self._snap, evals=evals)
 
@@ -83,7 +84,7 @@ class KeptRun:
 
     def inference_model(self) -> MiniGPT:
         model = MiniGPT(copy.deepcopy(self._config))
-        model.load_state_dict(self._weights)
+        model.load_state_dict(self._weights)  # copied into a new model: callers may change theirs
         return model.to(self._device).eval()
 
     def checkpoint_parts(self) -> dict:
@@ -104,7 +105,7 @@ class KeptRun:
         """The bytes this kept run holds: weights, the probe's attention maps, samples and the history."""
         weights = sum(t.numel() * t.element_size() for t in self._weights.values())
         attention = sum(r.attention.nbytes for r in self._snap.evals if isinstance(r.attention, np.ndarray))
-        samples = sum(sys.getsizeof(r.sample) for r in self._snap.evals)
+        samples = sum(sys.getsizeof(r.sample) for r in self._snap.evals)  # str overhead included, as Python counts it
         windows = sum(t.numel() * t.element_size() for t in _tensors(self.trainer.val_windows))
         return weights + attention + samples + windows + EVENT_BYTES * len(self._snap.history)
 
@@ -114,4 +115,5 @@ def _tensors(value) -> list[torch.Tensor]:
         return [value]
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in _tensors(v)]
+    # a Windows object (minigpt.data) holds its tensors as attributes
     return [t for v in vars(value).values() for t in _tensors(v)] if hasattr(value, "__dict__") else []

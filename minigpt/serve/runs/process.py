@@ -1,6 +1,6 @@
 """A training run in a worker process of its own, by default at the lowest CPU priority.
 
-`ProcessRun` is a `TrainingRun` (runner.py) seen from the server: the same start, pause,
+`ProcessRun` is a `TrainingRun` (thread.py) seen from the server: the same start, pause,
 run_steps, stop, close, snapshot, inference_model and checkpoint_parts, and a `trainer` that
 answers what pages ask of one (its configs, tokenizer, step). It trains in a child process:
 - the child has its own interpreter lock, so a training step never holds the lock that a
@@ -28,12 +28,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.machinery
-import itertools
 import multiprocessing
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -43,9 +43,9 @@ from ...messages import Message
 from ...model import MiniGPT
 from ...tokenizer import CharTokenizer
 from .recipe import RunSpec, resume_spec
-from .remote import WEIGHTS_TIMEOUT, RemoteRun
-from .trainer_side import TrainerView, build_training_run, do_command, portable, status_of
-from .run import CheckpointSink, Resume
+from .remote import RemoteRun
+from .trainer_side import build_training_run, do_command, portable, status_of
+from .run import Resume
 from .thread import (
     EvalRecord,
     TrainingRun,
@@ -57,7 +57,7 @@ from .thread import (
 CHILD_THREAD_NAME = "minigpt-run"  # the child's main thread, as ps -L and py-spy show it (training: minigpt-trainer)
 OOM_SCORE_ADJ = 1000     # the out-of-memory killer's first choice is a training child, not the server
 PRELOAD = ["minigpt.serve.runs.preload"]  # what the fork server imports once: this module, torch, and a warm-up
-_CONTEXT: multiprocessing.context.BaseContext | None = None
+_CONTEXT: multiprocessing.context.BaseContext | None = None  # made on first use: nothing runs at import
 _CONTEXT_LOCK = threading.Lock()
 
 
@@ -68,7 +68,7 @@ def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool =
     if resume is not None:
         spec = resume_spec(spec, resume.files)
     history, evals = (resume.history, resume.evals) if resume is not None else ((), ())
-    if in_process:
+    if in_process:  # the server's setting (MINIGPT_TRAIN_IN): a child, or a thread of this process
         return ProcessRun(spec, history=history, evals=evals)
     return build_training_run(spec, history, evals)
 
@@ -80,6 +80,8 @@ def context() -> multiprocessing.context.BaseContext:
     with _CONTEXT_LOCK:
         if _CONTEXT is None:
             if "forkserver" in multiprocessing.get_all_start_methods():
+                # not fork: the server has threads (Streamlit's, the runs'), and forking a threaded process
+                # copies locks held by threads that do not exist in the child
                 _CONTEXT = multiprocessing.get_context("forkserver")
                 _CONTEXT.set_forkserver_preload(PRELOAD)
             else:
@@ -125,15 +127,37 @@ class ProcessRun(RemoteRun):
     def __init__(self, spec: RunSpec, *, ctx: multiprocessing.context.BaseContext | None = None,
                  history: list = (), evals: list[EvalRecord] = ()):
         """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
-        self.run_id, self.nice, self.spec = spec.run_id, spec.nice, spec
-        self.on_checkpoint: CheckpointSink | None = None
-        ctx = ctx or context()
+        self.nice = spec.nice
+        channel = PipeChannel(spec, ctx or context())  # the child is forked and has built its run
+        self._open(spec, channel, channel.facts, history, evals)
+        channel.listen(self)
+        register(self)  # stopped as the server exits, like every run
+
+    @property
+    def _process(self) -> multiprocessing.process.BaseProcess:
+        return self.channel._process
+
+    def inference_model(self) -> MiniGPT:
+        model, _ = self._weights("weights")
+        return model.to(self.trainer.device).eval()
+
+
+class PipeChannel:
+    """The server's end of a pipe to a run's child (remote.Channel): commands out; the child's news,
+    checkpoints and answers in, on a receiving thread that hands them to the run and, once the child
+    has gone, reaps it and ends the run."""
+
+    where = "training process"  # what the run's weights could not be read from, in an error
+
+    def __init__(self, spec: RunSpec, ctx: multiprocessing.context.BaseContext):
+        """Fork the child and wait until it has built its run: `facts` is what it said; the run's own
+        ConfigError or CorpusError is raised here, for the caller to show."""
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_child_main, args=(spec, child), name=f"minigpt-run-{spec.run_id}",
                                     daemon=True)
         with _main_not_imported():
             self._process.start()
-        child.close()
+        child.close()  # the child's end lives in the child: EOF here once it has gone
         try:
             kind, payload = self._conn.recv()
         except EOFError:
@@ -143,145 +167,76 @@ class ProcessRun(RemoteRun):
         if kind == "failed":  # a ConfigError or CorpusError the Trainer raised: the caller's to show
             self._process.join(5)
             raise payload
-        self._lock = threading.Condition()   # the server's copy of the run, and the answers
-        self._send_lock = threading.Lock()   # commands leave in the order of their numbers
-        self._ids = itertools.count(1)
-        self._sent = 0                       # the last command's number: the child's state is news once it has done it
-        self._replies: dict[int, Any] = {}
-        self._abandoned: set[int] = set()    # commands whose caller stopped waiting: their answers are dropped
-        self._history: list = list(history)
-        self._evals: list[EvalRecord] = list(evals)
-        self._status = dict(payload, state="idle", done=0)
-        self._state, self._dead = "idle", False
-        self.trainer = TrainerView(self, spec)
-        # the receiving thread holds the run weakly, so that a run nobody keeps is collected, and its child ended
+        self.facts = dict(payload, done=0)  # no command done yet
+        self._answers: dict[int, Future] = {}  # command number -> its answer, while the child has not given it
+        self._answers_lock = threading.Lock()
+
+    def listen(self, run: RemoteRun) -> None:
+        """Hand `run` what the child says from now on. The channel holds its run; the receiving thread
+        holds the channel weakly, so that a run nobody keeps is collected, and its child ended."""
+        self.run = run
         self._receiver = threading.Thread(target=_receive, args=(weakref.ref(self), self._conn, self._process),
-                                          name=f"minigpt-run-{spec.run_id}", daemon=True)
+                                          name=f"minigpt-run-{run.run_id}", daemon=True)
         self._receiver.start()
         self._finalizer = weakref.finalize(self, _shut_down, self._process, self._conn)
-        register(self)
 
-    # -- control -----------------------------------------------------------------
-    def start(self, paused: bool = False) -> None:
-        self._command("start", paused, self.on_checkpoint is not None,
-                      change=lambda state: None if state in ("finished", "error", "closed", "running")
-                      else "paused" if paused else "running")
+    def send(self, op: str, number: int, args: tuple) -> Future:
+        answer: Future = Future()
+        with self._answers_lock:  # filed before it leaves: the answer may come back at once
+            self._answers[number] = answer
+        try:
+            self._conn.send((op, number, *args))
+        except (OSError, ValueError):  # the child has gone: the receiving thread says why
+            self._answered(number, None)
+        return answer
 
-    def resume(self) -> None:
-        self.start()
-
-    def run_steps(self, n: int, timeout: float | None = 5.0) -> None:
-        self._command("steps", n, change=lambda state: None if state in ("finished", "error", "closed", "running")
-                      else "running", timeout=timeout)
-
-    def pause(self, timeout: float | None = 5.0) -> None:
-        self._command("pause", change=lambda state: "paused" if state == "running" else state, timeout=timeout)
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self._command("stop", change=lambda state: "stopped" if state in ("running", "paused", "idle") else state,
-                      timeout=timeout)
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        """Stop for good, free the child's memory and end it (killed after `timeout` if it hangs).
-        Closing twice, or a run whose child has died, is fine."""
-        with self._lock:
-            self._state, self._evals = "closed", []
-        self._command("close", timeout=timeout)
+    def let_go(self, kill: bool, timeout: float | None) -> None:
+        """The run is closed: the child has been asked to close; wait for it to end, then end it for sure."""
         self._receiver.join(timeout)  # it reaps the child once the child has gone
         self._finalizer()
-        self.trainer.release()
 
-    def is_alive(self) -> bool:
-        """The child's training thread is alive, or a command sent to it is not done yet (a run just
-        started counts against the cap before the child has read its start)."""
-        with self._lock:
-            return not self._dead and (self._status["alive"] or self._status["done"] < self._sent)
-
-    # -- reading (state, snapshot, checkpoint_parts: RemoteRun) -------------------------
-    def inference_model(self) -> MiniGPT:
-        model, _ = self._weights("weights")
-        return model.to(self.trainer.device).eval()
-
-    def _answer(self, op: str) -> dict | None:
-        """The child's answer to `op` ("weights", "checkpoint")."""
-        return self._command(op, timeout=WEIGHTS_TIMEOUT)
-
-    # -- talking to the child ------------------------------------------------------
-    def _command(self, op: str, *args: Any, change: Callable[[str], str | None] = lambda state: state,
-                 timeout: float | None = 0.0) -> Any:
-        """Send a command, the state it leads to set in the same step as its number (`change` of the
-        current state; None: send nothing). With a timeout, wait (None: for as long as it takes) for the
-        child to have done it: its answer, or None where the child has gone or is too slow."""
-        with self._send_lock:
-            with self._lock:
-                new = change(self._state)
-                if new is None or self._dead:
-                    return None
-                self._state = new
-                self._sent = number = next(self._ids)
-            try:
-                self._conn.send((op, number, *args))
-            except (OSError, ValueError):  # the child has gone: the receiving thread says why
-                return None
-        if timeout == 0.0:
-            return None
-        with self._lock:
-            self._lock.wait_for(lambda: number in self._replies or self._dead, timeout)
-            if number not in self._replies:
-                self._abandoned.add(number)
-            return self._replies.pop(number, None)
+    def lost(self, cause: Any, step: int) -> Message:
+        return Message("the training process ended unexpectedly (exit code {code}) at step {step}. The server and "
+                       "other runs go on; train again, perhaps with a smaller model or batch.", code=cause, step=step)
 
     def _take(self, message: tuple) -> None:
-        """A message from the child (the receiving thread)."""
+        """A message from the child (the receiving thread), in the order the child sent it."""
         kind, *rest = message
-        if kind == "checkpoint":  # (step, files), handed on outside the lock: the sink may write to disk
-            sink = self.on_checkpoint
-            if sink is not None:
-                sink(*rest)
-            return
-        with self._lock:
-            if kind == "update":
-                self._apply(*rest)
-            elif rest[0] in self._abandoned:  # ("reply", number, answer) that nobody waits for any more
-                self._abandoned.discard(rest[0])
-            else:
-                self._replies[rest[0]] = rest[1]
-            self._lock.notify_all()
+        if kind == "checkpoint":  # (step, files)
+            self.run._checkpoint_made(*rest)
+        elif kind == "update":  # (history, evals, status)
+            self.run._news(*rest)
+        else:  # ("reply", number, answer): after the update that says it is done
+            self._answered(*rest)
 
-    def _apply(self, history: list, evals: list, status: dict) -> None:
-        self._history.extend(history)
-        if self._state != "closed":
-            self._evals.extend(evals)
-        self._status.update(status)
-        if status["done"] >= self._sent and self._state != "closed":
-            self._state = status["state"]  # the child has done every command sent: its state is the truth
+    def _answered(self, number: int, answer: Any) -> None:
+        with self._answers_lock:
+            waiting = self._answers.pop(number, None)  # nobody waits for one sent with no timeout: dropped here
+        if waiting is not None:
+            waiting.set_result(answer)
 
     def _ended(self, exit_code: int | None) -> None:
-        """The child has gone (the receiving thread): a run it leaves running or paused failed."""
-        with self._lock:
-            self._dead = True
-            self._status["alive"] = False
-            if self._state in ("running", "paused", "idle"):
-                self._state = "error"
-                self._status["error"] = Message(
-                    "the training process ended unexpectedly (exit code {code}) at step {step}. The server and "
-                    "other runs go on; train again, perhaps with a smaller model or batch.",
-                    code=exit_code, step=self._status["step"])
-            self._lock.notify_all()
+        """The child has gone (the receiving thread): a run it leaves running or paused failed, and no
+        command waits any more."""
+        self.run._ended(exit_code)
+        with self._answers_lock:
+            waiting, self._answers = list(self._answers.values()), {}
+        for answer in waiting:
+            answer.set_result(None)
 
 
-def _receive(ref: "weakref.ref[ProcessRun]", conn, process: multiprocessing.process.BaseProcess) -> None:
+def _receive(ref: "weakref.ref[PipeChannel]", conn, process: multiprocessing.process.BaseProcess) -> None:
     """The server's end of the pipe, on a thread of its own: the child's news and answers until the
     child ends (then it reaps it and tells the run), or until nobody keeps the run any more."""
     readable = True
     try:
         while True:
             message = conn.recv()
-            run = ref()
-            if run is None:  # collected: its finalizer ends the child
+            channel = ref()
+            if channel is None:  # collected with its run: its finalizer ends the child
                 return
-            run._take(message)
-            del run
+            channel._take(message)
+            del channel  # held only while a message is handed on
     except (EOFError, OSError):
         pass
     except Exception:  # a message this server cannot read: the child is cut off, not left to wedge
@@ -289,9 +244,9 @@ def _receive(ref: "weakref.ref[ProcessRun]", conn, process: multiprocessing.proc
     if not readable and process.is_alive():
         process.kill()
     process.join(5)
-    run = ref()
-    if run is not None:
-        run._ended(process.exitcode)
+    channel = ref()
+    if channel is not None:
+        channel._ended(process.exitcode)
 
 
 def _shut_down(process: multiprocessing.process.BaseProcess, conn) -> None:
@@ -317,11 +272,11 @@ def _child_main(spec: RunSpec, conn) -> None:
     keep_freed_memory()  # it trains and does little else: each step reuses what the last one freed
     try:
         run = build_training_run(spec)
-    except Exception as err:
+    except Exception as err:  # a ConfigError or CorpusError: raised in the server, where Start was pressed
         conn.send(("failed", portable(err)))
         return
     sender = _Sender(conn, run)
-    run._on_update = sender.update
+    run._on_update = sender.update  # each logged step goes to the server as it happens: no polling
     trainer = run.trainer
     conn.send(("ready", {"cfg": trainer.cfg, "model_config": trainer.model_config, "model_params": trainer.model_params,
                          "device": str(trainer.device), **status_of(run)}))
@@ -335,12 +290,12 @@ def _child_main(spec: RunSpec, conn) -> None:
                 answer = do_command(run, op, args, sender)
             except Exception:  # a command that fails (weights asked of a closed run) is answered with nothing
                 answer = None
-            sender.update(done=number)
+            sender.update(done=number)  # the status that says it is done, before the answer the server waits for
             sender.send(("reply", number, answer))
             if op == "close":
                 break
     finally:
-        run.stop(timeout=None)
+        run.stop(timeout=None)  # the training thread ends before the child does: torch is never cut mid-op
         conn.close()
 
 
@@ -352,7 +307,7 @@ def warm_up() -> None:
     worker processes against runs on threads"). No thread outlives it: the fork server must fork
     with one thread."""
     torch.set_num_threads(1)  # no OpenMP pool in a process that forks; the children train on one thread too
-    text = "a tiny text for the fork server's warm-up run. " * 8
+    text = "a tiny text for the fork server's warm-up run. " * 8  # long enough for a block and a validation split
     tokenizer = CharTokenizer.from_text(text)
     model = GPTConfig(vocab_size=tokenizer.vocab_size, max_len=32).validate()
     train = TrainConfig(max_steps=1, batch_size=2, block_size=16, eval_interval=1, eval_iters=1,
@@ -362,7 +317,7 @@ def warm_up() -> None:
     run = build_training_run(RunSpec("warm-up", model, train, tuple(tokenizer.chars), text, probe_text=text[:16],
                          sample_prompt=text[:1], sample_chars=4, nice=0))
     ended = threading.Event()
-    run._on_update = lambda ending: ending and ended.set()
+    run._on_update = lambda ending: ending and ended.set()  # the thread's last word: it has trained and evaluated
     try:
         run.start()
         ended.wait()
@@ -380,20 +335,20 @@ class _Sender:
 
     def __init__(self, conn, run: TrainingRun):
         self.conn, self.run = conn, run
-        self.lock = threading.Lock()
-        self.history = self.evals = 0
+        self.lock = threading.Lock()  # the training thread and the command loop both send
+        self.history = self.evals = 0  # how many of each the server has: only what is new is sent
         self.done = 0  # the last command done
 
     def update(self, ending: bool = False, done: int | None = None) -> None:
         """`ending`: the training thread's last word, sent while it is still alive, as not alive."""
         with self.lock:  # the snapshot is taken and sent under one lock: messages leave in the order they say
-            if done is not None:
+            if done is not None:  # the command loop's; the training thread's updates repeat the last
                 self.done = done
             snap = self.run.snapshot()
             history, evals = snap.history[self.history:], snap.evals[self.evals:]
             self.history, self.evals = len(snap.history), len(snap.evals)
             status = status_of(self.run, snap)
-            status.update(done=self.done, alive=status["alive"] and not ending)
+            status.update(done=self.done, alive=status["alive"] and not ending)  # is_alive() is still True here
             self._send(("update", history, evals, status))
 
     def send(self, message: tuple) -> None:

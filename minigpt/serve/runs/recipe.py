@@ -13,8 +13,11 @@ from ...config import GPTConfig, TrainConfig
 from ...header import CONFIG_NAME
 from ...tokenizer import CharTokenizer
 
-CHILD_NICE = 19  # the training thread's niceness in a child or an actor; the thread that answers the server keeps the server's
-NOT_IN_RECIPE = ("run_id", "text", "resume")  # the store keeps these beside the recipe: the id is the row's, the corpus once per text
+# the training thread's niceness in a child or an actor (19: the lowest priority, so a busy server's pages
+# come first); the thread that answers the server keeps the server's
+CHILD_NICE = 19
+# the store keeps these beside the recipe: the id is the row's, the corpus once per text
+NOT_IN_RECIPE = ("run_id", "text", "resume")
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class RunSpec:
 
     def recipe(self) -> dict[str, Any]:
         """What the store keeps to rebuild the run, as JSON: every field but those NOT_IN_RECIPE."""
-        data = asdict(replace(self, resume=None))
+        data = asdict(replace(self, resume=None))  # the checkpoint's bytes stay out: asdict copies
         for name in NOT_IN_RECIPE:
             del data[name]
         return data
@@ -59,7 +62,7 @@ class RunSpec:
     @classmethod
     def from_recipe(cls, run_id: str, recipe: dict[str, Any], text: str) -> RunSpec:
         """The spec a stored recipe describes; a field the recipe lacks (an older row) takes its default."""
-        known = {f.name for f in fields(cls)} - set(NOT_IN_RECIPE)
+        known = {f.name for f in fields(cls)} - set(NOT_IN_RECIPE)  # a field a newer server wrote is left out
         values = {name: value for name, value in recipe.items() if name in known}
         values.update(model=GPTConfig.from_dict(recipe["model"]), train=TrainConfig.from_dict(recipe["train"]),
                       chars=tuple(recipe["chars"]))
@@ -71,7 +74,8 @@ def resume_spec(spec: RunSpec, files: dict[str, bytes] | None) -> RunSpec:
     saved with: the same losses need the same count."""
     if files is None:
         return replace(spec, resume=None)
-    meta = json.loads(files[CONFIG_NAME])["meta"]
+    meta = json.loads(files[CONFIG_NAME])["meta"]  # the checkpoint's config.json, where TrainingRun wrote it
+    # an older checkpoint without the count keeps the spec's
     return replace(spec, resume=files, threads=int(meta.get("threads") or spec.threads))
 
 
@@ -92,7 +96,7 @@ class PlannedTrainer:
         self.last_val_loss: float | None = None
         self.best_val: tuple[int, float] | None = None
         self._val_windows = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # two pages asking at once draw the windows once
 
     @property
     def val_windows(self):
@@ -111,5 +115,5 @@ def corpus_val_windows(spec: RunSpec):
     from ...train import validation_windows
 
     task = task_for_corpus(spec.corpus_key)
-    ids = torch.tensor(spec.tokenizer.encode(spec.text), dtype=torch.long)
+    ids = torch.tensor(spec.tokenizer.encode(spec.text), dtype=torch.long)  # the whole corpus; split as Trainer does
     return validation_windows(ids, spec.train, task.line_length if task else 1)

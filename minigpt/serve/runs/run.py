@@ -5,12 +5,12 @@ Two protocols, because not every run trains:
   a checkpoint, and `trainer` (the configs, the tokenizer, the step: see `TrainerFacts`). A run
   waiting in line (line.WaitingRun) and a finished run kept small (kept.KeptRun) are views.
 - `Run` is a view that trains and is steered: start, pause, resume, run_steps, stop, close.
-  `TrainingRun` trains on a thread of the server (runner.py), `ProcessRun` in a child process
-  (worker.py), `RayRun` in an actor on a Ray cluster (cluster.py); the registry starts whichever
+  `TrainingRun` trains on a thread of the server (thread.py), `ProcessRun` in a child process
+  (process.py), `RayRun` in an actor on a Ray cluster (ray_run.py); the registry starts whichever
   the server is set to, through a build function.
 
-`RemoteRun` is what the two that train out of this process (ProcessRun, RayRun) read the same way
-from the server's copy of their news.
+`RemoteRun` (remote.py) is the server's half of the two that train out of this process (ProcessRun,
+RayRun): the same steering and reading, through a channel each backend writes (a pipe, actor calls).
 
 tests/minigpt/serve/test_run_interface.py is the one suite every implementation passes.
 """
@@ -87,13 +87,13 @@ class RunSnapshot:
            notice: Message | None = None) -> RunSnapshot:
         """How every kind of run describes itself. The logs are copied, since the run goes on logging
         into its own; the tokens/s shown is the steady median of the history unless the run kept one."""
-        history = list(history)
+        history = list(history)  # a copy: the run appends to its own list after this returns
         speed = steady_speed(history) if tokens_per_sec is None else tokens_per_sec
         return cls(run_id, state, step, max_steps, history, list(evals), speed, elapsed, error, stopped_early, notice)
 
     @property
     def progress(self) -> float:
-        return self.step / self.max_steps if self.max_steps else 0.0
+        return self.step / self.max_steps if self.max_steps else 0.0  # 0 steps planned: nothing done, not 1/0
 
     @property
     def eta_seconds(self) -> float | None:
@@ -166,5 +166,5 @@ SPEED_WINDOW = 7  # logged intervals the shown tokens/s is the median of
 def steady_speed(history: list[TrainEvent], window: int = SPEED_WINDOW) -> float:
     """The tokens per second a learner is shown: the median of the last `window` logged intervals,
     which a single slow interval (an evaluation, a busy moment) does not move; 0 before the first."""
-    speeds = [e.tokens_per_sec for e in history[-window:] if e.step > 0]
+    speeds = [e.tokens_per_sec for e in history[-window:] if e.step > 0]  # step 0 is the untrained evaluation
     return statistics.median(speeds) if speeds else 0.0

@@ -71,17 +71,17 @@ class TrainingRun:
         self._on_update = on_update
         self.on_checkpoint: CheckpointSink | None = None
         self._checkpointed = -1  # the step of the last checkpoint handed over
-        self._closing = False
+        self._closing = False  # close() began: the run's end makes no checkpoint
         self.nice = nice  # the training thread's niceness: 0 as the server, up to 19 (yields the most)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.probe_ids = None
         if probe_text:
-            ids = [i for i in (trainer.tokenizer.stoi.get(c) for c in probe_text) if i is not None]
-            self.probe_ids = torch.tensor([ids[: trainer.model.config.max_len]]) if ids else None
+            ids = [i for i in (trainer.tokenizer.stoi.get(c) for c in probe_text) if i is not None]  # unknown: skipped
+            self.probe_ids = torch.tensor([ids[: trainer.model.config.max_len]]) if ids else None  # (1, T)
         self.sample_prompt, self.sample_chars = sample_prompt, sample_chars
-        self._lock = threading.Lock()
-        self._run, self._stop = threading.Event(), threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # the optimizer step, the metrics and the state: never forward/backward
+        self._run, self._stop = threading.Event(), threading.Event()  # set: train; set: end the thread
+        self._thread: threading.Thread | None = None  # one per start after a stop; paused, it waits alive
         self._state, self._error = "idle", None
         self._pause_at: int | None = None  # run_steps' target step
         self._history: list[TrainEvent] = list(history)
@@ -103,7 +103,7 @@ class TrainingRun:
                 self._run.set()
                 self._state = "running"
             if self._thread is not None and self._thread.is_alive():
-                return
+                return  # a paused thread wakes on _run: no second thread
             self._stop.clear()
             thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
             thread.minigpt_stop = self._stop  # lets stop_orphaned_runs() reach it after a reload
@@ -120,11 +120,11 @@ class TrainingRun:
         with self._lock:
             if self._state in ("finished", "error", "closed", "running"):
                 return
-            self._pause_at = min(self.trainer.step + n, self.trainer.cfg.max_steps)
+            self._pause_at = min(self.trainer.step + n, self.trainer.cfg.max_steps)  # pause_if_due stops there
         self.start()
 
     def pause(self) -> None:
-        with self._lock:
+        with self._lock:  # a step finishing now re-checks is_running under this lock: none lands after
             self._pause_at = None
             if self._state == "running":
                 self._run.clear()
@@ -136,12 +136,12 @@ class TrainingRun:
         self._stop.set()
         self._run.set()  # wake a paused loop so it can exit
         thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and thread is not threading.current_thread():  # the thread may stop itself
             thread.join(timeout)
         with self._lock:
-            if self._state in ("running", "paused", "idle"):
+            if self._state in ("running", "paused", "idle"):  # a finished or failed run says so still
                 self._state = "stopped"
-            self._run.clear()
+            self._run.clear()  # start() after a stop begins again from here
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop for good and free the model, optimizer state, data and recorded attention: for a
@@ -153,12 +153,12 @@ class TrainingRun:
         self.stop(timeout)
         with self._lock:
             self._state = "closed"
-            self._evals = []
+            self._evals = []  # the attention maps: the most memory a run holds besides the model
             self.probe_ids = None
             if self.is_alive():
                 self._release_on_exit = True
                 return
-        self.trainer.release()
+        self.trainer.release()  # the model, optimizer and data go now; the history stays readable
 
     @property
     def state(self) -> str:
@@ -171,14 +171,15 @@ class TrainingRun:
     # -- reading -----------------------------------------------------------------
     def snapshot(self) -> RunSnapshot:
         with self._lock:
-            return RunSnapshot.of(self.run_id, self._state, step=self.trainer.step, max_steps=self.trainer.cfg.max_steps,
-                                  history=self._history, evals=self._evals, elapsed=self.trainer.elapsed,
-                                  error=self._error, stopped_early=self.trainer.stopped_early)
+            return RunSnapshot.of(self.run_id, self._state, step=self.trainer.step,
+                                  max_steps=self.trainer.cfg.max_steps, history=self._history, evals=self._evals,
+                                  elapsed=self.trainer.elapsed, error=self._error,
+                                  stopped_early=self.trainer.stopped_early)
 
     def inference_model(self) -> MiniGPT:
         """A copy of the current weights in eval mode, safe to use while training goes on."""
         with self._lock:
-            state = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+            state = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}  # no half-step
         model = MiniGPT(copy.deepcopy(self.trainer.model.config)).to(self.trainer.device)
         model.load_state_dict(state)
         return model.eval()
@@ -188,7 +189,7 @@ class TrainingRun:
         with self._lock:
             model = MiniGPT(copy.deepcopy(self.trainer.model.config))
             model.load_state_dict({k: v.detach().cpu().clone() for k, v in self.trainer.model.state_dict().items()})
-            optimizer_state = copy.deepcopy(self.trainer.optimizer.state_dict())
+            optimizer_state = copy.deepcopy(self.trainer.optimizer.state_dict())  # its tensors change in place
             trainer_state = self.trainer.state_dict()
             val = self.trainer.last_val_loss
         return {"model": model.eval(), "tokenizer": self.trainer.tokenizer, "train_config": self.trainer.cfg,
@@ -199,12 +200,12 @@ class TrainingRun:
         name_os_thread(THREAD_NAME)
         lower_priority(self.nice)
         try:
-            if self.trainer.step == 0 and not self._evals:
+            if self.trainer.step == 0 and not self._evals:  # a resumed or restarted run has its step 0 already
                 self._record_start()
             for event in self.trainer.events(gate=self):
                 record = None
                 if event.val_loss is not None:
-                    record = EvalRecord(event.step, event.train_eval_loss, event.val_loss, *self._probe())
+                    record = EvalRecord(event.step, event.train_eval_loss, event.val_loss, *_probe(self))  # unlocked
                 with self._lock:
                     self._history.append(event)
                     if record is not None:
@@ -216,13 +217,13 @@ class TrainingRun:
                 if self._state != "closed" and (self.trainer.step >= self.trainer.cfg.max_steps
                                                 or self.trainer.stopped_early):
                     self._state = "finished"
-            self._checkpoint(ending=True)
+            self._checkpoint(ending=True)  # stopped by its owner, or ended on its best weights
         except Exception as err:  # the run reports it; the app keeps serving
             with self._lock:
-                if self._state != "closed":
+                if self._state != "closed":  # a closed run's trainer was released under it: no news
                     self._state, self._error = "error", _describe_failure(err, self.trainer.step)
         finally:
-            with self._lock:
+            with self._lock:  # close() gave up waiting for this step: the trainer is freed here, last
                 if self._release_on_exit:
                     self.trainer.release()
             return_freed_memory()  # what keep_freed_memory() kept for the next step: there is none
@@ -238,13 +239,13 @@ class TrainingRun:
         evaluation, and as the run ends where it moved since (stopped by its owner, or ended on its best
         weights). A run being closed (let go, or its server going) keeps its last evaluation's: resumed
         from there, it logs the same steps as a run that never stopped."""
-        sink = self.on_checkpoint
+        sink = self.on_checkpoint  # read once: the registry may set it to None while this runs
         if sink is None or self._state == "closed" or (ending and self._closing):
             return
         trainer = self.trainer
         with self._lock:
             step = trainer.step
-            if step == 0 or (ending and step == self._checkpointed and not trainer.stopped_early):
+            if step == 0 or (ending and step == self._checkpointed and not trainer.stopped_early):  # nothing new
                 return
             last = ending or step >= trainer.cfg.max_steps  # the weights it ends on: nothing resumes from them
             files = checkpoint_files(trainer.model, trainer.tokenizer, train_config=trainer.cfg,
@@ -256,10 +257,10 @@ class TrainingRun:
                 files[BEST_WEIGHTS_NAME] = safetensors.torch.save({k: v.contiguous() for k, v in
                                                                    trainer.best_weights.items()})
             self._checkpointed = step
-        sink(step, files)
+        sink(step, files)  # outside the lock: the sink writes to disk, or the pipe
 
     def _notify(self, ending: bool = False) -> None:
-        if self._on_update is not None:
+        if self._on_update is not None:  # a child's or an actor's: tells the server something changed
             self._on_update(ending)
 
     def _record_start(self) -> None:
@@ -269,7 +270,7 @@ class TrainingRun:
                            tokens_per_sec=0.0, elapsed=0.0, val_loss=val_loss, train_eval_loss=train_loss)
         if self.trainer.scorer is not None:
             event.score = self.trainer.scorer(self.trainer)
-        record = EvalRecord(0, train_loss, val_loss, *self._probe())
+        record = EvalRecord(0, train_loss, val_loss, *_probe(self))
         with self._lock:
             self._history.append(event)
             self._evals.append(record)
@@ -282,7 +283,7 @@ class TrainingRun:
 
     def wait_until_running(self) -> bool:
         while not self._stop.is_set():
-            if self._run.wait(timeout=0.2):
+            if self._run.wait(timeout=0.2):  # a stop() that sets _run too wakes it; the timeout is a backstop
                 return not self._stop.is_set()
         return False
 
@@ -294,24 +295,29 @@ class TrainingRun:
         if self._pause_at is None or step < self._pause_at:
             return False
         self._pause_at = None
-        self._run.clear()
+        self._run.clear()  # under the lock: the next step waits in wait_until_running
         self._state = "paused"
         return True
 
-    @torch.no_grad()
-    def _probe(self) -> tuple[str, np.ndarray | None]:
-        """A short sample and the probe text's attention maps, from the live model (this thread)."""
-        model, tokenizer = self.trainer.model, self.trainer.tokenizer
-        try:
-            text = generate(model, tokenizer, self.sample_prompt, max_new_tokens=self.sample_chars,
-                            sampling=Sampling(temperature=SAMPLE_TEMPERATURE), seed=0,
-                            block_size=self.trainer.cfg.block_size)
-            attention = None
-            if self.probe_ids is not None:
-                attention = model.attention_maps(self.probe_ids.to(self.trainer.device)).cpu().numpy()
-        finally:
-            model.train()
-        return text, attention
+
+
+@torch.no_grad()
+def _probe(run: TrainingRun) -> tuple[str, np.ndarray | None]:
+    """A short sample and the probe text's attention maps, from the live model (its training thread,
+    between two steps: nothing else writes the weights meanwhile)."""
+    trainer = run.trainer
+    model = trainer.model
+    try:
+        text = generate(model, trainer.tokenizer, run.sample_prompt, max_new_tokens=run.sample_chars,
+                        sampling=Sampling(temperature=SAMPLE_TEMPERATURE),
+                        seed=0,  # one seed at every evaluation: the samples differ only by the weights
+                        block_size=trainer.cfg.block_size)
+        attention = None
+        if run.probe_ids is not None:
+            attention = model.attention_maps(run.probe_ids.to(trainer.device)).cpu().numpy()  # (layers, heads, T, T)
+    finally:
+        model.train()  # generate() left it in eval mode: dropout on again for the next step
+    return text, attention
 
 
 def _describe_failure(err: Exception, step: int) -> Exception | Message:
@@ -319,39 +325,42 @@ def _describe_failure(err: Exception, step: int) -> Exception | Message:
     running out of memory (a TrainingDiverged message already carries its advice)."""
     if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
         text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+        # step + 1: the step that failed, not the last one done
         return Message("out of memory at step {step} ({error}). Use a smaller batch_size, block_size or model, or "
                        "train on a device with more memory.", step=step + 1, error=text)
-    return err
+    return err  # its own words (a TrainingDiverged carries its advice)
 
 
 def register(run: "TrainingRun") -> None:
+    """Stop `run` as the interpreter exits, whatever kind of run it is (held weakly: a run let go is not kept)."""
     global _ATEXIT_REGISTERED
     if not _ATEXIT_REGISTERED:
-        atexit.register(_exit)
+        atexit.register(_exit)  # once, on the first run: a daemon thread inside a torch op at exit aborts
         _ATEXIT_REGISTERED = True
     _ALL_RUNS.add(run)
 
 
 def _exit() -> None:
     """The interpreter exits: its runs stop, and the store is told nothing of it (run.EXITING)."""
-    EXITING.set()
+    EXITING.set()  # first: stopping them is not news for the store
     stop_all_runs()
 
 
 def stop_all_runs(timeout: float = 2.0) -> None:
     """Stop every run in this process (registered with atexit)."""
-    for run in list(_ALL_RUNS):
+    for run in list(_ALL_RUNS):  # a copy: a run collected meanwhile leaves the WeakSet under the loop
         run.stop(timeout)
 
 
 def stop_orphaned_runs(keep: "set[TrainingRun] | None" = None) -> int:
     """Stop trainer threads no live registry knows about (e.g. left by a module reload)."""
-    kept = {run._thread for run in (keep or set())}
+    kept = {run._thread for run in (keep or set())}  # the live registry's own threads go on
     stopped = 0
     for thread in threading.enumerate():
+        # the Events ride on the Thread: a reloaded module's runs are unreachable any other way
         if thread.name == THREAD_NAME and thread not in kept and hasattr(thread, "minigpt_stop"):
             thread.minigpt_stop.set()
-            thread.minigpt_run.set()
+            thread.minigpt_run.set()  # a paused loop wakes, sees the stop, and ends
             stopped += 1
     return stopped
 
@@ -362,6 +371,7 @@ def name_os_thread(name: str) -> None:
     prctl(PR_SET_NAME) names the calling thread; elsewhere than Linux, nothing changes."""
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
+            # the kernel keeps 15 bytes and a NUL (TASK_COMM_LEN): cut here, so the start of the name is what shows
             ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
@@ -374,6 +384,7 @@ def keep_freed_memory() -> bool:
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is None:
         return False
+    # a fixed mmap threshold stops glibc raising it (and the trim threshold with it) as it sees big frees
     return bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(M_TRIM_THRESHOLD, HEAP_KEPT_BYTES))
 
 
@@ -381,14 +392,14 @@ def return_freed_memory() -> bool:
     """Hand the free memory the allocator holds back to the kernel (glibc's malloc_trim): a run that has
     ended keeps only what it still uses. Elsewhere than glibc, nothing changes: False."""
     malloc_trim = getattr(_libc(), "malloc_trim", None)
-    return malloc_trim is not None and bool(malloc_trim(0))
+    return malloc_trim is not None and bool(malloc_trim(0))  # 0: keep no slack at the top of the heap
 
 
 def _libc() -> ctypes.CDLL | None:
     if sys.platform != "linux":
         return None
     try:
-        return ctypes.CDLL(None)
+        return ctypes.CDLL(None)  # the process's own symbols: glibc's, where it is glibc
     except OSError:
         return None
 
@@ -398,9 +409,10 @@ def lower_priority(nice: int) -> bool:
     niceness per thread; elsewhere, or where the kernel refuses, nothing changes: False."""
     if nice <= 0 or sys.platform != "linux":
         return False
-    thread = threading.get_native_id()
+    thread = threading.get_native_id()  # on Linux PRIO_PROCESS with a thread id sets that thread alone
     try:
+        # max: never below what it has; raising a priority needs privileges the server should not use
         os.setpriority(os.PRIO_PROCESS, thread, max(nice, os.getpriority(os.PRIO_PROCESS, thread)))
-    except OSError:
+    except OSError:  # refused (a sandbox): the run trains at the server's priority
         return False
     return True

@@ -30,22 +30,22 @@ class TrainerView:
     def __init__(self, run: RemoteRun, spec: RunSpec):
         self._run, self._spec = run, spec
         self.tokenizer = CharTokenizer(spec.chars)
-        facts = run._status
+        facts = run._status  # the trainer's first facts: the configs as it validated them (its device)
         self.cfg, self.model_config = facts["cfg"], facts["model_config"]
         self.model_params, self.corpus_chars = facts["model_params"], len(spec.text)
-        self.device = torch.device(facts["device"])
+        self.device = torch.device(facts["device"])  # the trainer's: a run on a cluster's GPU says "cuda"
         self._val_windows, self._released = None, False
 
     def __getattr__(self, name: str) -> Any:  # step, elapsed, stopped_early, best_val, last_val_loss
         if name in ("step", "elapsed", "stopped_early", "best_val", "last_val_loss"):
-            return self._run._facts()[name]
+            return self._run._facts()[name]  # read at each use: they change as the run trains
         raise AttributeError(name)
 
     @property
     def val_windows(self):
-        if self._released:
+        if self._released:  # a closed run: a page that still holds it reads nothing, rather than a fresh copy
             return None
-        if self._val_windows is None:
+        if self._val_windows is None:  # drawn on first use: Home never needs them
             task = task_for_corpus(self._spec.corpus_key)
             ids = torch.tensor(self.tokenizer.encode(self._spec.text), dtype=torch.long)
             self._val_windows = validation_windows(ids, self.cfg, task.line_length if task else 1)
@@ -59,6 +59,7 @@ class TrainerView:
 def do_command(run: TrainingRun, op: str, args: list, sender) -> Any:
     """One command from the server, done in the child; what it answers."""
     if op == "start":  # (paused, wants checkpoints)
+        # a registry without a store wants none: no checkpoint is made or sent
         run.on_checkpoint = sender.checkpoint if args[1] else None
         run.start(paused=args[0])
     elif op == "steps":
@@ -66,9 +67,9 @@ def do_command(run: TrainingRun, op: str, args: list, sender) -> Any:
     elif op == "pause":
         run.pause()
     elif op == "stop":
-        run.stop(timeout=None)
+        run.stop(timeout=None)  # done means stopped: the reply says so once the thread has ended
     elif op == "weights":
-        return {"model": to_numpy(_state_dict(run))}
+        return {"model": to_numpy(_state_dict(run))}  # numpy: pickled by value, no torch shared memory
     elif op == "checkpoint":
         parts = run.checkpoint_parts()
         return {"model": to_numpy(parts["model"].state_dict()), "optimizer_state": to_numpy(parts["optimizer_state"]),
@@ -82,13 +83,13 @@ def do_command(run: TrainingRun, op: str, args: list, sender) -> Any:
 def build_training_run(spec: RunSpec, history: list = (), evals: list[EvalRecord] = ()) -> TrainingRun:
     """The run's TrainingRun: a new model from its seed, or the checkpoint in spec.resume (weights,
     optimizer, step and random state, and the best weights where it stops early)."""
-    tokenizer = CharTokenizer(spec.chars)
+    tokenizer = CharTokenizer(spec.chars)  # the spec's vocabulary, not one drawn from the text again
     if spec.resume is None:
         model = build_model(spec.model, spec.train.seed, spec.train.device)
     else:
         checkpoint = load_files(spec.resume, device=spec.train.device, with_optimizer=True,
                                 source=Message("run {run}'s checkpoint", run=spec.run_id))
-        model = checkpoint.model.train()
+        model = checkpoint.model.train()  # loaded in eval mode: dropout on again
     trainer = Trainer(model, tokenizer, spec.text, spec.train, log_interval=spec.log_interval,
                       **training_hooks(task_for_corpus(spec.corpus_key)))
     if spec.resume is not None:
@@ -102,7 +103,8 @@ def build_training_run(spec: RunSpec, history: list = (), evals: list[EvalRecord
 
 
 def status_of(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
-    snap = snap or run.snapshot()
+    """What the server keeps of the run besides its logs (remote.RemoteRun's `_status`)."""
+    snap = snap or run.snapshot()  # the caller's, where it took one: the status agrees with the logs sent
     trainer = run.trainer
     return {"state": snap.state, "step": snap.step, "elapsed": snap.elapsed, "stopped_early": snap.stopped_early,
             "error": portable(snap.error) if snap.error is not None else None, "alive": run.is_alive(),
@@ -111,7 +113,7 @@ def status_of(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
 
 
 def _state_dict(run: TrainingRun) -> dict:
-    with run.lock:
+    with run.lock:  # between two optimizer steps: never a half-updated model
         return {k: v.detach().cpu().clone() for k, v in run.trainer.model.state_dict().items()}
 
 
@@ -119,7 +121,7 @@ def _state_dict(run: TrainingRun) -> dict:
 def portable(error: Any) -> Any:
     """An error as the server can unpickle it: itself where it can, else its words."""
     try:
-        pickle.loads(pickle.dumps(error))
+        pickle.loads(pickle.dumps(error))  # some errors pickle but do not unpickle (required arguments)
         return error
     except Exception:
         return RuntimeError(f"{type(error).__name__}: {error}")
@@ -139,6 +141,7 @@ def to_numpy(value: Any) -> Any:
 
 
 def to_torch(value: Any) -> Any:
+    """numpy arrays as tensors again, through dicts, lists and tuples (to_numpy's inverse)."""
     if isinstance(value, np.ndarray):  # one read from Ray's object store is read-only: torch gets a copy
         return torch.from_numpy(value if value.flags.writeable else value.copy())
     if isinstance(value, dict):

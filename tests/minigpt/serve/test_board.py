@@ -318,7 +318,7 @@ def test_the_learners_answers_and_the_frozen_counts_come_back_after_a_restart(da
 
     store = Store.from_url(database_url)
     try:
-        stored = {board.code: board.answers for board in store.load_classes()}
+        stored = {board.code: board.answers for board in store.classes.load()}
         assert stored[code][4].keys().isdisjoint(stored[second.code][4].keys())  # ann's tag differs by class
         classes = Classes(store=store)
         assert (classes.counts(code, key, 4, 3), classes.counts(code, key, 5, 3)) == before

@@ -179,20 +179,20 @@ def _stored(run_id: str, store: list | None = None) -> StoredRun:
     tok, model, train = _configs()
     db = Store.from_url(f"sqlite:///{tempfile.mkdtemp(prefix='minigpt-test-')}/store.db")
     spec = RunSpec(run_id, model, train, tuple(tok.chars), TEXT, probe_text=PROBE, sample_prompt="the", log_interval=1)
-    db.save_run(run_id, hashed("key"), spec.recipe(), TEXT, "c", line_order=None, start_paused=False,
+    db.runs.save(run_id, hashed("key"), spec.recipe(), TEXT, "c", line_order=None, start_paused=False,
                 max_steps=STEPS)
     run = thread_run(run_id)
-    run.on_checkpoint = lambda step, files: db.save_checkpoint(run_id, step, files)
+    run.on_checkpoint = lambda step, files: db.checkpoints.save(run_id, step, files)
     run.start()
     wait_until(lambda: run.state == "finished" and not run.is_alive(), "the run to finish")
     snap = run.snapshot()
-    db.add_history(run_id, snap.history, snap.evals)
-    db.update_run(run_id, state=snap.state, step=snap.step, elapsed=snap.elapsed)
+    db.runs.add_history(run_id, snap.history, snap.evals)
+    db.runs.update(run_id, state=snap.state, step=snap.step, elapsed=snap.elapsed)
     assert db.flush(30)
     if store is not None:
         store.append((snap, run.inference_model()))
     run.close()
-    return StoredRun(db.load_run(run_id), db)
+    return StoredRun(db.runs.load(run_id), db)
 
 
 @pytest.mark.parametrize("view", [_kept, _waiting, _stored], ids=["kept", "waiting", "stored"])

@@ -34,17 +34,15 @@ from minigpt.messages import LabError, Message
 from minigpt.serve.store import keys
 from minigpt.serve.classes.board import Classes
 from minigpt.serve.runs.run import EvalRecord
-from minigpt.serve.store import database as store_module
-from minigpt.serve.store.database import (
-    SCHEMA_VERSION,
-    Retention,
-    Store,
-    StoreError,
-    create_engine,
-    create_version_1,
-    record_json,
-    schema_version,
-)
+from minigpt.serve.store import engine as engine_module
+from minigpt.serve.store import writer as writer_module
+from minigpt.serve.store.codecs import record_json
+from minigpt.serve.store.database import Store
+from minigpt.serve.store.engine import create_engine
+from minigpt.serve.store.faults import StoreError
+from minigpt.serve.store.migrations import create_version_1, schema_version
+from minigpt.serve.store.retention import Retention
+from minigpt.serve.store.schema import SCHEMA_VERSION
 from minigpt.train import TrainEvent
 
 V1_TABLES = ("classes", "posts", "corpora", "runs", "run_events", "run_evals", "checkpoint_files", "kept_records")
@@ -121,7 +119,7 @@ def _now() -> float:
 
 
 def _save_run(store: Store, run_id: str, text: str = FOX) -> bool:
-    return store.save_run(run_id, keys.hashed(keys.new_key()), {"recipe of": run_id}, text, "fox", line_order=None,
+    return store.runs.save(run_id, keys.hashed(keys.new_key()), {"recipe of": run_id}, text, "fox", line_order=None,
                           start_paused=False, max_steps=100)
 
 
@@ -172,33 +170,31 @@ def _set_version(url: str, version: int) -> None:
 def _every_write_refused(store: Store) -> list[bool]:
     """What a page and a run would write, tried against a store that must not write: each one's answer."""
     now = 1_000_000.0
-    return [store.save_class("ZZZZ", keys.hashed("k"), b"s" * 16, now),
-            store.update_class("ZZZZ", pinned="p"),
-            store.save_post("ZZZZ", _post("p-new", "r-new")),
-            store.save_answer("ZZZZ", 1, b"\x02" * 32, 1),
+    return [store.classes.save("ZZZZ", keys.hashed("k"), b"s" * 16, now),
+            store.classes.update("ZZZZ", pinned="p"),
+            store.classes.save_post("ZZZZ", _post("p-new", "r-new")),
+            store.classes.save_answer("ZZZZ", 1, b"\x02" * 32, 1),
             _save_run(store, "r-new"),
-            store.update_run("r-new", step=5),
-            store.add_history("r-new", _events(10), _evals(10)),
-            store.save_checkpoint("r-new", 10, {"config.json": b"{}", "model.safetensors": b"\x00" * 8}),
-            store.save_record(_record()),
-            store.seen(["r-new"]),
-            store.delete_class("ZZZZ", with_runs=True),
-            store.delete_runs(["r-new"]),
+            store.runs.update("r-new", step=5),
+            store.runs.add_history("r-new", _events(10), _evals(10)),
+            store.checkpoints.save("r-new", 10, {"config.json": b"{}", "model.safetensors": b"\x00" * 8}),
+            store.records.save(_record()),
+            store.runs.seen(["r-new"]),
+            store.classes.delete("ZZZZ", with_runs=True),
+            store.runs.delete(["r-new"]),
             store.flush(1.0)]
 
 
 # -- the writer -----------------------------------------------------------------------------------
 def test_the_writer_never_waits_on_itself_so_a_write_after_the_first_is_not_held_up(tmp_path, monkeypatch, stores):
-    from minigpt.serve.store import database as store_module
-
     # after its first write the writer runs a retention pass: were that a write that waits for the writer,
     # it would wait on itself this long, holding up every write behind it (made long: no flush outlasts it)
-    monkeypatch.setattr(store_module, "WAIT_SECONDS", 30.0)
+    monkeypatch.setattr(writer_module, "WAIT_SECONDS", 30.0)
     store = stores.open(f"sqlite:///{tmp_path / 'store.db'}")
-    assert store.save_class("K7Q2", keys.hashed("k"), b"s" * 16, _now())
+    assert store.classes.save("K7Q2", keys.hashed("k"), b"s" * 16, _now())
     for flushed in range(3):  # a flush can slip in before the pass begins; not three in a row
         assert store.flush(10), f"flush {flushed + 1} waited behind the writer"
-    assert store.save_answer("K7Q2", 1, b"\x01" * 32, 2)
+    assert store.classes.save_answer("K7Q2", 1, b"\x01" * 32, 2)
 
 
 # -- the schema ------------------------------------------------------------------------------------
@@ -213,7 +209,7 @@ def test_a_new_database_is_made_at_the_current_schema_with_every_table(database_
     assert store.flush(30)
     stores.close(store)
     again = stores.open(database_url)  # opened again: found current, nothing made anew, nothing lost
-    assert again.ready and again.load_run("first") is not None
+    assert again.ready and again.runs.load("first") is not None
     assert _count(again.engine, "minigpt_meta") == 1
 
 
@@ -280,7 +276,7 @@ def test_a_version_1_database_is_migrated_keeping_every_row_and_each_answer_beco
     assert lessons == {"K7Q2": (3, [2]), "M3NP": (None, [])}
     assert answers == {("K7Q2", 2, tags[0], 1), ("K7Q2", 2, tags[1], 0), ("K7Q2", 3, tags[0], 2)}
 
-    loaded = {c.code: c for c in store.load_classes()}
+    loaded = {c.code: c for c in store.classes.load()}
     assert set(loaded) == {"K7Q2", "M3NP"}
     k7 = loaded["K7Q2"]
     assert (k7.lesson_step, k7.revealed, k7.pinned) == (3, [2], "p2")
@@ -288,10 +284,10 @@ def test_a_version_1_database_is_migrated_keeping_every_row_and_each_answer_beco
     assert k7.challenge == {"corpus": "fox", "max_steps": 500, "max_params": None}
     assert [(p["post_id"], p["hidden"]) for p in k7.posts] == [("p1", False), ("p2", True)]
     assert keys.matches("teacher secret", k7.teacher_key)
-    run = store.load_run("run1")
+    run = store.runs.load("run1")
     assert [e.step for e in run.history] == [0, 10, 20] and [r.step for r in run.evals] == [0, 20]
-    assert store.load_checkpoint("run1") == (20, before["files"])
-    assert store.load_records([before["record"].record_id]) == [before["record"]]
+    assert store.checkpoints.load("run1") == (20, before["files"])
+    assert store.records.load([before["record"].record_id]) == [before["record"]]
 
     classes = Classes(store=store)  # what a server opening on the migrated database serves
     assert classes.find("K7Q2").is_teacher("teacher secret")
@@ -317,7 +313,7 @@ def test_a_migration_that_fails_leaves_the_version_1_database_as_it_was(database
 
 def test_a_schema_newer_than_ours_is_refused_said_and_never_written(database_url, stores, tmp_path):
     store = stores.open(database_url)
-    store.save_class("K7Q2", keys.hashed("k"), b"s" * 16, _now())
+    store.classes.save("K7Q2", keys.hashed("k"), b"s" * 16, _now())
     _save_run(store, "kept")
     assert store.flush(30)
     stores.close(store)
@@ -332,7 +328,7 @@ def test_a_schema_newer_than_ours_is_refused_said_and_never_written(database_url
     assert store.problem.params == {"found": SCHEMA_VERSION + 1, "ours": SCHEMA_VERSION}
     assert f"version {SCHEMA_VERSION + 1}" in str(store.problem) and f"version {SCHEMA_VERSION})" in str(store.problem)
     assert _every_write_refused(store) == [False] * 13
-    assert store.load_classes() == [] and store.load_run("kept") is None and store.load_checkpoint("kept") is None
+    assert store.classes.load() == [] and store.runs.load("kept") is None and store.checkpoints.load("kept") is None
     stores.close(store)
     assert _dump(database_url) == before
     if path is not None:
@@ -356,9 +352,9 @@ def _damaged(kind: str, path: Path, tmp_path: Path, stores: Stores) -> None:
     whole.parent.mkdir()
     store = stores.open(f"sqlite:///{whole}")
     for i in range(20):
-        store.save_class(f"C{i:03d}", keys.hashed("k"), b"s" * 16, _now())
+        store.classes.save(f"C{i:03d}", keys.hashed("k"), b"s" * 16, _now())
         _save_run(store, f"run{i}", text=f"{FOX} {i}")
-        store.add_history(f"run{i}", _events(*range(0, 200, 10)), _evals(0, 100))
+        store.runs.add_history(f"run{i}", _events(*range(0, 200, 10)), _evals(0, 100))
     assert store.flush(30)
     stores.close(store)
     data = whole.read_bytes()
@@ -383,7 +379,7 @@ def test_a_damaged_or_foreign_sqlite_file_is_said_and_left_byte_for_byte_as_it_w
     else:
         assert "newer" in said and f"version {SCHEMA_VERSION + 1}" in said
     assert _every_write_refused(store) == [False] * 13
-    assert store.load_classes() == [] and store.load_run("run1") is None
+    assert store.classes.load() == [] and store.runs.load("run1") is None
     stores.close(store)
     assert path.read_bytes() == data
     assert sorted(p.name for p in folder.iterdir()) == ["store.db"]
@@ -413,7 +409,7 @@ def test_a_database_that_does_not_answer_is_said_and_writes_give_up_at_once():
         store = Store.from_url(url)
         seen["ready"], seen["problem"] = store.ready, store.problem
         seen["writes"] = _every_write_refused(store)
-        seen["reads"] = (store.load_classes(), store.load_run("r-new"), store.max_line_order())
+        seen["reads"] = (store.classes.load(), store.runs.load("r-new"), store.runs.max_line_order())
         store.close()
 
     thread = threading.Thread(target=use, daemon=True)
@@ -484,7 +480,7 @@ def test_no_key_or_learner_id_reaches_the_disk_in_clear_and_every_key_still_work
             classes.withdraw(opened.code, post_id, opened.teacher_key)
         classes.withdraw(opened.code, post_id, post_key)
         assert classes.view(opened.code, registry.get).rows == ()
-        assert store.flush(30) and store.load_classes()[0].posts == []
+        assert store.flush(30) and store.classes.load()[0].posts == []
     finally:
         registry.stop_all()
 
@@ -499,12 +495,12 @@ def test_thirty_threads_writing_at_once_lose_no_row(database_url, stores):
         try:
             start.wait()
             code, run_id = f"C{i:03d}", f"run{i:03d}"
-            store.save_class(code, keys.hashed(f"teacher {i}"), bytes([i]) * 16, _now())
-            store.save_post(code, _post(f"post{i:03d}", run_id, position=i, learner=bytes([i]) * 32))
-            store.save_answer(code, 1, bytes([i]) * 32, i % 4)
+            store.classes.save(code, keys.hashed(f"teacher {i}"), bytes([i]) * 16, _now())
+            store.classes.save_post(code, _post(f"post{i:03d}", run_id, position=i, learner=bytes([i]) * 32))
+            store.classes.save_answer(code, 1, bytes([i]) * 32, i % 4)
             _save_run(store, run_id)  # the same corpus for all: kept once
-            store.add_history(run_id, _events(0, 10, 20), _evals(20))
-            store.update_run(run_id, state="finished", step=20)
+            store.runs.add_history(run_id, _events(0, 10, 20), _evals(20))
+            store.runs.update(run_id, state="finished", step=20)
         except BaseException as err:  # noqa: BLE001 - said by the assertion below
             failures.append(err)
 
@@ -517,9 +513,9 @@ def test_thirty_threads_writing_at_once_lose_no_row(database_url, stores):
     assert store.flush(60)
     assert _counts(store.engine, ["classes", "posts", "answers", "runs", "run_events", "run_evals", "corpora"]) == {
         "classes": 30, "posts": 30, "answers": 30, "runs": 30, "run_events": 90, "run_evals": 30, "corpora": 1}
-    loaded = {c.code: c for c in store.load_classes()}
+    loaded = {c.code: c for c in store.classes.load()}
     assert all(loaded[f"C{i:03d}"].answers == {1: {bytes([i]) * 32: i % 4}} for i in range(30))
-    assert all(store.load_run(f"run{i:03d}").state == "finished" for i in range(30))
+    assert all(store.runs.load(f"run{i:03d}").state == "finished" for i in range(30))
 
 
 def test_two_stores_opening_one_new_database_at_once_both_open_it(database_url, stores):
@@ -557,7 +553,7 @@ def test_two_stores_opening_one_new_database_at_once_both_open_it(database_url, 
     _save_run(opened[0], "one")
     _save_run(opened[1], "two")
     assert opened[0].flush(30) and opened[1].flush(30)
-    assert opened[1].load_run("one") is not None and opened[0].load_run("two") is not None
+    assert opened[1].runs.load("one") is not None and opened[0].runs.load("two") is not None
 
 
 WRITER = r"""
@@ -573,12 +569,12 @@ print("ready" if store.ready else f"refused: {store.problem}", flush=True)
 sys.stdin.readline()  # go: both processes write at once
 for i in range(n):
     run_id = f"{prefix}{i:03d}"
-    store.save_class(run_id, keys.hashed("k"), b"s" * 16, 1e12)
-    store.save_run(run_id, keys.hashed("k"), {"i": i}, "text of " + prefix, prefix, line_order=None,
+    store.classes.save(run_id, keys.hashed("k"), b"s" * 16, 1e12)
+    store.runs.save(run_id, keys.hashed("k"), {"i": i}, "text of " + prefix, prefix, line_order=None,
                    start_paused=False, max_steps=100)
-    store.add_history(run_id, [TrainEvent(s, 100, 2.0, 1e-3, 100.0, s / 10) for s in (0, 10, 20)],
+    store.runs.add_history(run_id, [TrainEvent(s, 100, 2.0, 1e-3, 100.0, s / 10) for s in (0, 10, 20)],
                       [EvalRecord(20, 2.0, 2.1, "sample")])
-    store.update_run(run_id, step=20, state="finished")
+    store.runs.update(run_id, step=20, state="finished")
 print("done" if store.flush(120) else "flush timed out", flush=True)
 store.close()
 """
@@ -614,7 +610,7 @@ def test_two_processes_writing_one_sqlite_file_at_once_lose_no_row_and_leave_it_
     store = stores.open(url)
     assert _counts(store.engine, ["classes", "runs", "run_events", "run_evals", "corpora"]) == {
         "classes": 2 * n, "runs": 2 * n, "run_events": 6 * n, "run_evals": 2 * n, "corpora": 2}
-    assert all(store.load_run(f"{p}{i:03d}").state == "finished" for p in "ab" for i in range(n))
+    assert all(store.runs.load(f"{p}{i:03d}").state == "finished" for p in "ab" for i in range(n))
 
 
 KILLED = r"""
@@ -624,23 +620,24 @@ from helpers.tiny import tiny_lm
 from minigpt.checkpoint import checkpoint_files
 from minigpt.serve.store import keys
 from minigpt.serve.runs.run import EvalRecord
-from minigpt.serve.store.database import Retention, Store
+from minigpt.serve.store.database import Store
+from minigpt.serve.store.retention import Retention
 from minigpt.train import TrainEvent
 
 torch.set_num_threads(1)
 store = Store.from_url(sys.argv[1], retention=Retention(checkpoints=2))
 model, tok = tiny_lm()
 first = next(model.parameters())
-store.save_run("killed", keys.hashed("k"), {"r": 1}, "text", "c", line_order=None, start_paused=False,
+store.runs.save("killed", keys.hashed("k"), {"r": 1}, "text", "c", line_order=None, start_paused=False,
                max_steps=10_000)
 assert store.flush(60)
 for step in itertools.count(1):
-    store.add_history("killed", [TrainEvent(step, 10_000, 1.0 / step, 1e-3, 100.0, step / 10)],
+    store.runs.add_history("killed", [TrainEvent(step, 10_000, 1.0 / step, 1e-3, 100.0, step / 10)],
                       [EvalRecord(step, 1.0 / step, 1.5 / step, f"sample {step}")])
-    store.update_run("killed", step=step, state="running")
+    store.runs.update("killed", step=step, state="running")
     with torch.no_grad():
         first.add_(1.0)  # each checkpoint's weights say which step they are
-    store.save_checkpoint("killed", step, checkpoint_files(model, tok, meta={"step": step}))
+    store.checkpoints.save("killed", step, checkpoint_files(model, tok, meta={"step": step}))
     if not store.flush(60):
         sys.exit("flush timed out")
     print(f"flushed {step}", flush=True)
@@ -672,11 +669,11 @@ def test_a_process_killed_while_saving_leaves_a_whole_store_with_every_flushed_w
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     store = stores.open(f"sqlite:///{path}")
     assert store.ready and store.problem is None
-    run = store.load_run("killed")
+    run = store.runs.load("killed")
     assert [e.step for e in run.history][:kill_after] == list(range(1, kill_after + 1)), kill_after
     assert [r.step for r in run.evals][:kill_after] == list(range(1, kill_after + 1)), kill_after
     assert run.step >= kill_after
-    step, files = store.load_checkpoint("killed")
+    step, files = store.checkpoints.load("killed")
     assert step >= kill_after
     checkpoint = load_files(files)  # complete and loadable: never a half-written save
     assert checkpoint.meta["step"] == step
@@ -701,46 +698,46 @@ def test_retention_ends_idle_classes_and_unseen_unposted_runs_and_keeps_the_newe
     store = stores.open(database_url, retention=Retention(class_hours=3, run_days=7, checkpoints=2), clock=clock)
     assert (store.checkpoint_dir is not None) == database_url.startswith("sqlite")  # folders beside SQLite's file
     for code in ("OLD1", "KEEP"):
-        store.save_class(code, keys.hashed("k"), b"s" * 16, last_active=t0)
-    store.save_post("OLD1", _post("p-gone", "gone"))
-    store.save_answer("OLD1", 1, b"\x03" * 32, 2)
-    store.save_post("KEEP", _post("p-posted", "posted"))
+        store.classes.save(code, keys.hashed("k"), b"s" * 16, last_active=t0)
+    store.classes.save_post("OLD1", _post("p-gone", "gone"))
+    store.classes.save_answer("OLD1", 1, b"\x03" * 32, 2)
+    store.classes.save_post("KEEP", _post("p-posted", "posted"))
     _save_run(store, "gone", text="a corpus only the gone run used")
     _save_run(store, "posted")
     _save_run(store, "seen")
     for run_id in ("gone", "posted", "seen"):
-        store.add_history(run_id, _events(0, 10), _evals(10))
-    store.save_checkpoint("gone", 10, {"config.json": b"gone"})
+        store.runs.add_history(run_id, _events(0, 10), _evals(10))
+    store.checkpoints.save("gone", 10, {"config.json": b"gone"})
     for step in (10, 20, 30):
         files = {"config.json": f"step {step}".encode(), "model.safetensors": b"w" * step}
-        store.save_checkpoint("posted", step, files)
+        store.checkpoints.save("posted", step, files)
     old_record = _record("old")
-    store.save_record(old_record)
+    store.records.save(old_record)
     assert store.flush(30)
     assert _checkpoint_steps(store, "posted") == {20, 30}  # the two newest
-    assert store.load_checkpoint("posted") == (30, {"config.json": b"step 30", "model.safetensors": b"w" * 30})
+    assert store.checkpoints.load("posted") == (30, {"config.json": b"step 30", "model.safetensors": b"w" * 30})
 
     clock.now = t0 + 3 * HOUR + 60  # OLD1 idle past its hours; KEEP's teacher was just here
-    store.update_class("KEEP", last_active=clock.now)
+    store.classes.update("KEEP", last_active=clock.now)
     store.tidy()
     assert store.flush(30)
-    assert _count(store.engine, "classes") == 1 and [c.code for c in store.load_classes()] == ["KEEP"]
+    assert _count(store.engine, "classes") == 1 and [c.code for c in store.classes.load()] == ["KEEP"]
     assert _count(store.engine, "posts") == 1 and _count(store.engine, "answers") == 0
     assert _count(store.engine, "runs") == 3  # days, not hours
 
     clock.now = t0 + 6 * DAY
-    store.update_class("KEEP", last_active=clock.now)  # the class goes on, its post with it
-    store.seen(["seen"])  # its owner opened it
+    store.classes.update("KEEP", last_active=clock.now)  # the class goes on, its post with it
+    store.runs.seen(["seen"])  # its owner opened it
     new_record = _record("new")
-    store.save_record(new_record)
+    store.records.save(new_record)
     clock.now = t0 + 7 * DAY + 60
-    store.update_class("KEEP", last_active=clock.now)
+    store.classes.update("KEEP", last_active=clock.now)
     store.tidy()
     assert store.flush(30)
     with store.engine.connect() as connection:
         runs = {row[0] for row in connection.execute(sa.text("SELECT run_id FROM runs"))}
     assert runs == {"posted", "seen"}  # posted: on an open class's board; seen: opened a day ago
-    assert store.load_run("gone") is None and store.load_checkpoint("gone") is None
+    assert store.runs.load("gone") is None and store.checkpoints.load("gone") is None
     assert _count(store.engine, "run_events", "WHERE run_id = 'gone'") == 0
     assert _count(store.engine, "run_evals", "WHERE run_id = 'gone'") == 0
     assert _checkpoint_steps(store, "gone") == set() and _checkpoint_steps(store, "posted") == {20, 30}
@@ -749,16 +746,16 @@ def test_retention_ends_idle_classes_and_unseen_unposted_runs_and_keeps_the_newe
     else:
         assert _count(store.engine, "checkpoint_files", "WHERE run_id = 'gone'") == 0
     assert _count(store.engine, "corpora") == 1  # the gone run's own corpus went with it
-    assert store.load_records([old_record.record_id, new_record.record_id]) == [new_record]
+    assert store.records.load([old_record.record_id, new_record.record_id]) == [new_record]
 
 
 # -- a resumed run --------------------------------------------------------------------------------------
 def test_a_resume_forgets_what_was_logged_after_its_checkpoint_and_keeps_the_checkpoints_own_step(database_url, stores):
     store = stores.open(database_url)
     _save_run(store, "r")
-    store.add_history("r", _events(*range(0, 50, 5)), _evals(0, 20, 40))
-    assert store.forget_after("r", 20)  # resumed from its checkpoint at step 20: it logs 25 and on again
-    row = store.load_run("r")
+    store.runs.add_history("r", _events(*range(0, 50, 5)), _evals(0, 20, 40))
+    assert store.runs.forget_after("r", 20)  # resumed from its checkpoint at step 20: it logs 25 and on again
+    row = store.runs.load("r")
     assert [e.step for e in row.history] == [0, 5, 10, 15, 20] and [r.step for r in row.evals] == [0, 20]
     assert row.history[-1] == _events(20)[0] and row.evals[-1] == _evals(20)[0]  # the curve has no hole there
 
@@ -766,15 +763,15 @@ def test_a_resume_forgets_what_was_logged_after_its_checkpoint_and_keeps_the_che
 def test_a_kept_record_round_trips_exactly_and_comes_back_in_the_order_asked(database_url, stores):
     store = stores.open(database_url)
     first, second = _record("first"), _record("second", train_loss=(3.0, 2.0, 1.0000000000000002), elapsed=0.1)
-    store.save_record(first)
-    store.save_record(second)
-    store.save_record(replace(first, name="first, renamed"))  # saved again: replaced, not doubled
+    store.records.save(first)
+    store.records.save(second)
+    store.records.save(replace(first, name="first, renamed"))  # saved again: replaced, not doubled
     assert store.flush(30)
     assert _count(store.engine, "kept_records") == 2
-    assert store.load_records([second.record_id, "no-such-record", first.record_id]) == [
+    assert store.records.load([second.record_id, "no-such-record", first.record_id]) == [
         second, replace(first, name="first, renamed")]
     stores.close(store)
-    assert stores.open(database_url).load_records([first.record_id]) == [replace(first, name="first, renamed")]
+    assert stores.open(database_url).records.load([first.record_id]) == [replace(first, name="first, renamed")]
 
 
 def test_a_kept_record_with_a_loss_that_is_not_finite_round_trips(database_url, stores):
@@ -782,9 +779,9 @@ def test_a_kept_record_with_a_loss_that_is_not_finite_round_trips(database_url, 
     # record of a run whose loss overflowed is kept all the same
     store = stores.open(database_url)
     record = _record("diverged", train_loss=(3.0, float("inf"), float("nan")), val_loss=(3.1, float("inf")))
-    store.save_record(record)
+    store.records.save(record)
     assert store.flush(30) and store.problem is None
-    loaded = store.load_records([record.record_id])
+    loaded = store.records.load([record.record_id])
     assert len(loaded) == 1, "the record was not kept"
     assert loaded[0].train_loss[:2] == (3.0, float("inf")) and math.isnan(loaded[0].train_loss[2])
     assert loaded[0].val_loss == (3.1, float("inf"))
@@ -793,9 +790,9 @@ def test_a_kept_record_with_a_loss_that_is_not_finite_round_trips(database_url, 
 # -- a database that is locked, or full, for a while -------------------------------------------------
 def test_a_database_locked_by_another_process_is_said_and_every_write_lands_once_it_is_free(tmp_path, stores,
                                                                                             monkeypatch):
-    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 200)  # give up waiting for the lock quickly: then retry
-    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(store_module, "WAIT_SECONDS", 0.1)
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 200)  # give up waiting for the lock quickly: then retry
+    monkeypatch.setattr(writer_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(writer_module, "WAIT_SECONDS", 0.1)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = stores.open(url)
     other = sqlite3.connect(tmp_path / "store.db", isolation_level=None)  # a backup tool, a second server
@@ -809,12 +806,12 @@ def test_a_database_locked_by_another_process_is_said_and_every_write_lands_once
     assert store.flush(30)
     assert store.problem is None
     assert _count(store.engine, "runs") == 5  # every write, once the lock was gone
-    assert [row.run_id for row in (store.load_run(f"run{i}") for i in range(5))] == [f"run{i}" for i in range(5)]
+    assert [row.run_id for row in (store.runs.load(f"run{i}") for i in range(5))] == [f"run{i}" for i in range(5)]
 
 
 def test_a_full_database_is_said_and_loses_nothing_once_it_has_room(tmp_path, stores, monkeypatch):
-    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(store_module, "WAIT_SECONDS", 0.1)
+    monkeypatch.setattr(writer_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(writer_module, "WAIT_SECONDS", 0.1)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = stores.open(url)
     assert _save_run(store, "first")
@@ -827,26 +824,26 @@ def test_a_full_database_is_said_and_loses_nothing_once_it_has_room(tmp_path, st
 
     store.engine.dispose()  # every connection from now on meets the cap
     big = "a long corpus that does not fit. " * 20_000
-    assert store.save_run("second", keys.hashed("k"), {}, big, "big", line_order=None, start_paused=False,
+    assert store.runs.save("second", keys.hashed("k"), {}, big, "big", line_order=None, start_paused=False,
                           max_steps=1) is False
     wait_until(lambda: store.problem is not None and "full" in str(store.problem), "the store to say it is full")
     room["pages"] = 1_000_000  # room again (a disk cleared)
     assert store.flush(30) and store.problem is None
-    assert store.load_run("second").text == big and store.load_run("first") is not None
+    assert store.runs.load("second").text == big and store.runs.load("first") is not None
 
 
 def test_writes_made_while_the_database_was_away_at_start_land_in_order_once_it_answers(tmp_path, stores, monkeypatch):
-    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 100)
-    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(store_module, "REOPEN_SECONDS", 0.05)
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(writer_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(writer_module, "REOPEN_SECONDS", 0.05)
     other = sqlite3.connect(tmp_path / "store.db", isolation_level=None)  # the file held by another process
     other.execute("BEGIN EXCLUSIVE")
     store = stores.open(f"sqlite:///{tmp_path / 'store.db'}")
     assert not store.ready and "busy" in str(store.problem)
     assert _save_run(store, "early") is False  # not saved yet: the page is told so
-    assert store.update_run("early", step=7) is False and store.add_history("early", _events(10), []) is False
+    assert store.runs.update("early", step=7) is False and store.runs.add_history("early", _events(10), []) is False
     other.execute("ROLLBACK")
     other.close()
     wait_until(lambda: store.ready and store.flush(1.0), "the store to open and write what waited")
-    row = store.load_run("early")
+    row = store.runs.load("early")
     assert row is not None and row.step == 7 and [e.step for e in row.history] == [10] and store.problem is None

@@ -21,7 +21,8 @@ from minigpt.serve.store import keys
 from minigpt.serve.classes.board import BoardError, Challenge, Classes
 from minigpt.serve.line.waiting import WaitingRun
 from minigpt.serve.line.registry import NotOwnerError, RunRegistry
-from minigpt.serve.store.database import Retention, Store
+from minigpt.serve.store.database import Store
+from minigpt.serve.store.retention import Retention
 from minigpt.serve.runs.process import build_run
 from minigpt.serve.runs.recipe import RunSpec
 
@@ -142,7 +143,7 @@ def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_inter
     wait_until(lambda: server.registry.get(entry.run_id).run.snapshot().step == 45
                and server.registry.get(entry.run_id).run.state == "paused", "the run to pause at step 45")
     assert server.store.flush(30)
-    step, files = server.store.load_checkpoint(entry.run_id)
+    step, files = server.store.checkpoints.load(entry.run_id)
     meta = json.loads(files["config.json"])["meta"]
     assert step == 40 and meta["trainer_state"]["step"] == 40
     assert meta["threads"] == (spec.threads if in_process else torch.get_num_threads())
@@ -156,7 +157,7 @@ def test_a_run_interrupted_by_a_restart_resumes_to_the_losses_of_one_never_inter
     assert [s for s, *_ in resumed] == [s for s, *_ in uninterrupted] and len(resumed) == 7
     server.registry.dispatch()  # the run's last news, written
     assert server.store.flush(30)
-    stored = server.store.load_run(entry.run_id)  # what the next restart reads: the checkpoint's own step too
+    stored = server.store.runs.load(entry.run_id)  # what the next restart reads: the checkpoint's own step too
     assert _curve(stored.history) == resumed
     assert [r.step for r in stored.evals] == [r.step for r in server.registry.get(entry.run_id).run.snapshot().evals]
     for (step, train, val), (_s, train_alone, val_alone) in zip(resumed, uninterrupted):
@@ -183,7 +184,7 @@ def test_finished_training_and_waiting_runs_come_back_as_they_were(database_url,
     assert [registry.place(e) for e in (head, second, third)] == [1, 2, 3]
 
     assert server.store.flush(30)
-    assert [row.run_id for row in server.store.waiting_runs()] == [head.run_id, second.run_id, third.run_id]
+    assert [row.run_id for row in server.store.runs.waiting()] == [head.run_id, second.run_id, third.run_id]
     server = servers.restart(server)  # the restored line moves at once: its head starts, paused as asked
     registry = server.registry
     back = registry.get(finished.run_id)
@@ -249,10 +250,10 @@ def test_an_owner_who_opens_their_run_every_day_keeps_it_past_run_days(tmp_path)
             assert store.flush(30)
             store.tidy()
             assert store.flush(30)
-        assert store.load_run(entry.run_id) is not None  # made 10 days ago, opened yesterday
+        assert store.runs.load(entry.run_id) is not None  # made 10 days ago, opened yesterday
         wall.now += 7 * DAY + 60  # then nobody opens it for a week
         store.tidy()
-        assert store.flush(30) and store.load_run(entry.run_id) is None
+        assert store.flush(30) and store.runs.load(entry.run_id) is None
     finally:
         registry.stop_all()
         store.flush(30)
@@ -265,17 +266,17 @@ def test_a_checkpoint_reaches_the_store_after_the_steps_and_evaluation_it_holds(
     builder = _builder()
     server = servers.start(f"sqlite:///{tmp_path / 'store.db'}", builder)
     store, held = server.store, []
-    save_checkpoint = store.save_checkpoint
+    save_checkpoint = store.checkpoints.save
 
     def history_first(run_id: str, step: int, files: dict) -> bool:
         # writes land in the order they are queued: what the store holds now is what a server killed
         # right after this checkpoint's write would resume with
         assert store.flush(30)
-        row = store.load_run(run_id)
+        row = store.runs.load(run_id)
         held.append((step, step in {e.step for e in row.history}, step in {r.step for r in row.evals}))
         return save_checkpoint(run_id, step, files)
 
-    monkeypatch.setattr(store, "save_checkpoint", history_first)
+    monkeypatch.setattr(store.checkpoints, "save", history_first)
     spec = _spec(30, 10)
     entry = _submit(server.registry, spec)
     _finished(server.registry, entry)
@@ -333,17 +334,17 @@ def test_closing_a_class_removes_its_rows_and_erasing_it_removes_its_runs_too(da
     classes.post(erased.code, beta, beta.key, "beta", learner="ben", corpus="fox")
     classes.answer(closed.code, "ann", 1, 0)
     server.registry.dispatch()
-    assert store.flush(30) and store.load_checkpoint(beta.run_id) is not None
+    assert store.flush(30) and store.checkpoints.load(beta.run_id) is not None
 
     assert classes.close(closed.code, closed.teacher_key) == [alpha.run_id]
     assert store.flush(30)
-    assert [c.code for c in store.load_classes()] == [erased.code]
-    assert store.load_run(alpha.run_id) is not None  # closing keeps the runs: their owners may still open them
+    assert [c.code for c in store.classes.load()] == [erased.code]
+    assert store.runs.load(alpha.run_id) is not None  # closing keeps the runs: their owners may still open them
     assert classes.close(erased.code, erased.teacher_key, erase=True) == [beta.run_id]
     assert store.flush(30)
-    assert store.load_classes() == []
-    assert store.load_run(beta.run_id) is None and store.load_checkpoint(beta.run_id) is None
-    assert store.load_run(alpha.run_id) is not None
+    assert store.classes.load() == []
+    assert store.runs.load(beta.run_id) is None and store.checkpoints.load(beta.run_id) is None
+    assert store.runs.load(alpha.run_id) is not None
 
     server = servers.restart(server)
     for gone in (closed, erased):

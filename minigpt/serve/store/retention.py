@@ -1,0 +1,51 @@
+"""How long what the store keeps stays (`Retention`, docs/deploying.md), and the pass that lets the rest
+go (`tidy`): the writer runs it by itself every TIDY_SECONDS, when nothing waits to be written."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from .schema import classes_table, corpora_table, posts_table, records_table, runs_table
+
+if TYPE_CHECKING:
+    from .classes import ClassRows
+    from .runs import RunRows
+
+CLASS_IDLE_SECONDS = 3 * 3600  # a class ends this long after its last activity (and its rows leave the store)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long what the store keeps stays (docs/deploying.md): a class's rows go when it ends, at the
+    latest `class_hours` after its last activity; a run that is on no open class's board goes `run_days`
+    after its owner last opened it; a run keeps its `checkpoints` newest."""
+
+    class_hours: float = CLASS_IDLE_SECONDS / 3600
+    run_days: float = 7.0
+    checkpoints: int = 1
+
+
+def tidy(connection: sa.Connection, retention: Retention, now: float, classes: ClassRows, runs: RunRows) -> None:
+    """Delete, in `connection`'s transaction, what retention lets go at `now` (wall clock): ended classes,
+    runs on no board unseen for run_days (with their checkpoints), kept records as old, and corpora no
+    run uses."""
+    # what is older than these goes (hours and days in seconds)
+    class_cutoff = now - retention.class_hours * 3600
+    run_cutoff = now - retention.run_days * 86400
+    ended = [row[0] for row in connection.execute(  # idle past class_hours
+        sa.select(classes_table.c.code).where(classes_table.c.last_active < class_cutoff))]
+    for code in ended:
+        classes.delete_in(connection, code)
+    # the posts left are open classes' (the ended ones' went above): a run on a board stays, however old
+    posted = sa.select(posts_table.c.run_id)
+    old = [row[0] for row in connection.execute(
+        sa.select(runs_table.c.run_id).where((runs_table.c.last_seen < run_cutoff)
+                                             & runs_table.c.run_id.not_in(posted)))]
+    runs.delete_in(connection, old)  # with their history and checkpoints
+    # kept records age as runs do: run_days after they were kept
+    connection.execute(sa.delete(records_table).where(records_table.c.created < run_cutoff))
+    # last: the runs deleted above may have been a corpus's last users
+    connection.execute(sa.delete(corpora_table).where(
+        corpora_table.c.sha256.not_in(sa.select(runs_table.c.corpus_sha256))))

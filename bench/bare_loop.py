@@ -30,30 +30,19 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 
-from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, GPTConfig, TrainConfig, load_corpus
+from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, GPTConfig, TrainConfig
 from minigpt.corpus import demo_prompts, probe_text
 from minigpt.model import MiniGPT
 
-from .common import Stats, print_header, print_table
+from .common import Stats, cpu_seconds, lscpu_model, print_header, print_table, run_settings
 
 CASES = ("bare", "app", "thread", "bare-kept", "store")
 RESULT = "RESULT "  # the line a case's process prints its figures on
 SAMPLE_CHARS = 80   # the sample's length at each evaluation on a corpus that is not a task's (app/state/runs.py)
-
-
-def settings(corpus: str, steps: int) -> tuple[str, CharTokenizer, GPTConfig, TrainConfig]:
-    """The Train page's default preset on `corpus`, `steps` steps, early stopping off, on the CPU."""
-    preset = PRESETS[DEFAULT_PRESET]
-    text = load_corpus(corpus)
-    tokenizer = CharTokenizer.from_text(text)
-    model = replace(preset.model, vocab_size=tokenizer.vocab_size).validate()
-    train = replace(preset.train, max_steps=steps, early_stop_patience=0, device="cpu").validate(model)
-    return text, tokenizer, model, train
 
 
 # ---------------------------------------------------------------- the reference
@@ -87,7 +76,7 @@ def app_run(corpus: str, steps: int, in_process: bool = True) -> dict:
     from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
     from minigpt.train import Trainer, build_model
 
-    text, tokenizer, model, train = settings(corpus, steps)
+    text, tokenizer, model, train = run_settings(corpus, steps)
     if task_for_corpus(corpus) is not None:
         raise SystemExit("this bench times the default corpus's run; a task's corpus samples differently")
     probe = probe_text(tokenizer, text)[: train.block_size]
@@ -101,11 +90,11 @@ def app_run(corpus: str, steps: int, in_process: bool = True) -> dict:
                           **training_hooks(None))
         run = TrainingRun(trainer, probe_text=probe, sample_prompt=prompt, sample_chars=SAMPLE_CHARS, run_id="bench")
     child = run._process.pid if in_process else None
-    started, cpu = time.perf_counter(), time.process_time() + process_cpu(child)
+    started, cpu = time.perf_counter(), time.process_time() + cpu_seconds([child] if child else [])
     run.start()
     while run.state not in ("finished", "error", "stopped", "closed"):
         time.sleep(0.02)
-    wall, cpu = time.perf_counter() - started, time.process_time() + process_cpu(child) - cpu
+    wall, cpu = time.perf_counter() - started, time.process_time() + cpu_seconds([child] if child else []) - cpu
     snap = run.snapshot()
     run.close()
     if snap.state != "finished":
@@ -126,7 +115,7 @@ def app_run_with_store(corpus: str, steps: int) -> dict:
     from minigpt.serve.runs.process import build_run, start_fork_server
     from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 
-    text, tokenizer, model, train = settings(corpus, steps)
+    text, tokenizer, model, train = run_settings(corpus, steps)
     probe = probe_text(tokenizer, text)[: train.block_size]
     prompt = next(iter(demo_prompts(tokenizer)), "")
     start_fork_server()
@@ -137,28 +126,19 @@ def app_run_with_store(corpus: str, steps: int) -> dict:
     entry = registry.submit(spec, corpus=corpus)
     run = entry.run  # a free slot: built, and told to start, on this thread, in submit
     child = run._process.pid
-    started, cpu = time.perf_counter(), time.process_time() + process_cpu(child)
+    started, cpu = time.perf_counter(), time.process_time() + cpu_seconds([child] if child else [])
     while run.state not in ("finished", "error", "stopped", "closed"):
         time.sleep(0.02)
-    wall, cpu = time.perf_counter() - started, time.process_time() + process_cpu(child) - cpu
+    wall, cpu = time.perf_counter() - started, time.process_time() + cpu_seconds([child] if child else []) - cpu
     snap = run.snapshot()
     registry.stop_all()
     store.flush(30)
-    saved = store.load_run(entry.run_id)
+    saved = store.runs.load(entry.run_id)
     store.close()
     if snap.state != "finished" or saved is None or saved.checkpoint_step != snap.step:
         raise SystemExit(f"the run ended {snap.state} ({snap.error}); the store has step "
                          f"{saved and saved.checkpoint_step}'s checkpoint")
     return {"seconds": wall, "cpu": cpu, "steps": snap.step, "run_elapsed": snap.elapsed, "evals": len(snap.evals)}
-
-
-def process_cpu(pid: int | None) -> float:
-    """CPU seconds (user and system) another process has used so far; 0 for None."""
-    if pid is None:
-        return 0.0
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def run_case(case: str, corpus: str, steps: int) -> dict:
@@ -168,7 +148,7 @@ def run_case(case: str, corpus: str, steps: int) -> dict:
 
         keep_freed_memory()
     if case.startswith("bare"):
-        text, tokenizer, model, train = settings(corpus, steps)
+        text, tokenizer, model, train = run_settings(corpus, steps)
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         wall, cpu = bare_loop(model, train, ids, steps)
         return {"seconds": wall, "cpu": cpu, "steps": steps}
@@ -191,14 +171,6 @@ def timed_case(case: str, corpus: str, steps: int, core: int, nice: int) -> dict
     if done.returncode or not lines:
         raise SystemExit(f"{case} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return json.loads(lines[-1][len(RESULT):])
-
-
-def lscpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    except OSError:
-        return "lscpu not available"
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
 
 
 def main() -> None:
@@ -225,7 +197,7 @@ def main() -> None:
 
     nice = CHILD_NICE if args.nice is None else args.nice
     print_header("An app run against the bare training loop")
-    _, tokenizer, model, train = settings(args.corpus, args.steps)
+    _, tokenizer, model, train = run_settings(args.corpus, args.steps)
     print(f"lscpu model name: {lscpu_model()}")
     print(f"preset {DEFAULT_PRESET} on {args.corpus} (vocabulary {tokenizer.vocab_size}): d_model {model.d_model}, "
           f"{model.num_layers} layers, batch {train.batch_size} x block {train.block_size}, {args.steps} steps, "

@@ -32,7 +32,7 @@ from .common import BABY, Shape
 class DemoAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float):
         super().__init__()
-        self.num_heads, self.d_k = num_heads, d_model // num_heads
+        self.num_heads, self.d_k = num_heads, d_model // num_heads  # the demo's names, as in its source
         self.W_Q = nn.Linear(d_model, d_model, bias=False)
         self.W_K = nn.Linear(d_model, d_model, bias=False)
         self.W_V = nn.Linear(d_model, d_model, bias=False)
@@ -43,8 +43,8 @@ class DemoAttention(nn.Module):
         B, T, d_model = x.shape
         Q, K, V = (w(x).view(B, T, self.num_heads, self.d_k).transpose(1, 2) for w in (self.W_Q, self.W_K, self.W_V))
         scores = torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(self.d_k)  # (B, H, T, T)
-        weights = F.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-        out = torch.matmul(weights, V).transpose(1, 2).contiguous().view(B, T, d_model)
+        weights = F.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)  # (B, H, T, T)
+        out = torch.matmul(weights, V).transpose(1, 2).contiguous().view(B, T, d_model)  # heads side by side again
         out = self.dropout(self.W_O(out))
         with torch.no_grad():  # the demo recomputes the weights for its heatmaps on every call
             again = torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(self.d_k)
@@ -56,7 +56,7 @@ class DemoBlock(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float):
         super().__init__()
         self.self_attn = DemoAttention(d_model, num_heads, dropout)
-        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)  # with biases, as the demo has
         self.ffn_dropout = nn.Dropout(dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
@@ -79,13 +79,13 @@ class DemoGPT(nn.Module):
         self.blocks = nn.ModuleList(DemoBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.token_embed.weight
+        self.lm_head.weight = self.token_embed.weight  # tied, as in the demo and the project
         self.register_buffer("causal_mask", torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), diagonal=1))
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         T = idx.size(1)
         mask = self.causal_mask[:T, :T].view(1, 1, T, T)
-        x = self.token_embed(idx) * math.sqrt(self.d_model) + self.pe[:, :T]
+        x = self.token_embed(idx) * math.sqrt(self.d_model) + self.pe[:, :T]  # the √d_model scale the project keeps
         x = self.dropout_embed(x)
         for block in self.blocks:
             x, _ = block(x, mask)
@@ -96,6 +96,7 @@ class WindowDataset(Dataset):
     """Every window of the corpus as a (input, target) pair of Python lists, one tensor each per item."""
 
     def __init__(self, ids: list[int], block_size: int):
+        # every window
         self.samples = [(ids[i : i + block_size], ids[i + 1 : i + block_size + 1]) for i in range(len(ids) - block_size)]
 
     def __len__(self) -> int:

@@ -1,6 +1,6 @@
 """A class board on one server: thirty posted runs, thirty viewers watching it, runs still training.
 
-The sessions speak Streamlit's own protocol (bench.class_load.Session). A teacher's session starts a
+The sessions speak Streamlit's own protocol (bench.live_server.Session). A teacher's session starts a
 class; learners' sessions each train a short run to its end on Train (two at a time: the server's
 cap) and post it, and `--live` more post runs that keep training throughout, so the board changes
 at every refresh. Then two stretches of the same length, one after the other:
@@ -24,9 +24,9 @@ import re
 import time
 
 from app.parts.train_form import to_param
-from bench.class_load import Session
-from bench.common import print_header, print_table
-from bench.live_server import APP_DIR, Box, LiveServer, percentile
+from bench.common import WAIT_HEADERS, print_header, print_table, wait_row
+from bench.live_server import APP_DIR, Box, LiveServer
+from bench.session import Session
 from minigpt import GPTConfig, TrainConfig
 from minigpt.serve.runs.thread import THREAD_NAME
 
@@ -42,7 +42,7 @@ class Watcher(Session):
 
     async def refresh(self) -> float:
         """Rerun the page's live fragment, as the browser does when the server's interval is up."""
-        return await self._rerun([], fragment=next(iter(self.auto), ""))
+        return await self.rerun([], fragment=next(iter(self.auto), ""))
 
 
 async def post_run(url: str, code: str, name: str, settings: str, to_the_end: bool) -> Watcher:
@@ -124,12 +124,7 @@ def main() -> None:
     waits, interval = result["waits"], result["interval"] or float("nan")
     refreshes = result["seconds"] / interval  # one refresh of every viewer
     extra = result["watched"] - result["quiet"]
-    print_table(["", "n", "p50 s", "p95 s", "max s"], [
-        ["open the board", len(result["open"]), f"{percentile(result['open'], 50):.2f}",
-         f"{percentile(result['open'], 95):.2f}", f"{max(result['open']):.2f}"],
-        ["a viewer's redraw", len(waits), f"{percentile(waits, 50):.2f}", f"{percentile(waits, 95):.2f}",
-         f"{max(waits):.2f}"],
-    ])
+    print_table(["", *WAIT_HEADERS], [wait_row("open the board", result["open"]), wait_row("a viewer's redraw", waits)])
     print(f"\nthe board asks every viewer to redraw every {interval:.0f} s: {refreshes:.0f} refreshes in "
           f"{result['seconds']:.0f} s; {len(waits) / (args.viewers + 1) / refreshes:.2f} redraws per viewer per refresh")
     print(f"server CPU but training's: {result['quiet']:.1f} s quiet, {result['watched']:.1f} s watched, over {result['seconds']:.0f} s "

@@ -53,22 +53,16 @@ import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-
-import websockets
-from streamlit.proto.Alert_pb2 import Alert
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from app.parts.train_form import EARLY_STOP, RANGES, to_param
 from app.chrome.url import TRAIN as TRAIN_PARAM
-from bench.common import EMPTY, print_header, print_table
-from bench.live_server import APP_DIR, Box, LiveServer, percentile
+from bench.common import EMPTY, WAIT_HEADERS, cpu_seconds, percentile, print_header, print_table, wait_row
+from bench.live_server import APP_DIR, Box, LiveServer
+from bench.session import STEP_LABEL, Session
 from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS
 
-STEP_LABEL = re.compile(r"^Step \(of [\d,]+\)$")  # the Train page's step metric, in English
 PLACE = re.compile(r"\*\*(\d+)(?:st|nd|rd|th) in line\*\*: (.*)", re.S)  # app/parts/line.py's place_text
 WAIT = re.compile(r"it starts in about ((?:\d+ (?:h|min|s) ?)+)")
 DURATION_PART = re.compile(r"(\d+) (h|min|s)\b")
@@ -80,131 +74,6 @@ CHALLENGE_STEPS = 300  # the class challenge: the default preset for 300 steps, 
 ACTIONS = ("open a page", "move a slider", "generate 40 characters", "open Attention", "take a lesson step")
 SIDEBAR = ("", "Generate", "Inside", "Model", "Glossary", "Scaling")  # url paths: Home, then pages
 TRAIN_STEPS = RANGES["max_steps"][1]  # the most the Train form takes: the runs train for the whole bench
-
-
-@dataclass
-class Session:
-    """One browser tab's worth of Streamlit protocol on one websocket."""
-
-    url: str
-    lang: str = "en"
-    ws: object = None
-    pages: dict[str, str] = field(default_factory=dict)   # url path ("" for Home) -> page_script_hash
-    page: str = ""                                         # the url path now shown
-    query: str = ""
-    widgets: dict[str, str] = field(default_factory=dict)  # key -> widget id, on the page now shown
-    metrics: list[tuple[str, str]] = field(default_factory=list)  # (label, value) of the metrics drawn
-    texts: list[tuple[str, str]] = field(default_factory=list)    # (kind, text) of the alerts and markdown drawn
-    disabled: dict[str, bool] = field(default_factory=dict)       # key -> drawn disabled, on the page now shown
-    errors: list[str] = field(default_factory=list)        # exceptions the page showed
-    finished: asyncio.Event = field(default_factory=asyncio.Event)
-    auto: dict[str, float] = field(default_factory=dict)   # fragment id -> seconds between its reruns
-    address: str = ""                                      # the query string the server last wrote
-    reader: asyncio.Task | None = None
-
-    async def open(self, path: str = "", query: str = "") -> float:
-        self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
-                                           subprotocols=["streamlit"], max_size=None, open_timeout=600,
-                                           ping_interval=None)
-        self.reader = asyncio.create_task(self._read())
-        return await self.go(path, query)
-
-    async def close(self) -> None:
-        if self.reader:
-            self.reader.cancel()
-        if self.ws:
-            await self.ws.close()
-
-    async def go(self, path: str, query: str = "") -> float:
-        """Open a page (as its sidebar link does); seconds until its script finished."""
-        self.page, self.query, self.widgets = path, f"{query}&lang={self.lang}".lstrip("&"), {}
-        self.disabled = {}
-        return await self._rerun([])
-
-    async def set(self, key: str, **value) -> float:
-        """Change one widget (by its key's start), e.g. set("temperature", double_array_value=[0.9])."""
-        state = WidgetState(id=self.widget(key))
-        for name, v in value.items():
-            target = getattr(state, name)
-            if isinstance(v, list):
-                target.data.extend(v)
-            else:
-                setattr(state, name, v)
-        return await self._rerun([state])
-
-    async def click(self, key: str) -> float:
-        return await self.set(key, trigger_value=True)
-
-    def widget(self, key: str) -> str:
-        found = [wid for k, wid in self.widgets.items() if k == key or k.startswith(key + ":")]
-        if not found:
-            raise LookupError(f"no widget {key!r} on {self.page or 'Home'}: {sorted(self.widgets)}")
-        return found[0]
-
-    async def _rerun(self, states: list[WidgetState], fragment: str = "") -> float:
-        message = BackMsg()
-        self.metrics.clear()  # what this rerun draws, and only that, is read after it
-        self.texts.clear()
-        rerun = message.rerun_script
-        rerun.query_string = self.query
-        rerun.page_script_hash = self.pages.get(self.page, "")
-        rerun.page_name = self.page
-        rerun.widget_states.widgets.extend(states)
-        if fragment:
-            rerun.fragment_id, rerun.is_auto_rerun = fragment, True
-        self.finished.clear()
-        started = time.perf_counter()
-        await self.ws.send(message.SerializeToString())
-        await self.finished.wait()
-        return time.perf_counter() - started
-
-    async def _read(self) -> None:
-        async for data in self.ws:
-            msg = ForwardMsg()
-            msg.ParseFromString(data)
-            kind = msg.WhichOneof("type")
-            if kind == "navigation":
-                self.pages = {page.url_pathname: page.page_script_hash for page in msg.navigation.app_pages}
-            elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
-                element = msg.delta.new_element
-                name = element.WhichOneof("type")
-                body = getattr(element, name)
-                if name == "exception":
-                    self.errors.append(f"{self.page}: {body.type}: {body.message}")
-                elif name == "metric":
-                    self.metrics.append((body.label, body.body))
-                elif name == "alert":
-                    self.texts.append((Alert.Format.Name(body.format).lower(), body.body))
-                elif name == "markdown":
-                    self.texts.append(("markdown", body.body))
-                widget_id = getattr(body, "id", "")
-                if isinstance(widget_id, str) and widget_id.startswith("$$ID-"):
-                    key = widget_id.split("-", 2)[2]
-                    self.widgets[key] = widget_id
-                    self.disabled[key] = bool(getattr(body, "disabled", False))
-            elif kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
-                block = msg.delta.add_block  # a stateful block (tabs) is a widget too
-                widget_id = block.tab_container.id if block.WhichOneof("type") == "tab_container" else ""
-                if widget_id.startswith("$$ID-"):
-                    self.widgets[widget_id.split("-", 2)[2]] = widget_id
-            elif kind == "new_session" and not msg.metadata.run.fragment_ids:
-                self.auto.clear()  # a full run: the frontend drops every timer, the run sets its own again
-            elif kind == "auto_rerun":
-                self.auto[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
-            elif kind == "stop_auto_rerun":
-                for fragment in msg.stop_auto_rerun.fragment_ids:
-                    self.auto.pop(fragment, None)
-            elif kind == "page_info_changed":
-                self.address = msg.page_info_changed.query_string
-            elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
-                self.finished.set()  # a run that st.rerun() cut short is followed by the one the learner waits for
-
-    def step(self) -> int | None:
-        """The run's step, from the Train page's metric last drawn."""
-        for label, value in reversed(self.metrics):
-            if STEP_LABEL.match(label):
-                return int(value.replace(",", ""))
-        return None
 
 
 class Trainer:
@@ -219,7 +88,7 @@ class Trainer:
     async def start(self) -> None:
         s = self.session
         await s.open("Train")
-        await s.set("max_steps", int_value=TRAIN_STEPS)
+        await s.set("max_steps", int_value=TRAIN_STEPS)  # the form's most: the run outlasts the bench
         await s.set(EARLY_STOP, bool_value=False)  # else a run stops when its val loss stalls, long before the end
         await s.click("start")
         self.task = asyncio.create_task(self._watch())
@@ -233,16 +102,16 @@ class Trainer:
     async def _watch(self) -> None:
         s = self.session
         while True:
-            await asyncio.sleep(min(s.auto.values(), default=2.0))
+            await asyncio.sleep(min(s.auto.values(), default=2.0))  # the live view's own timer, as a tab keeps it
             fragment = next(iter(s.auto), "")
-            await s._rerun([], fragment=fragment)
+            await s.rerun([], fragment=fragment)
             if (step := s.step()) is not None:
                 self.samples.append((time.monotonic(), step))
 
     def speed(self, since: float, until: float) -> float | None:
         """Steps per second between two moments, from the samples around them."""
         inside = [(t, s) for t, s in self.samples if since <= t <= until]
-        if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+        if len(inside) < 2 or inside[-1][0] == inside[0][0]:  # one sample, or two at once: no speed to tell
             return None
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
@@ -255,10 +124,12 @@ class Trainer:
 async def act(session: Session, action: str, rng: random.Random) -> float:
     """One action of a learner's mix; seconds the learner waited."""
     if action == "open a page":
+        # another page: the same one would not rerun
         return await session.go(rng.choice([p for p in SIDEBAR if p != session.page]))
     if action == "move a slider":
         if session.page != "Generate":
             await session.go("Generate")
+        # the slider's range
         return await session.set("temperature", double_array_value=[round(rng.uniform(0.2, 1.6), 2)])
     if action == "generate 40 characters":
         if session.page != "Generate":
@@ -266,12 +137,12 @@ async def act(session: Session, action: str, rng: random.Random) -> float:
         await session.set("max_new_tokens", int_value=40)
         return await session.click("generate")
     if action == "open Attention":
-        if session.page == "Attention":
+        if session.page == "Attention":  # away and back: Attention computes only when opened
             await session.go("")
         return await session.go("Attention")
     if action == "take a lesson step":
         if session.page != "Lesson":
-            await session.go("Lesson", f"lesson={rng.randint(1, 14)}")
+            await session.go("Lesson", f"lesson={rng.randint(1, 14)}")  # any step with a Next after it
         return await session.click("lesson_next")
     raise ValueError(action)
 
@@ -294,9 +165,9 @@ async def learner(url: str, seed: int, done: asyncio.Event, waits: dict, errors:
         action = rng.choice(ACTIONS)
         try:
             waits[action].append(await act(session, action, rng))
-        except LookupError as missing:
+        except LookupError as missing:  # a widget the page did not draw: counted, the learner goes on
             errors.append(str(missing))
-        await rest(done, rng.uniform(0.5, 1.5) * period)
+        await rest(done, rng.uniform(0.5, 1.5) * period)  # about every period, never in lockstep
     errors.extend(session.errors)
     await session.close()
 
@@ -310,14 +181,14 @@ async def burst(url: str, learners: int, rounds: int, waits: dict, errors: list)
     for _ in range(rounds):
         jobs = []
         for i, s in enumerate(sessions):
-            if i % 2:
+            if i % 2:  # half open Attention, half generate: the two heaviest waits
                 await s.go("")
                 jobs.append(("burst: open Attention", s.go("Attention")))
             else:
                 if s.page != "Generate":
                     await s.go("Generate")
                 jobs.append(("burst: generate 40 characters", s.click("generate")))
-        done = await asyncio.gather(*(job for _, job in jobs))
+        done = await asyncio.gather(*(job for _, job in jobs))  # all at once: the burst
         for (name, _), seconds in zip(jobs, done):
             waits[name].append(seconds)
     for s in sessions:
@@ -344,8 +215,10 @@ def read_look(session: Session, sent: float) -> Look:
     look = Look(sent, time.monotonic())
     for kind, text in session.texts:
         if (found := PLACE.search(text)) is not None:
+            # the line's own words
             look.place, look.state, look.rough = int(found[1]), "waiting", "rough estimate" in text
             if (when := WAIT.search(found[2])) is not None:
+                # "2 min 05 s" in seconds
                 look.wait = sum(int(n) * UNITS[unit] for n, unit in DURATION_PART.findall(when[1]))
         elif "Your turn has come" in text:
             look.state = "starting"
@@ -395,7 +268,7 @@ class ClassLearner:
 
     async def press(self) -> None:
         s = self.session
-        if s.disabled.get("start"):
+        if s.disabled.get("start"):  # the page said no before the press: full, or already training
             self.refused = "Start disabled"
             return
         self.pressed = time.monotonic()
@@ -405,7 +278,7 @@ class ClassLearner:
             self.refused = "no Start button"
             return
         look = read_look(s, self.pressed)
-        self.said = [text for kind, text in s.texts if kind in ("error", "info")]
+        self.said = [text for kind, text in s.texts if kind in ("error", "info")]  # what the learner read after Start
         if any(kind == "error" for kind, _text in s.texts):
             self.refused = "st.error"
         elif look.state is None:  # the press redrew the page with Start disabled, and no run
@@ -424,9 +297,9 @@ class ClassLearner:
             if time.monotonic() > deadline:
                 self.ended = "gave up"
                 break
-            self.unpolled += live is None
+            self.unpolled += live is None  # no timer from the server: the bench reruns on its own, and says how often
             sent = time.monotonic()
-            await s._rerun([], fragment=live or "")
+            await s.rerun([], fragment=live or "")
             if s.address:
                 s.query = s.address  # what the address bar holds now, as a browser sends it
             self._seen(read_look(s, sent))
@@ -436,11 +309,11 @@ class ClassLearner:
         self.looks.append(look)
         since = before.at if before is not None else look.sent
         if self.started is None and (look.step is not None or look.state in ENDED):
-            self.started = (since + look.at) / 2
+            self.started = (since + look.at) / 2  # between the last look without a step and the first with one
         if look.state in ENDED:
             self.ended, self.ended_at = look.state, (since + look.at) / 2
         elif look.state is None and len(self.looks) >= 3 and all(k.state is None for k in self.looks[-3:]):
-            self.ended = "lost"
+            self.ended = "lost"  # three looks without a run on the page
 
     @property
     def steps(self) -> int:
@@ -536,14 +409,7 @@ def core_jiffies() -> dict[int, tuple[int, int]]:
 def tree_cpu_seconds(server: LiveServer) -> float:
     """CPU seconds of the server and every process under it, those that ended and were waited for
     included (a run's process is counted in its fork server's children's time)."""
-    total = 0
-    for pid in [server.proc.pid, *server.descendants()]:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    return total / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds([server.proc.pid, *server.descendants()], children=True)
 
 
 def log_problems(log: Path) -> list[str]:
@@ -677,11 +543,8 @@ def report(name: str, result: dict, summary: dict | None = None) -> None:
     if summary is not None:
         report_class(result, summary)
         print("\nthe other learners' steady mix while the line drained:")
-    rows = []
-    for action, waits in sorted(result["waits"].items()):
-        rows.append([action, len(waits), f"{percentile(waits, 50):.2f}", f"{percentile(waits, 95):.2f}",
-                     f"{max(waits):.2f}"])
-    print_table(["action", "n", "p50 s", "p95 s", "max s"], rows)
+    print_table(["action", *WAIT_HEADERS],
+                [wait_row(action, waits) for action, waits in sorted(result["waits"].items())])
     for i, (alone, during) in enumerate(result["speeds"]):
         said = EMPTY if not alone or during is None else f"{during / alone:.2f}"
         print(f"run {i + 1}: {alone or 0:.1f} steps/s alone, {during or 0:.1f} during (× {said})")
@@ -695,7 +558,7 @@ def report(name: str, result: dict, summary: dict | None = None) -> None:
     report_machine(result)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", choices=("steady", "burst", "one", "train"), default="steady")
     parser.add_argument("--learners", type=int, default=30, help="the class (train: the learners who press Start)")
@@ -720,15 +583,11 @@ def main() -> None:
     parser.add_argument("--env-b", action="append", default=None, metavar="NAME=VALUE",
                         help="serve this checkout a second time with these variables instead (e.g. "
                              "MINIGPT_TRAIN_NICE=0), in turn")
-    args = parser.parse_args()
-    print_header(f"A class on one server: {args.scenario}")
-    served = sorted(int(c) for c in args.cpus.split(",")) if args.cpus else sorted(os.sched_getaffinity(0))
-    bare = [bare_reference(served)] if args.scenario == "train" else []
-    if args.cpus:  # the bench's own work stays off the server's cores
-        served = {int(c) for c in args.cpus.split(",")}
-        others = set(range(os.cpu_count() or 1)) - served
-        if others:
-            os.sched_setaffinity(0, others)
+    return parser.parse_args()
+
+
+def servings_of(args: argparse.Namespace) -> list[tuple[str, Path, dict[str, str]]]:
+    """What is served, in turn: this checkout, again under --env-b's settings, and --before's checkout."""
     def variables(pairs: list[str]) -> dict[str, str]:
         return dict(pair.split("=", 1) for pair in pairs)
 
@@ -737,8 +596,21 @@ def main() -> None:
         servings.append((f"this checkout {' '.join(args.env_b)}".strip(), APP_DIR, variables(args.env_b)))
     if args.before:
         servings.append(("before", args.before.resolve(), {}))
+    return servings
+
+
+def main() -> None:
+    args = parse_args()
+    print_header(f"A class on one server: {args.scenario}")
+    served = sorted(int(c) for c in args.cpus.split(",")) if args.cpus else sorted(os.sched_getaffinity(0))
+    bare = [bare_reference(served)] if args.scenario == "train" else []
+    if args.cpus:  # the bench's own work stays off the server's cores
+        served = {int(c) for c in args.cpus.split(",")}
+        others = set(range(os.cpu_count() or 1)) - served
+        if others:
+            os.sched_setaffinity(0, others)
     results = []
-    for name, app_dir, env in servings:
+    for name, app_dir, env in servings_of(args):
         before = resource.getrusage(resource.RUSAGE_SELF)
         results.append((f"{name} ({app_dir.name})", serve_and_play(app_dir, args, env)))
         after = resource.getrusage(resource.RUSAGE_SELF)

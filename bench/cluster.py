@@ -30,8 +30,8 @@ from pathlib import Path
 
 from minigpt import demo_prompts, probe_text
 
-from .bare_loop import SAMPLE_CHARS, settings
-from .common import print_header, print_table
+from .bare_loop import SAMPLE_CHARS
+from .common import cpu_seconds, print_header, print_table, rss_kb, run_settings
 
 CORPUS = "demo-zh"
 OBJECT_STORE_BYTES = 100 * 2**20
@@ -40,7 +40,7 @@ OBJECT_STORE_BYTES = 100 * 2**20
 def spec(run_id: str, steps: int):
     from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 
-    text, tokenizer, model, train = settings(CORPUS, steps)
+    text, tokenizer, model, train = run_settings(CORPUS, steps)
     probe = probe_text(tokenizer, text)[: train.block_size]
     return RunSpec(run_id, model, train, tuple(tokenizer.chars), text, CORPUS, probe,
                    next(iter(demo_prompts(tokenizer)), ""), SAMPLE_CHARS, nice=CHILD_NICE, threads=1)
@@ -75,7 +75,7 @@ def a_class(where: str, learners: int, steps: int, cluster) -> float:
     from minigpt.serve.line.registry import RunRegistry
 
     registry = RunRegistry(max_runs=cluster.slots() if where == "ray" else 2, max_waiting=learners)
-    text, tokenizer, model, train = settings(CORPUS, steps)
+    text, tokenizer, model, train = run_settings(CORPUS, steps)
     started = time.perf_counter()
     entries = [registry.submit(spec("", steps), corpus=CORPUS, build=lambda run_id: build(where, spec(run_id, steps), cluster)) for _ in range(learners)]
     while any(entry.run.state not in ("finished", "error", "stopped") for entry in entries):
@@ -117,22 +117,65 @@ def pss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    tick, total = os.sysconf("SC_CLK_TCK"), 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError):
-            pass
-    return total / tick
+def ray_idle(ray_pids: list[int], seconds: float) -> None:
+    """Ray's own processes, with nothing to run: their memory and their CPU over `seconds`."""
+    cpu0, t0 = cpu_seconds(ray_pids), time.perf_counter()
+    time.sleep(seconds)
+    idle_cpu = (cpu_seconds(ray_pids) - cpu0) / (time.perf_counter() - t0)
+    print(f"Ray idle, 2 nodes: {len(ray_pids)} processes, {pss_mb(ray_pids):.0f} MB PSS, "
+          f"{100 * idle_cpu:.1f}% of one core")
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def one_run_rounds(args: argparse.Namespace, cluster) -> None:
+    """One run alone, on the box and on the cluster in turn (A B A B): steps/s and Start to step 1."""
+    rows, figures = [], {"box": [], "ray": []}
+    for round_ in range(args.rounds):
+        for where in ("box", "ray"):
+            result = one_run(where, args.steps, cluster)
+            figures[where].append(result)
+            actor = "" if where == "box" else "new" if round_ == 0 else "warm"  # actors outlive their run
+            rows.append([round_ + 1, where, actor, f"{result['steps_per_s']:.1f}", f"{result['to_first']:.2f}"])
+    print_table(["round", "where", "actor", "steps/s", "Start to step 1 (s)"], rows)
+    ratios = [r["steps_per_s"] / b["steps_per_s"] for r, b in zip(figures["ray"], figures["box"])]
+    warm = [r["to_first"] for r in figures["ray"][1:]]
+    print(f"one run: ray/box steps/s, median of {args.rounds} rounds: {statistics.median(ratios):.3f} "
+          f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}); Start to step 1: box "
+          f"{statistics.median(r['to_first'] for r in figures['box']):.2f} s, ray on a new actor "
+          f"{figures['ray'][0]['to_first']:.2f} s"
+          + (f", on a warm one {statistics.median(warm):.2f} s" if warm else ""))
+
+
+def class_rounds(args: argparse.Namespace, cluster) -> None:
+    """A class pressing Start at once, through the registry's line, on the box and on the cluster."""
+    seconds = {}
+    for where in ("box", "ray"):
+        cluster.shrink()  # the class starts as on a fresh server: no warm actor yet
+        seconds[where] = a_class(where, args.learners, args.class_steps, cluster)
+        print(f"a class of {args.learners}, {args.class_steps} steps each, on {where}: {seconds[where]:.1f} s")
+    print(f"class: ray/box time {seconds['ray'] / seconds['box']:.3f}")
+
+
+def dashboard_beside(nodes, cluster, seconds: float) -> None:
+    """This process, the dashboard's stand-in, while 4 runs train on 2 more nodes: its RSS and CPU."""
+    extra = [nodes.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES) for _ in range(2)]
+    nodes.wait_for_nodes()
+    rss_idle = rss_kb([os.getpid()]) / 1024
+    runs = [cluster.run(spec(f"four-{i}", 100_000)) for i in range(4)]  # long enough to outlast the stretch
+    for run in runs:
+        run.start()
+    while min(run.snapshot().step for run in runs) < 5:  # all four past their start-up
+        time.sleep(0.05)
+    cpu0, t0 = cpu_seconds([os.getpid()]), time.perf_counter()
+    time.sleep(seconds)
+    busy = (cpu_seconds([os.getpid()]) - cpu0) / (time.perf_counter() - t0)
+    steps = sum(run.snapshot().step for run in runs)
+    print(f"dashboard with 4 runs training on the cluster ({steps} steps so far): "
+          f"RSS {rss_kb([os.getpid()]) / 1024:.0f} MB ({rss_idle:.0f} MB before they started), "
+          f"{100 * busy:.1f}% of one core")
+    for run in runs:
+        run.close()
+    for node in extra:
+        nodes.remove_node(node)
 
 
 def main() -> None:
@@ -144,7 +187,7 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     args = parser.parse_args()
 
-    import ray
+    import ray  # here: the rest of bench/ runs where Ray is not installed
     from ray.cluster_utils import Cluster as RayCluster
 
     from minigpt.serve.runs.cluster import connect
@@ -152,60 +195,17 @@ def main() -> None:
 
     print_header("Runs as Ray actors against runs in child processes (bench/cluster.py)")
     start_fork_server()
-    before = set(descendants(os.getpid()))
+    before = set(descendants(os.getpid()))  # the fork server's: not Ray's
     nodes = RayCluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES})
     nodes.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
     nodes.wait_for_nodes()
     cluster = connect(nodes.address)
     try:
         time.sleep(2.0)  # the cluster's start-up work done
-        ray_pids = [pid for pid in descendants(os.getpid()) if pid not in before]
-        cpu0, t0 = cpu_seconds(ray_pids), time.perf_counter()
-        time.sleep(args.idle_seconds)
-        idle_cpu = (cpu_seconds(ray_pids) - cpu0) / (time.perf_counter() - t0)
-        print(f"Ray idle, 2 nodes: {len(ray_pids)} processes, {pss_mb(ray_pids):.0f} MB PSS, "
-              f"{100 * idle_cpu:.1f}% of one core")
-
-        rows, figures = [], {"box": [], "ray": []}
-        for round_ in range(args.rounds):
-            for where in ("box", "ray"):
-                result = one_run(where, args.steps, cluster)
-                figures[where].append(result)
-                actor = "" if where == "box" else "new" if round_ == 0 else "warm"
-                rows.append([round_ + 1, where, actor, f"{result['steps_per_s']:.1f}", f"{result['to_first']:.2f}"])
-        print_table(["round", "where", "actor", "steps/s", "Start to step 1 (s)"], rows)
-        ratios = [r["steps_per_s"] / b["steps_per_s"] for r, b in zip(figures["ray"], figures["box"])]
-        warm = [r["to_first"] for r in figures["ray"][1:]]
-        print(f"one run: ray/box steps/s, median of {args.rounds} rounds: {statistics.median(ratios):.3f} "
-              f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}); Start to step 1: box "
-              f"{statistics.median(r['to_first'] for r in figures['box']):.2f} s, ray on a new actor "
-              f"{figures['ray'][0]['to_first']:.2f} s" + (f", on a warm one {statistics.median(warm):.2f} s" if warm else ""))
-
-        seconds = {}
-        for where in ("box", "ray"):
-            cluster.shrink()  # the class starts as on a fresh server: no warm actor yet
-            seconds[where] = a_class(where, args.learners, args.class_steps, cluster)
-            print(f"a class of {args.learners}, {args.class_steps} steps each, on {where}: {seconds[where]:.1f} s")
-        print(f"class: ray/box time {seconds['ray'] / seconds['box']:.3f}")
-
-        extra = [nodes.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES) for _ in range(2)]
-        nodes.wait_for_nodes()
-        rss_idle = rss_mb(os.getpid())
-        runs = [cluster.run(spec(f"four-{i}", 100_000)) for i in range(4)]
-        for run in runs:
-            run.start()
-        while min(run.snapshot().step for run in runs) < 5:
-            time.sleep(0.05)
-        cpu0, t0 = cpu_seconds([os.getpid()]), time.perf_counter()
-        time.sleep(args.idle_seconds)
-        busy = (cpu_seconds([os.getpid()]) - cpu0) / (time.perf_counter() - t0)
-        steps = sum(run.snapshot().step for run in runs)
-        print(f"dashboard with 4 runs training on the cluster ({steps} steps so far): RSS {rss_mb(os.getpid()):.0f} MB "
-              f"({rss_idle:.0f} MB before they started), {100 * busy:.1f}% of one core")
-        for run in runs:
-            run.close()
-        for node in extra:
-            nodes.remove_node(node)
+        ray_idle([pid for pid in descendants(os.getpid()) if pid not in before], args.idle_seconds)
+        one_run_rounds(args, cluster)
+        class_rounds(args, cluster)
+        dashboard_beside(nodes, cluster, args.idle_seconds)
     finally:
         ray.shutdown()
         nodes.shutdown()

@@ -1,5 +1,7 @@
-"""What every benchmark shares: the machine header, the shapes they train, repeated timing,
-interleaved A/B rounds, and the one table printer.
+"""What every benchmark shares: the settings of a run (the common flags), the machine header, the
+shapes they train, repeated timing, interleaved A/B rounds, medians and percentiles, what /proc
+says of a process, and the one table printer. Serving a checkout and driving a browser are the
+other half of the harness, bench.live_server.
 
 Speeds are compared as ratios measured side by side in one process: each round runs
 every case once, in a rotated order, so a noisy neighbour or a clock change hits all
@@ -11,15 +13,16 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-import torch
+from minigpt import DEFAULT_PRESET, PRESETS, CharTokenizer, GPTConfig, TrainConfig, load_corpus  # all torch-free
 
-from minigpt import GPTConfig
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # --clock's choices
+# what torch's CPU kernels dispatch on
 FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve")
 
 
@@ -74,6 +77,17 @@ BABY = Shape(128, 4, 4, 512, block_size=64, batch_size=12, dropout=0.0, corpus="
 DEMO = Shape(64, 4, 3, 256, block_size=30, batch_size=16, dropout=0.1, corpus="demo-zh")
 
 
+def run_settings(corpus: str, steps: int) -> tuple[str, CharTokenizer, GPTConfig, TrainConfig]:
+    """The run a learner starts on the Train page: the default preset on `corpus`, `steps` steps,
+    early stopping off (so every run trains all its steps: the class challenge's), on the CPU."""
+    preset = PRESETS[DEFAULT_PRESET]
+    text = load_corpus(corpus)
+    tokenizer = CharTokenizer.from_text(text)
+    model = replace(preset.model, vocab_size=tokenizer.vocab_size).validate()
+    train = replace(preset.train, max_steps=steps, early_stop_patience=0, device="cpu").validate(model)
+    return text, tokenizer, model, train
+
+
 # ---------------------------------------------------------------- the machine
 def cpu_model() -> str:
     for line in _cpuinfo_lines():
@@ -105,7 +119,18 @@ def has_bf16_matmul() -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+def lscpu_model() -> str:
+    """lscpu's model name: on a VM it can differ from /proc/cpuinfo's, and the results quote it."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return "lscpu not available"
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
+
+
 def environment_lines() -> list[str]:
+    import torch  # here, not at the top: a bench that only serves the app never loads it
+
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
     return [
         f"torch {torch.__version__}, python {platform.python_version()}, "
@@ -141,6 +166,8 @@ def clock_from(name: str) -> Callable[[], float]:
 
 
 def apply_threads(threads: int) -> None:
+    import torch
+
     if threads > 0:
         torch.set_num_threads(threads)
 
@@ -168,7 +195,7 @@ def interleave(
             cases[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
-        shift = r % len(names)
+        shift = r % len(names)  # rotated each round: no case always runs first, on a cold cache
         for name in names[shift:] + names[:shift]:
             t0 = clock()
             cases[name]()
@@ -178,7 +205,59 @@ def interleave(
 
 def paired_ratio(slow: Stats, fast: Stats) -> Stats:
     """Per-round speed-up slow/fast of two cases timed in the same rounds (> 1: `fast` is faster)."""
-    return Stats([s / f for s, f in zip(slow.values, fast.values)])
+    return Stats([s / f for s, f in zip(slow.values, fast.values)])  # round by round: a noisy round moves both
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a small sample: always one of the values seen."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n q / 100), at least the first
+    return ordered[int(rank) - 1]
+
+
+WAIT_HEADERS = ["n", "p50 s", "p95 s", "max s"]
+
+
+def wait_row(label: str, seconds: Sequence[float]) -> list[object]:
+    """A table row of waits, as the class benches print them: how many, p50, p95 and the worst."""
+    return [label, len(seconds), f"{percentile(seconds, 50):.2f}", f"{percentile(seconds, 95):.2f}",
+            f"{max(seconds):.2f}"]
+
+
+# ---------------------------------------------------------------- processes, as /proc says
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/*/stat counts in these
+
+
+def status_kb(pid: int | str = "self", field: str = "VmRSS") -> int:
+    """A number of /proc/PID/status (VmRSS, VmHWM in KiB; Threads); KeyError if it lacks it."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def rss_kb(pids: Iterable[int | str]) -> int:
+    """Resident sets summed, in KiB (shared pages counted in each); a process gone meanwhile counts 0."""
+    total = 0
+    for pid in pids:
+        try:
+            total += status_kb(pid, "VmRSS")
+        except (OSError, KeyError):  # ended, or a zombie without a memory map
+            continue
+    return total
+
+
+def cpu_seconds(pids: Iterable[int | str], children: bool = False) -> float:
+    """User + system CPU seconds of the processes (or threads, as "PID/task/TID") so far; with
+    children, also their waited-for children's (a run's process counts in its fork server's)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
+        except OSError:  # ended meanwhile
+            continue
+        total += sum(int(f) for f in fields[11:15 if children else 13])  # utime stime [cutime cstime]
+    return total / CLOCK_TICKS
 
 
 # ---------------------------------------------------------------- output
@@ -190,7 +269,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
     """Every bench's tables: plain-text columns under a rule, the first left-aligned, the rest
     right-aligned, then a blank line; a cell of None prints as EMPTY."""
     cells = [[str(h) for h in headers]] + [[EMPTY if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]  # each column as wide as its widest cell
 
     def line(row: list[str]) -> str:
         return COLUMN_GAP.join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))

@@ -32,8 +32,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from bench.common import print_table
-from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer, percentile
+from bench.common import percentile, print_table
+from bench.live_server import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, Box, LiveServer
 from minigpt import DEFAULT_CORPUS, Sampling, generate, load_corpus, load_pretrained
 from minigpt.viz import position_labels
 
@@ -68,9 +68,10 @@ def tasks(count: int, round_: int, new_tokens: int) -> list[Task]:
     corpus = load_corpus(DEFAULT_CORPUS).replace("\n", "")
     out = []
     for i in range(count):
-        start = (round_ * count + i) * 11 % (len(corpus) - 40)
+        start = (round_ * count + i) * 11 % (len(corpus) - 40)  # spread over the corpus: every session its own text
         prompt, text = corpus[start:start + 2 + i % 3], corpus[start + 5:start + 17 + i % 7]
         expected = generate(checkpoint.model, checkpoint.tokenizer, prompt, max_new_tokens=new_tokens,
+                            # greedy: the one right answer
                             sampling=Sampling(temperature=0.0, top_p=1.0), seed=100 * round_ + i,
                             block_size=checkpoint.block_size)
         out.append(Task(prompt, 100 * round_ + i, text, expected, position_labels(text)))
@@ -106,7 +107,7 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
         await slider.press("Home")  # the slider's minimum: 0, greedy
         await page.wait_for_timeout(300)
         await page.wait_for_selector(IDLE, timeout=TIMEOUT_MS)
-        clicked = time.monotonic()
+        clicked = time.monotonic()  # the learner's wait starts at the click
         await page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Generate", exact=True).click()
         code = page.locator('[data-testid="stCode"] code').first
         await code.wait_for(timeout=TIMEOUT_MS)
@@ -118,13 +119,14 @@ async def one_session(browser, url: str, task: Task, new_tokens: int, result: Re
 
         opened = time.monotonic()
         await page.goto(url + "/Attention", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
-        await page.wait_for_function(HEATMAP_LABELS, timeout=TIMEOUT_MS)
+        await page.wait_for_function(HEATMAP_LABELS, timeout=TIMEOUT_MS)  # a heatmap drawn, not just the page
         result.attention_goto_s.append(time.monotonic() - opened)
         await rendered(page, "Attention")
         box = page.get_by_label("Text", exact=True)
         await box.fill(task.text)
         typed = time.monotonic()
         await box.press("Enter")
+        # this session's own text on the axis: no answer crossed over
         want = json.dumps(task.labels, ensure_ascii=False)
         handle = await page.wait_for_function(
             f"() => {{ const x = ({HEATMAP_LABELS})(); return x && JSON.stringify(JSON.parse(x)) === "

@@ -40,7 +40,7 @@ NANO_BABY = dict(n_layer=BABY.num_layers, n_head=BABY.num_heads, n_embd=BABY.d_m
 
 def nano_command(steps: int, out: Path) -> list[str]:
     """nanoGPT README's CPU command, with max_iters and lr_decay_iters set to `steps`."""
-    flags = {"device": "cpu", "compile": False, "eval_iters": 20, "log_interval": 1, **NANO_BABY,
+    flags = {"device": "cpu", "compile": False, "eval_iters": 20, "log_interval": 1, **NANO_BABY,  # as the project's
              "max_iters": steps, "lr_decay_iters": steps, "out_dir": str(out)}
     return [sys.executable, "train.py", "config/train_shakespeare_char.py",
             *(f"--{name}={value}" for name, value in flags.items())]
@@ -73,7 +73,7 @@ def prepare_nanogpt(checkout: Path, data: Path, work: Path) -> Path:
 
 
 def timed(command: list[str], cwd: Path, env: dict) -> tuple[float, str]:
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # the whole process: start-up, imports and evaluations count, as for a learner
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
@@ -83,7 +83,7 @@ def timed(command: list[str], cwd: Path, env: dict) -> tuple[float, str]:
 
 def last_val_loss(log: str) -> float | None:
     """The last validation loss either program printed ('val loss 1.8812' / 'val loss 1.8812,')."""
-    found = re.findall(r"val loss (\d+\.\d+)", log)
+    found = re.findall(r"val loss (\d+\.\d+)", log)  # both programs print it this way
     return float(found[-1]) if found else None
 
 
@@ -102,7 +102,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         nano = prepare_nanogpt(args.nanogpt.resolve(), args.data.resolve(), work)
-        cases = ["nanoGPT", "project"] + ["project --compile"] * args.compile
+        cases = ["nanoGPT", "project"] + ["project --compile"] * args.compile  # --compile: a third case, opt-in
         compiled: dict[int, Stats] = {}
         plain: dict[int, Stats] = {}
         for steps in args.steps:

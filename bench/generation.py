@@ -40,6 +40,7 @@ def demo_generate(model: DemoGPT, ids: list[int], new_tokens: int, window: int, 
     """The demo's sampling loop: re-run the last `window` tokens for every new token."""
     tokens = list(ids)
     for _ in range(new_tokens):
+        # the whole window again for every token: no cache
         logits = model(torch.tensor([tokens[-window:]], dtype=torch.long))
         probs = F.softmax(logits[0, -1, :] / temperature, dim=-1)
         tokens.append(torch.multinomial(probs, 1).item())
@@ -51,11 +52,11 @@ def cases_for(config: str, window: int, prompt_chars: int, args: argparse.Namesp
     text = load_corpus(args.data if args.data and config == "baby" else shape.corpus)
     tokenizer = CharTokenizer.from_text(text)
     prompt = (text * (1 + window // len(text)))[:prompt_chars or window]  # prompt_chars 0: fill the window
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # the same random weights in every case: speed does not depend on training
     model = MiniGPT(GPTConfig(vocab_size=tokenizer.vocab_size, d_model=shape.d_model, num_heads=shape.num_heads,
                               num_layers=shape.num_layers, d_ff=shape.d_ff, max_len=window)).eval()
     demo = DemoGPT(tokenizer.vocab_size, shape.d_model, shape.num_heads, shape.num_layers, shape.d_ff, max_len=window,
-                   dropout=0.1).eval()
+                   dropout=0.1).eval()  # the demo's own dropout, off in eval() as when it samples
     ids = tokenizer.encode(prompt)
 
     def project(use_cache: bool) -> Callable[[], None]:
@@ -77,6 +78,7 @@ def bench_windows(args: argparse.Namespace) -> None:
     rows = []
     for config, window, prompt_chars in itertools.product(args.configs, args.windows, args.prompts):
         cases, vocab = cases_for(config, window, prompt_chars, args)
+        # the three cases in turn, every round
         res = interleave(cases, repeats=args.repeats, warmup=1, clock=clock_from(args.clock))
         demo, rerun, cached = res["demo"], res["project re-run"], res["project KV cache"]
         rows.append([
@@ -90,6 +92,7 @@ def bench_windows(args: argparse.Namespace) -> None:
                  "cache x re-run"], rows)
 
 
+# what a learner waits for before the text starts to stream
 def first_token(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, use_cache: bool) -> None:
     next(stream(model, tokenizer, prompt, 200, Sampling(temperature=0.8), seed=0, use_cache=use_cache))
 
@@ -105,6 +108,7 @@ def bench_first_token(args: argparse.Namespace) -> None:
                           (f"{model.config.max_len}-character prompt (full window)", text[: model.config.max_len])):
         for use_cache in (True, False):
             stats = measure(lambda p=prompt, c=use_cache: first_token(model, tokenizer, p, c),
+                            # milliseconds each: more rounds for a steady median
                             repeats=max(args.repeats, 20), warmup=2)
             rows.append([label, "KV cache" if use_cache else "re-run", stats.map(lambda s: s * 1e3).fmt(2)])
     print(f"time to the first streamed token, the shipped demo-zh model ({model.num_params():,} "

@@ -102,6 +102,22 @@ def together(n: int, steps: int, device: str) -> list[float]:
             return pool.map(_timed_run, [(steps, device, barrier)] * n)
 
 
+def runs_at_once(steps: int, device: str, most: int) -> None:
+    """4.: 2, 4, 8... runs at once until one falls below KEEPS_PACE of a run's speed alone."""
+    alone = statistics.median(together(1, steps, device))
+    rows, fits, n = [], 1, 2
+    while n <= most:
+        speeds = together(n, steps, device)
+        share = statistics.median(speeds) / alone
+        rows.append([n, f"{statistics.median(speeds):.1f}", f"{min(speeds):.1f}", f"{share:.2f}"])
+        if share < KEEPS_PACE:
+            break
+        fits, n = n, n * 2  # doubling: the first count that falls behind ends the search
+    print(f"4. runs at once, each in its own process (alone: {alone:.1f} steps/s):")
+    print_table(["runs", "median steps/s", "slowest", "share of alone"], rows)
+    print(f"   one {device} trains {fits} Small run(s) at once at >= {KEEPS_PACE} of their speed alone")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps of each compared run")
@@ -123,7 +139,7 @@ def main() -> int:
         print("device: the CPU in CUDA's place: this checks the script, not a GPU")
     torch.set_num_threads(1)
 
-    cpu, gpu = train(args.steps, "cpu"), train(args.steps, device)
+    cpu, gpu = train(args.steps, "cpu"), train(args.steps, device)  # the same seed and batches: the losses must agree
     worst_train, at_train = worst_relative(gpu["train"], cpu["train"])
     worst_val, at_val = worst_relative(gpu["val"], cpu["val"])
     fp32_ok = max(worst_train, worst_val) <= args.tolerance
@@ -133,7 +149,7 @@ def main() -> int:
     print_table(["step", "CPU val loss", f"{device} val loss"],
                 [[s, f"{a:.6f}", f"{b:.6f}"] for (s, a), (_, b) in zip(cpu["val"], gpu["val"])])
 
-    mixed = train(args.steps, device, dtype="auto")
+    mixed = train(args.steps, device, dtype="auto")  # what a run on this device gets by default
     final, final_mixed = gpu["val"][-1][1], mixed["val"][-1][1]
     gap = abs(final_mixed - final) / final
     mixed_ok = gap <= AUTOCAST_TOLERANCE
@@ -145,18 +161,7 @@ def main() -> int:
           f"autocast ({autocast['autocast']}) {autocast['steps_per_s']:.1f}; the CPU (one thread) "
           f"{cpu['steps_per_s']:.1f}")
 
-    alone = statistics.median(together(1, args.steps, device))
-    rows, fits, n = [], 1, 2
-    while n <= args.most:
-        speeds = together(n, args.steps, device)
-        share = statistics.median(speeds) / alone
-        rows.append([n, f"{statistics.median(speeds):.1f}", f"{min(speeds):.1f}", f"{share:.2f}"])
-        if share < KEEPS_PACE:
-            break
-        fits, n = n, n * 2
-    print(f"4. runs at once, each in its own process (alone: {alone:.1f} steps/s):")
-    print_table(["runs", "median steps/s", "slowest", "share of alone"], rows)
-    print(f"   one {device} trains {fits} Small run(s) at once at >= {KEEPS_PACE} of their speed alone")
+    runs_at_once(args.steps, device, args.most)
     return 0 if fp32_ok and mixed_ok else MISMATCH
 
 

@@ -5,7 +5,7 @@ off) on the default corpus, keeps it small, and reports what the KeptRun holds (
 the probe's attention maps, samples, history, validation windows) against the run it replaced
 (with its optimizer state and data), the resident memory that `--copies` kept runs add to this
 process, and how many kept runs the app's budget allows on boxes of several sizes
-(app/state/runs.py: KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT).
+(minigpt/serve/server.py: KEPT_RUN_BYTES, SERVER_BYTES, MIN_KEPT, MAX_KEPT).
 
     python -m bench.kept_runs --copies 40
 """
@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import gc
 import resource
 
-from bench.common import print_header, print_table
-from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, Trainer, build_model
-from minigpt.corpus import load_corpus
+from bench.common import print_header, print_table, run_settings, status_kb
+from minigpt import DEFAULT_CORPUS, Trainer, build_model
 from minigpt.serve.host.capacity import Capacity
 from minigpt.serve.runs.kept import KeptRun
 from minigpt.serve.runs.thread import TrainingRun
@@ -29,17 +27,11 @@ SERVER_START_MB = 300  # the server's RSS when its registry is made: a class's f
 
 
 def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
+    return status_kb() / 1024
 
 
 def challenge_run(steps: int) -> TrainingRun:
-    preset = PRESETS[DEFAULT_PRESET]
-    text = load_corpus(DEFAULT_CORPUS)
-    tokenizer = CharTokenizer.from_text(text)
-    model = dataclasses.replace(preset.model, vocab_size=tokenizer.vocab_size).validate()
-    train = dataclasses.replace(preset.train, max_steps=steps, early_stop_patience=0, device="cpu").validate(model)
+    text, tokenizer, model, train = run_settings(DEFAULT_CORPUS, steps)
     return TrainingRun(Trainer(build_model(model, train.seed), tokenizer, text, train), probe_text=text[:32],
                        sample_prompt=text[:2])
 
@@ -52,7 +44,7 @@ def main() -> None:
     print_header("A finished run kept in its small form")
     run = challenge_run(args.steps)
     run.start()
-    run._thread.join()
+    run._thread.join()  # to its end: a kept run is a finished one
     optimizer = sum(t.numel() * t.element_size() for s in run.trainer.optimizer.state.values()
                     for t in s.values() if hasattr(t, "numel"))
     data = sum(t.numel() * t.element_size() for t in (run.trainer.train_data, run.trainer.val_data))
@@ -71,7 +63,7 @@ def main() -> None:
         [f"resident memory {args.copies} kept runs add", f"{added:.1f} MB ({added / args.copies:.2f} MB each)"],
         ["peak RSS of this process", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"],
     ])
-    from app.state.runs import KEPT_RUN_BYTES, server_sizes
+    from minigpt.serve.server import KEPT_RUN_BYTES, server_sizes
 
     rows = []
     for box_mb, cpus in ((690, 1), (1024, 1), (2700, 2), (16384, 16)):

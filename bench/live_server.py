@@ -1,4 +1,6 @@
-"""The app served for real: `streamlit run` on a free loopback port, and a headless chromium.
+"""The app served for real: `streamlit run` of this checkout or another (`app_dir`) on a free
+loopback port, and two ways to be its learner: a headless chromium, or `Session`, one tab's worth
+of Streamlit's own websocket protocol (one process can play a whole class with it).
 
 The one way this project starts a live server: the benches that need one and the tests
 (tests/helpers/browser.py) both use `LiveServer`. The server only listens on 127.0.0.1; its
@@ -26,7 +28,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+
 from bench import REPO
+from bench.common import cpu_seconds, rss_kb, status_kb
 
 APP_DIR = REPO  # the checkout served unless another is named
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -47,11 +51,12 @@ class Box:
     def __enter__(self) -> "Box":
         if not (self.memory_mb or self.cpus):
             return self  # no limits: the server runs as it would anyway
-        name = f"minigpt-bench-{os.getpid()}-{secrets.token_hex(3)}"
+        name = f"minigpt-bench-{os.getpid()}-{secrets.token_hex(3)}"  # unique: two benches may run at once
         root = Path("/sys/fs/cgroup")
         try:
             if (root / "cgroup.controllers").exists():  # v2: one group, its controllers enabled by the parent
                 wanted = [c for c, on in (("memory", self.memory_mb), ("cpuset", self.cpus)) if on]
+                # else the child lacks the files
                 (root / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
                 group = root / name
                 group.mkdir()
@@ -73,6 +78,7 @@ class Box:
                     self.paths.append(group)
                     group.mkdir()
                     (group / "cpuset.cpus").write_text(self.cpus)
+                    # v1 refuses tasks without it
                     (group / "cpuset.mems").write_text((group.parent / "cpuset.mems").read_text().strip())
         except OSError as error:
             self.__exit__()
@@ -83,7 +89,7 @@ class Box:
     def __exit__(self, *exc) -> None:
         for group in reversed(self.paths):
             try:
-                group.rmdir()
+                group.rmdir()  # empty once the server has exited; a group still in use stays
             except OSError:
                 pass
 
@@ -128,7 +134,7 @@ class LiveServer:
         self.app_dir = app_dir  # another checkout of the app, for a before/after
         self.env = {**os.environ, "PYTHONPATH": str(app_dir), **(env or {})}
         self.box = box  # entered by the caller; the server starts inside it
-        self.script = script  # another script serves as a baseline (bench.inside_latency's bare rerun)
+        self.script = script  # another script serves as a baseline (bench.dashboard_latency's bare rerun)
         self.timeout = timeout  # how long it may take to answer its health check before it counts as broken
         self.log = log or Path(tempfile.mkdtemp(prefix="minigpt-bench-")) / "streamlit.log"
         if "MINIGPT_DATA_DIR" not in (env or {}):  # a database of its own, unless the caller shares one (a restart)
@@ -138,11 +144,11 @@ class LiveServer:
 
     def __enter__(self) -> "LiveServer":
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind(("127.0.0.1", 0))  # the kernel's free port; closed at once for streamlit to take
             port = s.getsockname()[1]
         command = [sys.executable, "-m", "streamlit", "run", self.script, "--server.address=127.0.0.1",
                    f"--server.port={port}", "--server.headless=true", "--browser.gatherUsageStats=false",
-                   "--server.fileWatcherType=none"]
+                   "--server.fileWatcherType=none"]  # no watcher threads: their CPU would count as the app's
         if self.box is not None and self.box.paths:  # the shell joins the groups, then becomes the server
             command = ["sh", "-c", f'{self.box.enter_command()} && exec "$@"', "sh", *command]
         with self.log.open("w") as log:
@@ -167,23 +173,17 @@ class LiveServer:
                 time.sleep(0.1)
         raise RuntimeError(f"streamlit did not answer on {self.url} within {self.timeout} s")
 
-    def _status(self, field: str) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-        raise KeyError(field)
-
     def rss_mb(self) -> float:
         """The server's resident set now, in MB of 10^6 bytes (0 once it has died)."""
         if self.proc.poll() is not None:
             return 0.0
-        return self._status("VmRSS") * 1024 / 10**6
+        return status_kb(self.proc.pid, "VmRSS") * 1024 / 10**6
 
     def peak_rss_mb(self) -> float:
         """The server's highest resident set so far (the kernel's VmHWM), in MB of 10^6 bytes."""
         if self.proc.poll() is not None:
             return 0.0
-        return self._status("VmHWM") * 1024 / 10**6
+        return status_kb(self.proc.pid, "VmHWM") * 1024 / 10**6
 
     def descendants(self) -> list[int]:
         """The pids of the server's child processes and theirs (a fork server, runs that train in
@@ -205,33 +205,18 @@ class LiveServer:
     def children_rss_mb(self) -> float:
         """The resident sets of the server's descendants, summed, in MB of 10^6 bytes (pages they share
         are counted in each: the control group's peak is the one figure that counts them once)."""
-        total = 0
-        for pid in self.descendants():
-            try:
-                total += next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                              if line.startswith("VmRSS:"))
-            except (OSError, StopIteration):
-                continue
-        return total * 1024 / 10**6
+        return rss_kb(self.descendants()) * 1024 / 10**6
 
     def threads(self) -> int:
-        return self._status("Threads")
+        return status_kb(self.proc.pid, "Threads")
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the server has used so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds([self.proc.pid])
 
     def tree_cpu_seconds(self) -> float:
         """User + system CPU time of the server and of its descendants alive now."""
-        total = 0
-        for pid in (self.proc.pid, *self.descendants()):
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # ended meanwhile
-                continue
-            total += int(fields[11]) + int(fields[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds([self.proc.pid, *self.descendants()])
 
     def wait_idle(self, quiet: float = 1.0, limit: float = 30.0) -> float:
         """Until the server and its children have used less than 5% of a core for `quiet` seconds
@@ -247,16 +232,14 @@ class LiveServer:
     def thread_cpu_seconds(self, name: str) -> float:
         """User + system CPU time of the server's threads named `name` in the kernel (training threads
         are, minigpt.serve.runs.thread.name_os_thread), those alive now."""
-        total = 0
+        named = []
         for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
             try:
-                if (task / "comm").read_text().strip() != name:
-                    continue
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                if (task / "comm").read_text().strip() == name:
+                    named.append(f"{self.proc.pid}/task/{task.name}")
             except OSError:  # the thread ended meanwhile
                 continue
-            total += int(fields[11]) + int(fields[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(named)
 
     def stop(self, timeout: float = 15.0) -> tuple[int | None, float]:
         """SIGTERM the server (by its PID); returns its exit code and the seconds it took."""
@@ -272,8 +255,4 @@ class LiveServer:
         return code, time.monotonic() - started
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a small sample."""
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(rank) - 1]
+# ---------------------------------------------------------------- a learner's tab, without a browser

@@ -49,7 +49,7 @@ print(json.dumps(seconds))
 
 def visits(app_dir: Path, page: str, count: int) -> list[float]:
     """VISIT in a fresh process in the checkout `app_dir`, importing its own packages (as LiveServer serves one)."""
-    env = {**os.environ, "PYTHONPATH": str(app_dir)}
+    env = {**os.environ, "PYTHONPATH": str(app_dir)}  # the checkout's own minigpt and app, not this one's
     out = subprocess.run([sys.executable, "-c", VISIT, page, str(count)], cwd=app_dir, env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -63,11 +63,12 @@ def main() -> None:
     parser.add_argument("--before", type=Path, default=None)
     args = parser.parse_args()
     print_header(f"CPU of one warm visit to {args.page}")
+    # in turn each round, so a busier stretch hits both
     trees = [("this checkout", APP_DIR)] + ([("before", args.before.resolve())] if args.before else [])
     rows = []
     for round_ in range(args.rounds):
         for name, tree in trees:
-            started = time.perf_counter()
+            started = time.perf_counter()  # the wall clock of the whole process: start-up included, for scale only
             seconds = visits(tree, args.page, args.visits)
             rows.append([round_ + 1, name, f"{statistics.median(seconds) * 1000:.1f}", f"{min(seconds) * 1000:.1f}",
                          f"{max(seconds) * 1000:.1f}", f"{time.perf_counter() - started:.0f}"])

@@ -27,16 +27,18 @@ def run_preset(name: str, text: str, task: Task | None = None) -> dict:
     preset = PRESETS[name]
     tokenizer = CharTokenizer.from_text(text)
     model_cfg = replace(preset.model, vocab_size=tokenizer.vocab_size)
+    # the page's preset as it is, but always on the CPU the results quote
     train_cfg = replace(preset.train, device="cpu")
     trainer = Trainer(build_model(model_cfg, train_cfg.seed), tokenizer, text, train_cfg, **training_hooks(task))
     started = time.perf_counter()
-    events = list(trainer.events())
+    events = list(trainer.events())  # the whole run; its evaluations are the events with a val loss
     wall = time.perf_counter() - started
     evals = [e for e in events if e.val_loss is not None]
     result = {"wall": wall, "steps": trainer.step, "train": evals[-1].train_eval_loss, "val": evals[-1].val_loss,
               "best": min(e.val_loss for e in evals), "uniform": uniform_loss(tokenizer.vocab_size),
               "early": trainer.stopped_early, "params": model_cfg.num_params()}
     if task is not None:
+        # None: never every answer character right
         first_full = next((e.step for e in evals if e.score.chars == 1.0), None)
         result.update(chars=evals[-1].score.chars, lines=evals[-1].score.lines, first_full=first_full,
                       floor=task.loss_floor(train_cfg.block_size))
@@ -55,7 +57,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print_header("Presets on the default corpus")
     text = load_corpus(args.corpus)
-    chosen = [p for p in args.presets if p != "task"]
+    chosen = [p for p in args.presets if p != "task"]  # the task preset trains on its own corpora, below
     if chosen:
         print(f"corpus {args.corpus}: {len(text):,} characters\n")
         headers = ["preset", "parameters", "steps", "wall s (median of runs)", "train loss", "val loss", "best val",

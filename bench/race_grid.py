@@ -26,6 +26,7 @@ def race(text: str, d_k: int, heads: int, lr: float, steps: int, layers: int) ->
     tokenizer = CharTokenizer.from_text(text)
     config, train = race_configs(tokenizer.vocab_size, d_k, layers, steps, lr, heads=heads)
     started = time.perf_counter()
+    # the page reports ten times a race
     last = list(scaling_race(config, train, tokenizer, text, every=max(1, steps // 10)))[-1]
     return time.perf_counter() - started, last.scaled.loss, last.unscaled.loss
 
@@ -38,14 +39,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[100, 200, 400])
     parser.add_argument("--layers", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the page's race runs on one of the server's threads
     text = load_corpus(DEFAULT_CORPUS)
     print_header(f"The √d_k race on {DEFAULT_CORPUS}, {args.layers} layer(s), batch 16 x 32")
     headers = ["d_k", "heads", "lr", "steps", "s", "loss scaled", "loss unscaled", "gap", "gap %"]
     rows = []
+    # every combination: the grid the page's defaults came from
     for d_k, heads, lr, steps in itertools.product(args.d_k, args.heads, args.lr, args.steps):
         seconds, scaled, unscaled = race(text, d_k, heads, lr, steps, args.layers)
         rows.append([d_k, heads, f"{lr:g}", steps, f"{seconds:.1f}", f"{scaled:.3f}", f"{unscaled:.3f}",
+                     # > 0: the scaled head learned more
                      f"{unscaled - scaled:+.3f}", f"{(unscaled - scaled) / scaled:+.1%}"])
         print_row(headers, rows[-1])
     print()

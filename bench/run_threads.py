@@ -14,8 +14,8 @@ import argparse
 import statistics
 import time
 
-from bench.bare_loop import SAMPLE_CHARS, lscpu_model, settings
-from bench.common import print_header, print_table
+from bench.bare_loop import SAMPLE_CHARS
+from bench.common import Stats, lscpu_model, print_header, print_table, run_settings
 from minigpt import DEFAULT_CORPUS
 from minigpt.corpus import demo_prompts, probe_text
 
@@ -25,21 +25,23 @@ def pair(corpus: str, steps: int, threads: int) -> tuple[float, list[float]]:
     from minigpt.serve.runs.process import ProcessRun
     from minigpt.serve.runs.recipe import CHILD_NICE, RunSpec
 
-    text, tokenizer, model, train = settings(corpus, steps)
-    probe = probe_text(tokenizer, text)[: train.block_size]
+    text, tokenizer, model, train = run_settings(corpus, steps)
+    probe = probe_text(tokenizer, text)[: train.block_size]  # what the Train page's run probes its attention on
     prompt = next(iter(demo_prompts(tokenizer)), "")
     runs = [ProcessRun(RunSpec(f"r{i}", model, train, tuple(tokenizer.chars), text, corpus, probe, prompt,
+                               # as the app starts a run: niced, in its own process
                                SAMPLE_CHARS, nice=CHILD_NICE, threads=threads)) for i in range(2)]
     started = time.perf_counter()
     for run in runs:
         run.start()
     ended = []
     for run in runs:
+        # polled: a run's process tells its end only through its state
         while run.state not in ("finished", "error", "stopped", "closed"):
             time.sleep(0.02)
         ended.append(time.perf_counter() - started)
         run.close()
-    return 2 * steps / max(ended), [steps / seconds for seconds in ended]
+    return 2 * steps / max(ended), [steps / seconds for seconds in ended]  # the pair ends with its slower run
 
 
 def main() -> None:
@@ -56,7 +58,7 @@ def main() -> None:
     results: dict[int, list[tuple[float, list[float]]]] = {1: [], 2: []}
     rows = []
     for round_ in range(args.repeats):
-        order = (1, 2) if round_ % 2 == 0 else (2, 1)
+        order = (1, 2) if round_ % 2 == 0 else (2, 1)  # alternating: neither case always runs on a cooler machine
         for threads in order:
             results[threads].append(pair(args.corpus, args.steps, threads))
         one, two = results[1][-1][0], results[2][-1][0]
@@ -66,8 +68,7 @@ def main() -> None:
     for threads, found in results.items():
         each = [speed for _pair, speeds in found for speed in speeds]
         summary.append([f"{threads} thread{'s' if threads > 1 else ''} each",
-                        f"{statistics.median(p for p, _ in found):.1f} ({min(p for p, _ in found):.1f}-"
-                        f"{max(p for p, _ in found):.1f})", f"{statistics.median(each):.1f}"])
+                        Stats([p for p, _ in found]).fmt(1), f"{statistics.median(each):.1f}"])
     print_table(["case", "the pair's steps/s, median (min-max)", "a run's steps/s, median"], summary)
 
 

@@ -13,7 +13,6 @@ checkpoint per run).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import tempfile
 import time
@@ -21,9 +20,8 @@ from pathlib import Path
 
 import torch
 
-from bench.common import print_header, print_table
-from minigpt import DEFAULT_CORPUS, DEFAULT_PRESET, PRESETS, CharTokenizer, probe_text
-from minigpt.corpus import load_corpus
+from bench.common import print_header, print_table, run_settings
+from minigpt import DEFAULT_CORPUS, probe_text
 from minigpt.lab.run_records import RunRecord, RunShelf
 from minigpt.serve.classes.board import Classes
 from minigpt.serve.line.registry import RunRegistry
@@ -44,12 +42,8 @@ def main() -> None:
     torch.set_num_threads(1)
     print_header("the store's size after a class")
     folder = Path(tempfile.mkdtemp(prefix="minigpt-store-"))
-    store = Store.from_url(f"sqlite:///{folder / 'minigpt.db'}")
-    preset = PRESETS[DEFAULT_PRESET]
-    text = load_corpus(DEFAULT_CORPUS)
-    tokenizer = CharTokenizer.from_text(text)
-    model = dataclasses.replace(preset.model, vocab_size=tokenizer.vocab_size).validate()
-    train = dataclasses.replace(preset.train, max_steps=args.steps, early_stop_patience=0, device="cpu").validate(model)
+    store = Store.from_url(f"sqlite:///{folder / 'minigpt.db'}")  # the default engine, in a folder of its own
+    text, tokenizer, model, train = run_settings(DEFAULT_CORPUS, args.steps)
     spec = RunSpec("", model, train, tuple(tokenizer.chars), text, DEFAULT_CORPUS,
                    probe_text(tokenizer, text)[: train.block_size], text[:1], 80, nice=0, threads=1)
     registry = RunRegistry(max_runs=args.slots, store=store, builder=lambda s, r: build_run(s, r, in_process=False),
@@ -57,11 +51,12 @@ def main() -> None:
     classes, shelf = Classes(store=store), RunShelf(store=store)
     opened = classes.open()
     started = time.perf_counter()
+    # the whole class presses Start
     entries = [registry.submit(spec, corpus=DEFAULT_CORPUS) for _ in range(args.learners)]
     for n, entry in enumerate(entries):
         classes.post(opened.code, entry, entry.key, f"learner {n}", learner=str(n), corpus=DEFAULT_CORPUS)
         for step in range(1, LESSON_STEPS + 1):
-            classes.answer(opened.code, str(n), step, n % 4)
+            classes.answer(opened.code, str(n), step, n % 4)  # one answer per question, as a learner gives
     while True:  # a bench, not a test: it looks every second until the class has finished training
         states = [registry.get(e.run_id, e.key).run.state for e in entries]  # each owner's sign of life
         if all(state in ("finished", "error", "stopped", "closed") for state in states):
@@ -71,11 +66,11 @@ def main() -> None:
         raise SystemExit(f"not every run finished: {sorted(states)}")
     for entry in entries:
         shelf.put(RunRecord.of_run("kept", DEFAULT_CORPUS, model, train, entry.run.snapshot()))
-    registry.dispatch()
+    registry.dispatch()  # the last writes queued by the runs' ends
     registry.stop_all()
-    store.flush(60)
+    store.flush(60)  # every write on disk before the sizes are read
     seconds = time.perf_counter() - started
-    database = sum(p.stat().st_size for p in folder.glob("minigpt.db*"))
+    database = sum(p.stat().st_size for p in folder.glob("minigpt.db*"))  # the file, its WAL and shared memory
     checkpoints = sum(p.stat().st_size for p in (folder / "checkpoints").rglob("*") if p.is_file())
     total = store.size_on_disk()
     print(f"{args.learners} learners, {args.steps} steps each ({model.num_params():,} parameters), trained in "

@@ -32,10 +32,11 @@ from minigpt.model import eval_mode
 PROJECT_MODEL = GPTConfig(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=64, dropout=0.0)
 PROJECT_TRAIN = TrainConfig(
     batch_size=16, block_size=64, lr=3e-3, min_lr=3e-4, weight_decay=0.1, betas=(0.9, 0.99),
+    # bf16: AMX CPUs
     max_steps=1500, warmup_steps=100, schedule="cosine", grad_clip=1.0, dtype="bfloat16", device="cpu",
 )
 NANO_STEPS = 2000  # nanoGPT's recipe: BABY, nanoGPT's model, its max_iters
-EVAL_BATCH, EVAL_BLOCK = BABY.batch_size, BABY.block_size
+EVAL_BATCH, EVAL_BLOCK = BABY.batch_size, BABY.block_size  # both recipes scored on the same windows
 
 
 @dataclass
@@ -51,7 +52,7 @@ class Run:
     curve: list[Point]
 
     def time_to(self, target: float) -> float | None:
-        return next((p.seconds for p in self.curve if p.val_loss <= target), None)
+        return next((p.seconds for p in self.curve if p.val_loss <= target), None)  # None: never reached
 
     @property
     def final(self) -> Point:
@@ -62,7 +63,7 @@ class Run:
 def val_loss(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Mean loss over fixed batches, in eval mode and float32, for either model."""
     with eval_mode(model):
-        loss = sum(model(x, y)[1].item() for x, y in batches) / len(batches)
+        loss = sum(model(x, y)[1].item() for x, y in batches) / len(batches)  # both models return (logits, loss)
     return loss
 
 
@@ -75,7 +76,7 @@ def train_with_evals(
     for i in range(1, steps + 1):
         t0 = clock()
         step()
-        seconds += clock() - t0
+        seconds += clock() - t0  # the step alone: evaluations are not training time
         if i % eval_interval == 0 or i == steps:
             curve.append(Point(i, seconds, val_loss(model, batches)))
     return Run(recipe, curve)
@@ -84,7 +85,7 @@ def train_with_evals(
 def run_nano(text_ids: torch.Tensor, seed: int, args: argparse.Namespace, batches: list) -> Run:
     torch.manual_seed(seed)
     model = NanoGPT(nano_config(BABY, args.vocab_size))
-    train, _ = split_tokens(text_ids, 0.1, BABY.block_size)
+    train, _ = split_tokens(text_ids, 0.1, BABY.block_size)  # the project's split: both recipes see the same text
     step = NanoStep(model, train, BABY.batch_size, BABY.block_size, lr=1e-3, min_lr=1e-4, warmup=100,
                     max_iters=NANO_STEPS, weight_decay=0.1, betas=(0.9, 0.99), seed=seed)
     return train_with_evals("nanoGPT", step, model, NANO_STEPS, args.eval_interval, batches, args.clock_fn)
@@ -106,7 +107,7 @@ def project_train_config(args: argparse.Namespace, seed: int = PROJECT_TRAIN.see
     overrides = {k: v for k, v in dict(lr=args.lr, max_steps=args.steps, batch_size=args.batch, dtype=args.dtype,
                                         warmup_steps=args.warmup).items() if v is not None}
     if args.lr is not None:
-        overrides["min_lr"] = args.lr / 10
+        overrides["min_lr"] = args.lr / 10  # nanoGPT's ratio of the floor to the peak
     return dataclasses.replace(PROJECT_TRAIN, seed=seed, **overrides)
 
 
@@ -135,7 +136,7 @@ def print_curves(runs: list[Run]) -> None:
     for recipe, recipe_runs in by_recipe.items():
         print(f"{recipe}: val loss against training time (median over {len(recipe_runs)} runs)")
         rows = []
-        for i, point in enumerate(recipe_runs[0].curve):
+        for i, point in enumerate(recipe_runs[0].curve):  # every run of a recipe evaluates at the same steps
             secs = Stats([r.curve[i].seconds for r in recipe_runs])
             loss = Stats([r.curve[i].val_loss for r in recipe_runs])
             rows.append([point.step, secs.fmt(1), loss.fmt(3)])

@@ -37,18 +37,21 @@ DEMO_WINDOWS = 20_000  # the demo's DataLoader holds one Python list per window:
 def project_case(shape: Shape, text: str, tokenizer: CharTokenizer, steps: int, batch_size: int,
                  attn_implementation: str = "sdpa", dtype: str = "float32") -> Callable[[], None]:
     """`steps` Trainer steps; "eager" re-does compute_gradients with attn_implementation="eager"."""
+    # the demo's max_len 128: the same embedding table in every case
     model_cfg = shape.model(tokenizer.vocab_size, max_len=max(128, shape.block_size))
     train_cfg = TrainConfig(batch_size=batch_size, block_size=shape.block_size, max_steps=10**9,
+                            # never stops, never evaluates: the step alone is timed
                             eval_interval=10**9, dtype=dtype, device="cpu")
     trainer = Trainer(build_model(model_cfg, seed=0), tokenizer, text, train_cfg)
 
     def eager_gradients() -> None:
         trainer.optimizer.zero_grad(set_to_none=True)
         x, y = trainer.next_batch()
-        with trainer._autocast():
+        with trainer._autocast():  # the Trainer's own autocast, so eager differs from fused by attention alone
             _, loss = trainer.model(x, y, attn_implementation="eager")
         loss.backward()
 
+    # the update is the same either way
     gradients = trainer.compute_gradients if attn_implementation == "sdpa" else eager_gradients
 
     def run() -> None:
@@ -63,6 +66,7 @@ def demo_case(shape: Shape, ids: list[int], vocab_size: int, steps: int) -> Call
     torch.manual_seed(0)
     model = DemoGPT(vocab_size, shape.d_model, shape.num_heads, shape.num_layers, shape.d_ff,
                     max_len=max(128, shape.block_size), dropout=shape.dropout)
+    # the demo's DataLoader, as it trains
     step = DemoStep(model, ids[:DEMO_WINDOWS], shape.batch_size, shape.block_size)
 
     def run() -> None:
@@ -74,7 +78,7 @@ def demo_case(shape: Shape, ids: list[int], vocab_size: int, steps: int) -> Call
 
 def nano_case(shape: Shape, ids: torch.Tensor, vocab_size: int, steps: int) -> Callable[[], None]:
     torch.manual_seed(0)
-    model = NanoGPT(nano_config(shape, vocab_size))
+    model = NanoGPT(nano_config(shape, vocab_size))  # seeded above: the same initial weights every round
     step = NanoStep(model, ids, shape.batch_size, shape.block_size)
 
     def run() -> None:
@@ -88,6 +92,7 @@ def bench_config(name: str, shape: Shape, args: argparse.Namespace) -> None:
     text = load_corpus(args.data if args.data and name == "baby" else shape.corpus)
     tokenizer = CharTokenizer.from_text(text)
     ids = tokenizer.encode(text)
+    # about 30k tokens a round, any shape
     steps = args.steps or max(10, 30_000 // (shape.batch_size * shape.block_size))
     tokens = steps * shape.batch_size * shape.block_size
     cases = {
@@ -104,7 +109,7 @@ def bench_config(name: str, shape: Shape, args: argparse.Namespace) -> None:
         for dtype in ("float32", "bfloat16") if args.bf16 else ("float32",):
             label = f"project fused{' bf16' if dtype == 'bfloat16' else ''}, batch {big}"
             cases[label] = project_case(shape, text, tokenizer, big_steps, big, dtype=dtype)
-    counts = {label: tokens for label in cases}
+    counts = {label: tokens for label in cases}  # tokens per round of each case: the big batch's differ by rounding
     if big and big != shape.batch_size:
         for label in cases:
             if label.endswith(f"batch {big}"):
@@ -114,6 +119,7 @@ def bench_config(name: str, shape: Shape, args: argparse.Namespace) -> None:
     demo, nano = results["demo (re-implemented)"], results["nanoGPT (re-implemented)"]
     rows = []
     for label, secs in results.items():
+        # compared per token: cases of different batch sizes line up
         per_token = secs.map(lambda s, n=counts[label]: s / n)
         rows.append([
             label, secs.map(lambda s, n=counts[label]: n / s).fmt(0),

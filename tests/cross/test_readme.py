@@ -1,11 +1,12 @@
-"""The README's front door works as written: its Python examples run, and its test and setup
-commands are the ones CI runs.
+"""The README's front door works as written: its Python examples run, its test and setup
+commands are the ones CI runs, and its file tree names the folders git tracks.
 
     pytest tests/cross/test_readme.py
 """
 import contextlib
 import io
 import re
+import subprocess
 
 import pytest
 
@@ -63,3 +64,44 @@ def test_every_link_and_file_the_manual_names_exists(doc):
             broken.append(target)
     broken += [p for p in PATH.findall(text) if not (ROOT / p.rstrip("/")).exists()]
     assert not broken, broken
+
+
+def _tree_folders() -> set[str]:
+    """The folders README.md's file tree names, as paths: two spaces of indent per level."""
+    section = README.split("## Files", 1)[1]
+    tree = re.search(r"```\n(.*?)```", section, flags=re.S).group(1)
+    folders, parents = set(), []
+    for line in filter(str.strip, tree.splitlines()):
+        indent = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.split()[0]
+        assert name.endswith("/"), f"the tree names folders only: {line!r}"
+        parents[indent:] = [name.rstrip("/")]  # a line's parents are the names above it at each shallower indent
+        folders.add("/".join(parents))
+    return folders
+
+
+def _tracked_folders() -> set[str]:
+    """Every folder `git ls-files` puts a file in, with the folders above it."""
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):  # no git, or an unpacked archive: the tests skip
+        return set()
+    return {"/".join(parts[:n]) for parts in (f.split("/") for f in listed.splitlines()) for n in range(1, len(parts))}
+
+
+def test_every_folder_the_readmes_tree_names_is_tracked():
+    tracked = _tracked_folders()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    assert _tree_folders() <= tracked, sorted(_tree_folders() - tracked)
+
+
+def test_the_readmes_tree_names_every_top_folder_and_every_folder_of_the_code():
+    """Top-level folders, and every folder of minigpt/ and app/, except the data folders inside a
+    folder of texts, checkpoints or catalogs (one per corpus or language), which the tree names as one."""
+    tracked = _tracked_folders()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    data = ("minigpt/corpora/", "minigpt/pretrained/", "app/locales/")
+    wanted = {f for f in tracked if "/" not in f or (f.startswith(("minigpt/", "app/")) and not f.startswith(data))}
+    assert not wanted - _tree_folders(), sorted(wanted - _tree_folders())

@@ -23,7 +23,7 @@ import torch
 from bench.common import print_header, print_table, run_settings
 from minigpt import DEFAULT_CORPUS, probe_text
 from minigpt.lab.run_records import RunRecord, RunShelf
-from minigpt.serve.classes.board import Classes
+from minigpt.serve.classes.classes import Classes
 from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.store.database import Store
 from minigpt.serve.runs.process import build_run

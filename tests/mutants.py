@@ -594,14 +594,14 @@ MUTANTS = {
         "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step))")]),
     "board: one post more per learner than the limit (board)": ("minigpt/serve/classes/posts.py", [(
         ">= self.max_per_learner:", "> self.max_per_learner:")]),
-    "board: every viewer builds the view again (board)": ("minigpt/serve/classes/board.py", [(
+    "board: every viewer builds the view again (board)": ("minigpt/serve/classes/classes.py", [(
         "            if board._view is None or moved or board._view.key != key:",
         "            if True:")]),
     "board: a hidden run still on the chart (board)": ("minigpt/serve/classes/board.py", [(
         "        return [row for row in self.rows if not row.hidden]", "        return list(self.rows)")]),
     "board: the ranking worst first (board)": ("minigpt/serve/classes/board.py", [(
         "return sorted(fit, key=lambda row: row.best_val)", "return sorted(fit, key=lambda row: -row.best_val)")]),
-    "board: characters seen forget the window (board)": ("minigpt/serve/classes/board.py", [(
+    "board: characters seen forget the window (board)": ("minigpt/serve/classes/classes.py", [(
         "post.step * train.batch_size * train.block_size * train.grad_accum",
         "post.step * train.batch_size * train.grad_accum")]),
     "board: a class never ends (board)": ("minigpt/serve/classes/roster.py", [(
@@ -633,7 +633,7 @@ MUTANTS = {
         "        pass")]),
     "store: the checkpoint does not record the thread count (runner)": ("minigpt/serve/runs/thread.py", [(
         "\"threads\": torch.get_num_threads()", "\"threads\": 1")]),
-    "store: an interrupted run reads as still training (stored)": ("minigpt/serve/runs/stored.py", [(
+    "store: an interrupted run reads as still training (stored)": ("minigpt/serve/line/stored.py", [(
         "        return self._row.state if self._row.state in SETTLED_STATES else INTERRUPTED",
         "        return self._row.state")]),
     # each of these passed the whole suite once (issue 58)

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .classes.board import COLUMNS, RUN_LABEL, BoardView, Challenge, Classes
+    from .classes.board import COLUMNS, RUN_LABEL, BoardView, Challenge
+    from .classes.classes import Classes
     from .classes.codes import CODE_ALPHABET, CODE_LENGTH
     from .classes.lesson import LessonNow
     from .classes.posts import MAX_NAME
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from .runs.cluster import ClusterError, Size
     from .runs.recipe import RunSpec
     from .runs.run import INTERRUPTED, RunSnapshot
-    from .runs.stored import NoWeightsError
+    from .line.stored import NoWeightsError
     from .runs.thread import SAMPLE_TEMPERATURE
     from .server import (ADDRESS_ENV, RUNS_ON_ENV, TRAIN_IN_ENV, Database, Placement, Server, ServerSettings,
                          connect_database, open_server, prepare_training, writable_folder)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Message
-from .classes.board import Classes
+from .classes.classes import Classes
 from .host.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
 from .line.registry import DEFAULT_MAX_WAITING, DEFAULT_WAITING_IDLE, RunRegistry
 from .runs.cluster import Cluster, ClusterError, Size, connect, unusable

@@ -291,7 +291,7 @@ def test_equal_results_share_a_place_in_the_ranking():
 
 @pytest.mark.parametrize("lang, said", [("en", "was cut to its first 40"), ("zh", "40")])
 def test_a_pasted_long_name_is_cut_at_the_limit_and_the_page_says_so(lang, said):
-    from minigpt.serve.classes.board import MAX_NAME
+    from minigpt.serve.classes.posts import MAX_NAME
     _teacher, code = teacher_class(lang)
     at = tiny_settings(page(home(lang, **{"class": code}), TRAIN.script), max_steps=20)
     at.button(key="start").click().run()

@@ -22,7 +22,7 @@ from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import GPTConfig, TrainConfig, Trainer, build_model
 from minigpt.lab.run_records import RunRecord, csv_text, history_table, results_table
-from minigpt.serve.classes.board import Classes
+from minigpt.serve.classes.classes import Classes
 from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.runs.thread import TrainingRun
 from minigpt.train import TrainEvent

@@ -11,37 +11,18 @@ from __future__ import annotations
 import secrets
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...lab.run_records import RunRecord
 from ..store import keys
+from .board import Post
 from .roster import BoardError, ClassBoard, Roster
 
 if TYPE_CHECKING:
-    from ..line.registry import RunEntry
+    from ..line.entry import RunEntry
 
 MAX_NAME = 40  # characters of a post's name
 EMOJI_JOINERS = {"\u200d", "\ufe0f"} | {chr(c) for c in range(0xE0020, 0xE0080)}  # ZWJ, emoji style, flag tags
-
-
-@dataclass
-class Post:
-    """A run on a board: where to read it, and what was last read of it."""
-
-    post_id: str
-    name: str
-    run_id: str
-    key: bytes = field(repr=False)  # a salted digest of the poster's secret (keys.py), which withdraws the post
-    run_key: bytes = field(repr=False)  # one of the run's owner key, which withdraws it too (after a refresh)
-    learner: bytes = field(repr=False)  # who posted, tagged under the class's salt
-    corpus: str                   # the key of the corpus the run trained on
-    record: RunRecord             # the run as last read: kept when the run itself is released
-    sample: str                   # its latest evaluation's sample
-    state: str
-    step: int                     # its trainer's step as last read (the record logs every few steps)
-    hidden: bool = False
-    place: int | None = None      # its place in line while it waits for a training slot
 
 
 def plain_name(name: str) -> str:

@@ -24,8 +24,7 @@ from .codes import CODE_LENGTH, is_code, new_code
 
 if TYPE_CHECKING:
     from ..store.database import Store
-    from .board import BoardView, Challenge
-    from .posts import Post
+    from .board import BoardView, Challenge, Post
 
 ACTIVITY_SAVE_SECONDS = 60.0  # a class's last activity is written to the store at most this often
 

@@ -85,7 +85,7 @@ class LineBook:
 
     def news(self) -> tuple[list[RunEntry], list[RunEntry]]:
         """The runs whose news the store keeps, and those let go since the last look (handed over once)."""
-        from ..runs.stored import StoredRun
+        from .stored import StoredRun
 
         with self.lock:
             entries = [e for e in self._entries.values() if e.lasting and not isinstance(e.run, StoredRun)
@@ -274,7 +274,7 @@ class LineBook:
 
 
 def _is_stored(run) -> bool:
-    from ..runs.stored import StoredRun  # stored.py reads checkpoints: loaded once a run is let go, not at import
+    from .stored import StoredRun  # stored.py reads checkpoints: loaded once a run is let go, not at import
 
     return isinstance(run, StoredRun)
 

@@ -74,7 +74,7 @@ class Keeping:
 
     def _save_last(self, entry: RunEntry) -> None:
         """A run let go: its last state, so the store never shows it waiting or training."""
-        from ..runs.stored import StoredRun
+        from .stored import StoredRun
 
         if entry.saved is None:
             return  # no row was written for it
@@ -90,7 +90,7 @@ class Keeping:
     def _save_entry(self, entry: RunEntry, now: float, force: bool = False) -> None:
         """One run's news since the store last had it (the dispatcher's look, or a checkpoint's sink
         just before the checkpoint: a checkpoint never reaches the store ahead of the steps it holds)."""
-        from ..runs.stored import error_json
+        from .stored import error_json
 
         with self._save_lock:  # the dispatcher and a sink both write: `saved` must match what the store has
             if entry.saved is None or EXITING.is_set():  # no row queued yet (submit writes it); the server exits
@@ -141,7 +141,7 @@ class Keeping:
             if self.store.problem is None:  # the store answered: it does not have it either
                 self.book.missing(run_id)
             return None
-        from ..runs.stored import StoredRun
+        from .stored import StoredRun
 
         run = StoredRun(row, self.store)
         entry = RunEntry(run, "", row.corpus_label, run.spec.probe_text or "", self._clock(), self.facts(run.spec),

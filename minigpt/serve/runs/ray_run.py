@@ -16,15 +16,29 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...messages import Message
 from .recipe import resume_spec
 from .remote import WEIGHTS_TIMEOUT, RemoteRun
 from .run import ENDED_STATES, EvalRecord
 
-if TYPE_CHECKING:  # the cluster imports this module: it hands its runs out
-    from .cluster import Cluster
+if TYPE_CHECKING:
+    from .recipe import RunSpec
+
+
+class ActorPool(Protocol):
+    """What a RayRun asks of whatever places its actors (cluster.Cluster): this module names no
+    cluster, so that the cluster, which hands its runs out, imports it and not the other way."""
+
+    def place(self, spec: RunSpec) -> tuple[Any, dict]:
+        """An actor with `spec`'s run loaded on a machine that has room, and what it said when ready."""
+
+    def give_back(self, actor: Any) -> None:
+        """The actor's run has ended: it goes back to the pool, warm, for the next run."""
+
+    def machine_left(self, node_id: str, err: Exception) -> bool:
+        """Whether the actor died because its machine left the cluster (then the run moves)."""
 
 NEWS_WAIT = 0.5  # the longest the actor holds a call for news before it answers "nothing new"
 _HAND_BACK = "hand back"  # the command thread's last item: the actor goes back to the cluster
@@ -42,7 +56,7 @@ class ActorChannel:
 
     where = "actor"  # what the run's weights could not be read from, in an error
 
-    def __init__(self, cluster: Cluster, actor):
+    def __init__(self, cluster: ActorPool, actor):
         self.cluster, self.actor = cluster, actor  # the actor changes as the run moves (under the run's lock)
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._handing: Future | None = None  # the actor going back to the cluster (the command thread does it, last)
@@ -149,7 +163,7 @@ class RayRun(RemoteRun):
     thread). Starting it is not waited for; pause, run_steps, stop and close return once the actor
     has done them (at most `timeout`)."""
 
-    def __init__(self, spec, cluster: Cluster, *, history: list = (), evals: list[EvalRecord] = ()):
+    def __init__(self, spec, cluster: ActorPool, *, history: list = (), evals: list[EvalRecord] = ()):
         """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
         from .thread import register
 

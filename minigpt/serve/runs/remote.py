@@ -11,8 +11,10 @@ import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .recipe import corpus_val_windows
 from .run import RunSnapshot
 
 if TYPE_CHECKING:
@@ -66,8 +68,6 @@ class RemoteRun:
               evals: list[EvalRecord] = ()) -> None:
         """The server's copy of `spec`'s run, its trainer reached through `channel` and built already
         (`facts`: its first status); `history`, `evals`: what a resumed run had logged (run.Resume)."""
-        from .trainer_side import TrainerView  # torch: a run is being built, so it has loaded
-
         self.run_id, self.spec, self.channel = spec.run_id, spec, channel
         self.on_checkpoint: CheckpointSink | None = None
         self._lock = threading.Condition()  # the server's copy of the run; notified at every news and answer
@@ -219,3 +219,35 @@ class RemoteRun:
     def _facts(self) -> dict:  # what TrainerView reads: step, elapsed, best_val...
         with self._lock:
             return self._status
+
+
+class TrainerView:
+    """What a page reads from `run.trainer` (the configs, the tokenizer, step, best validation loss),
+    answered in the server; the validation windows are drawn here the way the Trainer draws them."""
+
+    def __init__(self, run: RemoteRun, spec: RunSpec):
+        import torch  # a run is being built: torch has loaded
+
+        self._run, self._spec = run, spec
+        self.tokenizer = spec.tokenizer
+        facts = run._status  # the trainer's first facts: the configs as it validated them (its device)
+        self.cfg, self.model_config = facts["cfg"], facts["model_config"]
+        self.model_params, self.corpus_chars = facts["model_params"], len(spec.text)
+        self.device = torch.device(facts["device"])  # the trainer's: a run on a cluster's GPU says "cuda"
+        self._val_windows, self._released = None, False
+
+    def __getattr__(self, name: str) -> Any:  # step, elapsed, stopped_early, best_val, last_val_loss
+        if name in ("step", "elapsed", "stopped_early", "best_val", "last_val_loss"):
+            return self._run._facts()[name]  # read at each use: they change as the run trains
+        raise AttributeError(name)
+
+    @property
+    def val_windows(self):
+        if self._released:  # a closed run: a page that still holds it reads nothing, rather than a fresh copy
+            return None
+        if self._val_windows is None:  # drawn on first use: Home never needs them
+            self._val_windows = corpus_val_windows(replace(self._spec, train=self.cfg))
+        return self._val_windows
+
+    def release(self) -> None:
+        self._val_windows, self._released = None, True

@@ -4,7 +4,7 @@ status and errors in a form that crosses the border, and tensors as numpy arrays
 from __future__ import annotations
 
 import pickle
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import safetensors.torch
@@ -14,45 +14,10 @@ from ...checkpoint import load_files
 from ...lab.tasks import task_for_corpus, training_hooks
 from ...messages import Message
 from ...tokenizer import CharTokenizer
-from ...train import Trainer, build_model, validation_windows
+from ...train import Trainer, build_model
 from .recipe import RunSpec
 from .run import EvalRecord, RunSnapshot
 from .thread import BEST_WEIGHTS_NAME, TrainingRun
-
-if TYPE_CHECKING:
-    from .remote import RemoteRun
-
-
-class TrainerView:
-    """What a page reads from `run.trainer` (the configs, the tokenizer, step, best validation loss),
-    answered in the server; the validation windows are drawn here the way the Trainer draws them."""
-
-    def __init__(self, run: RemoteRun, spec: RunSpec):
-        self._run, self._spec = run, spec
-        self.tokenizer = CharTokenizer(spec.chars)
-        facts = run._status  # the trainer's first facts: the configs as it validated them (its device)
-        self.cfg, self.model_config = facts["cfg"], facts["model_config"]
-        self.model_params, self.corpus_chars = facts["model_params"], len(spec.text)
-        self.device = torch.device(facts["device"])  # the trainer's: a run on a cluster's GPU says "cuda"
-        self._val_windows, self._released = None, False
-
-    def __getattr__(self, name: str) -> Any:  # step, elapsed, stopped_early, best_val, last_val_loss
-        if name in ("step", "elapsed", "stopped_early", "best_val", "last_val_loss"):
-            return self._run._facts()[name]  # read at each use: they change as the run trains
-        raise AttributeError(name)
-
-    @property
-    def val_windows(self):
-        if self._released:  # a closed run: a page that still holds it reads nothing, rather than a fresh copy
-            return None
-        if self._val_windows is None:  # drawn on first use: Home never needs them
-            task = task_for_corpus(self._spec.corpus_key)
-            ids = torch.tensor(self.tokenizer.encode(self._spec.text), dtype=torch.long)
-            self._val_windows = validation_windows(ids, self.cfg, task.line_length if task else 1)
-        return self._val_windows
-
-    def release(self) -> None:
-        self._val_windows, self._released = None, True
 
 
 
@@ -79,7 +44,6 @@ def do_command(run: TrainingRun, op: str, args: list, sender) -> Any:
     return None
 
 
-
 def build_training_run(spec: RunSpec, history: list = (), evals: list[EvalRecord] = ()) -> TrainingRun:
     """The run's TrainingRun: a new model from its seed, or the checkpoint in spec.resume (weights,
     optimizer, step and random state, and the best weights where it stops early)."""
@@ -101,7 +65,6 @@ def build_training_run(spec: RunSpec, history: list = (), evals: list[EvalRecord
                        evals=evals)
 
 
-
 def status_of(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
     """What the server keeps of the run besides its logs (remote.RemoteRun's `_status`)."""
     snap = snap or run.snapshot()  # the caller's, where it took one: the status agrees with the logs sent
@@ -111,11 +74,9 @@ def status_of(run: TrainingRun, snap: RunSnapshot | None = None) -> dict:
             "best_val": trainer.best_val, "last_val_loss": trainer.last_val_loss}
 
 
-
 def _state_dict(run: TrainingRun) -> dict:
     with run.lock:  # between two optimizer steps: never a half-updated model
         return {k: v.detach().cpu().clone() for k, v in run.trainer.model.state_dict().items()}
-
 
 
 def portable(error: Any) -> Any:
@@ -127,7 +88,6 @@ def portable(error: Any) -> Any:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-
 def to_numpy(value: Any) -> Any:
     """Tensors as numpy arrays, through dicts, lists and tuples: what a pipe carries by value."""
     if isinstance(value, torch.Tensor):
@@ -137,7 +97,6 @@ def to_numpy(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(to_numpy(v) for v in value)
     return value
-
 
 
 def to_torch(value: Any) -> Any:

@@ -3,15 +3,11 @@ go (`tidy`): the writer runs it by itself every TIDY_SECONDS, when nothing waits
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
 from .schema import classes_table, corpora_table, posts_table, records_table, runs_table
-
-if TYPE_CHECKING:
-    from .classes import ClassRows
-    from .runs import RunRows
 
 CLASS_IDLE_SECONDS = 3 * 3600  # a class ends this long after its last activity (and its rows leave the store)
 
@@ -27,7 +23,15 @@ class Retention:
     checkpoints: int = 1
 
 
-def tidy(connection: sa.Connection, retention: Retention, now: float, classes: ClassRows, runs: RunRows) -> None:
+class Rows(Protocol):
+    """A kind of record that retention lets go (classes.ClassRows: a class; runs.RunRows: runs), with
+    every row that hangs from it. Named here by what it does, so that the parts, which read Retention,
+    are imported by nothing of this module."""
+
+    def delete_in(self, connection: sa.Connection, which: Any) -> None: ...
+
+
+def tidy(connection: sa.Connection, retention: Retention, now: float, classes: Rows, runs: Rows) -> None:
     """Delete, in `connection`'s transaction, what retention lets go at `now` (wall clock): ended classes,
     runs on no board unseen for run_days (with their checkpoints), kept records as old, and corpora no
     run uses."""

@@ -12,7 +12,12 @@ import pytest
 from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
 from helpers.waiting import wait_until
 from minigpt import TrainConfig, Trainer, build_model
-from minigpt.serve.classes.board import CODE_ALPHABET, MAX_ANSWERS, MAX_NAME, BoardError, Challenge, Classes, plain_name
+from minigpt.serve.classes.board import Challenge
+from minigpt.serve.classes.classes import Classes
+from minigpt.serve.classes.codes import CODE_ALPHABET
+from minigpt.serve.classes.lesson import MAX_ANSWERS
+from minigpt.serve.classes.posts import MAX_NAME, plain_name
+from minigpt.serve.classes.roster import BoardError
 from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.runs.thread import TrainingRun
 from minigpt.viz import board_figure

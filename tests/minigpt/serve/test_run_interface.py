@@ -27,7 +27,7 @@ from minigpt.serve.runs.run import Run, RunView, TrainerFacts
 from minigpt.serve.runs.thread import TrainingRun
 from minigpt.serve.store.keys import hashed
 from minigpt.serve.store.database import Store
-from minigpt.serve.runs.stored import StoredRun
+from minigpt.serve.line.stored import StoredRun
 from minigpt.serve.runs.process import ProcessRun
 from minigpt.serve.runs.recipe import RunSpec
 from minigpt.serve.runs.cluster import RayRun

@@ -32,7 +32,7 @@ from minigpt import CharTokenizer, GPTConfig, TrainConfig
 from minigpt.lab.run_records import RunRecord
 from minigpt.messages import LabError, Message
 from minigpt.serve.store import keys
-from minigpt.serve.classes.board import Classes
+from minigpt.serve.classes.classes import Classes
 from minigpt.serve.runs.run import EvalRecord
 from minigpt.serve.store import engine as engine_module
 from minigpt.serve.store import writer as writer_module
@@ -441,7 +441,7 @@ def _thread_builder(spec, resume):
 @pytest.mark.trains
 @pytest.mark.slow
 def test_no_key_or_learner_id_reaches_the_disk_in_clear_and_every_key_still_works_after_reopening(tmp_path, stores):
-    from minigpt.serve.classes.board import BoardError
+    from minigpt.serve.classes.roster import BoardError
     from minigpt.serve.line.registry import RunRegistry
 
     url = f"sqlite:///{tmp_path / 'store.db'}"

@@ -18,7 +18,9 @@ import torch
 from helpers.waiting import parked, wait_until
 from minigpt import CharTokenizer, GPTConfig, TrainConfig
 from minigpt.serve.store import keys
-from minigpt.serve.classes.board import BoardError, Challenge, Classes
+from minigpt.serve.classes.board import Challenge
+from minigpt.serve.classes.classes import Classes
+from minigpt.serve.classes.roster import BoardError
 from minigpt.serve.line.waiting import WaitingRun
 from minigpt.serve.line.registry import NotOwnerError, RunRegistry
 from minigpt.serve.store.database import Store

@@ -13,8 +13,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ...messages import LabError, Message
-from .recipe import PlannedTrainer, RunSpec
-from .run import INTERRUPTED, RunSnapshot
+from ..runs.recipe import PlannedTrainer, RunSpec
+from ..runs.run import INTERRUPTED, RunSnapshot
 
 if TYPE_CHECKING:
     from ...model import MiniGPT

@@ -47,7 +47,7 @@ def browser():
 
 @pytest.fixture(autouse=True)
 def _own_data_folder(tmp_path, monkeypatch):
-    """Each test's app keeps its database and checkpoints in a folder of its own (app/state/database.py),
+    """Each test's app keeps its database and checkpoints in a folder of its own (app/state/serving.py),
     never in the repository's data/ folder, and never what another test left."""
     monkeypatch.setenv("MINIGPT_DATA_DIR", str(tmp_path / "data"))
 

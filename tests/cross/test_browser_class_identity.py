@@ -26,7 +26,7 @@ import sqlite3
 import pytest
 
 from app.state import classroom
-from app.state.database import DATABASE_FILE
+from app.state.serving import DATABASE_FILE
 from app.state.lesson_text import STEPS
 from app.state.train_settings import to_param
 from cross.test_browser_restart import kill, start_server, stop_cleanly

@@ -26,7 +26,7 @@ import time
 import pytest
 
 from app.state import classroom
-from app.state.database import DATABASE_FILE
+from app.state.serving import DATABASE_FILE
 from app.state.train_settings import to_param
 from helpers.browser import (CHART, FRESH, PROJECTOR, LiveServer, drawn, main_button, new_context, screenshot_whole,
                              start_class, wait_rendered)

@@ -276,7 +276,7 @@ class Trainer:
     def events(self, gate: "Gate | None" = None) -> Iterator[TrainEvent]:
         """Train until max_steps, yielding an event every log_interval steps and at evaluations.
 
-        A `gate` (see runner.py) lets other threads pause or stop the loop: the optimizer
+        A `gate` (see serve/runs/thread.py) lets other threads pause or stop the loop: the optimizer
         step happens under gate.lock and only while gate.is_running(). Under DDP every
         process must step together, so there is no gate, and only rank 0 evaluates.
         """

@@ -27,7 +27,7 @@ from minigpt.serve.runs.thread import stop_all_runs
 # browser tests start inherit). Unset, a run's child trains at niceness 19: beside two CPU-bound
 # processes at the normal priority such a child was measured at 1.5 steps/s against 191 alone, so a
 # test waiting for its run would give up on a busy machine. tests/app/test_runs.py checks the
-# priorities a server gets told or not, and tests/minigpt/serve/test_worker.py the library's own.
+# priorities a server gets told or not, and tests/minigpt/serve/test_process.py the library's own.
 os.environ["MINIGPT_TRAIN_NICE"] = "0"  # over any outer setting: test_runs.py checks it holds
 
 

@@ -41,13 +41,13 @@ APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_li
                "site": "navigation", "url": "navigation", "fields": "train_page"}
 
 
-LIBRARY_MIRRORS = {"preload": "worker",  # the fork server's preload is tested with the worker it preloads
+LIBRARY_MIRRORS = {"preload": "process",  # the fork server's preload is tested with the children it forks
                    "keys": "store", "stored": "store_restart"}  # the keys and the runs a store reads back, with it
 # minigpt/serve/<room>/X.py: the serving wing's tests are one folder, a file per room or per backend
-SERVE_MIRRORS = {"thread": "runner", "process": "worker", "remote": "worker", "trainer_side": "worker",
+SERVE_MIRRORS = {"remote": "process", "trainer_side": "process",
                  "ray_run": "cluster", "run": "run_interface", "recipe": "store_restart", "kept": "registry",
-                 "server": "placement"}
-ROOM_TESTS = {"runs": "worker", "store": "store", "classes": "board", "line": "registry", "host": "capacity"}
+                 "server": "server"}
+ROOM_TESTS = {"runs": "process", "store": "store", "classes": "board", "line": "registry", "host": "capacity"}
 # modules whose half that writes to the store is tested with the store, across a restart
 ALSO_MIRRORED = {"registry": ["tests/minigpt/serve/test_store_restart.py"],
                  "keeping": ["tests/minigpt/serve/test_store_restart.py"]}

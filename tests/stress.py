@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = {
     "browser": ["-m", "browser"],     # every test that drives chromium: the browser file, the drawn figures, SIGTERM
-    "threads": ["tests/minigpt/serve/test_runner.py", "tests/minigpt/serve/test_registry.py"],  # the runner and registry
-    "processes": ["tests/minigpt/serve/test_worker.py"],  # runs in child processes: a pipe, a fork server, a killed child
+    "threads": ["tests/minigpt/serve/test_thread.py", "tests/minigpt/serve/test_registry.py"],  # the runner and registry
+    "processes": ["tests/minigpt/serve/test_process.py"],  # runs in child processes: a pipe, a fork server, a killed child
     "trains": ["-m", "trains"],       # every test that starts a training thread, app pages included
     "all": [],                        # the README's test command: everything
 }

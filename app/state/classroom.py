@@ -45,7 +45,6 @@ LEARNER_COOKIE_SECONDS = 7 * 24 * 3600
 LEARNER_BOX = "board_learner_cookie"   # the hidden container of the script that writes it
 HIDE_BOX = f".st-key-{LEARNER_BOX} {{ display: none }}"
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a learner token as secrets.token_urlsafe makes it
-REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
 
 
 def classes() -> Classes:

@@ -31,7 +31,7 @@ ID = re.compile(r"^[A-Za-z0-9_-]{12}$")
 
 @st.cache_resource(show_spinner=False)
 def shelf() -> RunShelf:
-    """Every session's kept runs, one shelf per server process, written to the store (state.database)."""
+    """Every session's kept runs, one shelf per server process, written to the store (state.serving)."""
     return RunShelf(store=serving.store())
 
 

@@ -32,8 +32,8 @@ DATA_ENV = "MINIGPT_DATA_DIR"         # where the default SQLite file and its ch
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 DATABASE_FILE = "minigpt.db"
 CLUSTER_SECTION = "cluster"           # [cluster] address = "host:port" in .streamlit/secrets.toml
-# a board view is checked for moved runs at most this often (its viewers redraw every classroom.REFRESH_SECONDS)
-BOARD_CHECK_SECONDS = 2.0
+REFRESH_SECONDS = 5.0          # a board's redraws while a run on it trains (three times as far apart when none does)
+BOARD_CHECK_SECONDS = REFRESH_SECONDS / 2.5  # a board view is checked for moved runs at most this often
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda server: server.close())

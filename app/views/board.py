@@ -35,7 +35,6 @@ from app.state.classroom import (
     COOKIE_SECONDS,
     NOTICE_KEY,
     POSTS_KEY,
-    REFRESH_SECONDS,
     board_view,
     classes,
     cookies,
@@ -146,7 +145,7 @@ def live_board(code: str, key: str | None) -> None:
     view = board_view(code)
     training = any(row.state in MOVING for row in view.rows)
 
-    @st.fragment(run_every=REFRESH_SECONDS if training else REFRESH_SECONDS * 3)
+    @st.fragment(run_every=serving.REFRESH_SECONDS if training else serving.REFRESH_SECONDS * 3)
     def board() -> None:
         try:
             now = board_view(code)

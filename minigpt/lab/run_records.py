@@ -42,7 +42,7 @@ class RunRecord:
 
     @classmethod
     def of_run(cls, name: str, corpus: str, model: GPTConfig, train: TrainConfig, snapshot) -> "RunRecord":
-        """From a run's snapshot (runner.RunSnapshot): its history and speed as they are now."""
+        """From a run's snapshot (serve.runs.run.RunSnapshot): its history and speed as they are now."""
         history = snapshot.history
         evals = [e for e in history if e.val_loss is not None]
         return cls(name, corpus, model, train, tuple(e.step for e in history), tuple(e.train_loss for e in history),

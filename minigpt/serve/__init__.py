@@ -31,10 +31,9 @@ if TYPE_CHECKING:
     from .line.entry import HeldSlot, NotOwnerError, RunEntry, RunLimitError
     from .line.registry import RunRegistry
     from .runs.cluster import ClusterError, Size
-    from .runs.recipe import RunSpec
+    from .runs.recipe import SAMPLE_TEMPERATURE, RunSpec
     from .runs.run import INTERRUPTED, RunSnapshot
     from .line.stored import NoWeightsError
-    from .runs.thread import SAMPLE_TEMPERATURE
     from .server import (ADDRESS_ENV, RUNS_ON_ENV, TRAIN_IN_ENV, Database, Placement, Server, ServerSettings,
                          connect_database, open_server, prepare_training, writable_folder)
     from .store.engine import CONNECT_SECONDS

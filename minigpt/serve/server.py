@@ -15,6 +15,7 @@ Settings (docs/deploying.md, docs/cluster.md) are read once, where the server is
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import threading
@@ -79,7 +80,9 @@ MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smalles
 class ServerSettings:
     """What a server is built from: one record, read once (from_env), never a scattered os.environ."""
 
-    train_in: str = DEFAULT_TRAIN_IN
+    train_in: str = DEFAULT_TRAIN_IN  # "thread", "process" or "ray"
+    on_box: str = DEFAULT_TRAIN_IN    # "thread" or "process": where runs train on this box (and where a cluster fails)
+    asked_by: str = TRAIN_IN_ENV      # the setting that asked for "ray", which a warning names
     ray_address: str | None = None
     gpu_per_run: float = 0.0
     max_runs: int | None = None       # None: the cluster's slots, or what this box affords
@@ -95,26 +98,21 @@ class ServerSettings:
                  **values: Any) -> ServerSettings:
         """The settings in `environ` (a value that is not a number in range is its default); the head's
         address from RAY_ADDRESS, else `ray_address` (the app's secrets). `values` are the caller's own."""
-        train_in = environ.get(TRAIN_IN_ENV, "").strip().lower()
-        if environ.get(RUNS_ON_ENV, "").strip().lower() == "ray":
-            train_in = "ray"
-        default = Retention()
-        days = _number(environ, RUN_DAYS_ENV, default.run_days, float, low=0, above=True)
-        kept = _number(environ, CHECKPOINTS_ENV, default.checkpoints, int, low=1)
-        return cls(train_in=train_in if train_in in TRAIN_IN_CHOICES else DEFAULT_TRAIN_IN,
+        train_in = environ.get(TRAIN_IN_ENV, DEFAULT_TRAIN_IN)
+        train_in = train_in if train_in in TRAIN_IN_CHOICES else DEFAULT_TRAIN_IN
+        on_box = train_in if train_in != "ray" else DEFAULT_TRAIN_IN
+        asked_by = TRAIN_IN_ENV
+        if environ.get(RUNS_ON_ENV, "").strip().lower() == "ray":  # the older setting, beside MINIGPT_TRAIN_IN
+            train_in, asked_by = "ray", RUNS_ON_ENV
+        return cls(train_in=train_in, on_box=on_box, asked_by=asked_by,
                    ray_address=environ.get(ADDRESS_ENV) or ray_address,
-                   gpu_per_run=_number(environ, GPU_ENV, 0.0, float, low=0, above=True, high=1) or 0.0,
+                   gpu_per_run=_number(environ, GPU_ENV, 0.0, float, low=0, above=True, high=1),
                    max_runs=_number(environ, MAX_RUNS_ENV, None, int, low=0),
                    idle_seconds=_number(environ, IDLE_ENV, DEFAULT_IDLE_SECONDS, int, low=1),
                    waiting_idle_seconds=_number(environ, WAITING_IDLE_ENV, DEFAULT_WAITING_IDLE, int, low=1),
                    max_waiting=_number(environ, MAX_WAITING_ENV, DEFAULT_MAX_WAITING, int, low=1),
                    nice=min(19, nice) if (nice := _number(environ, NICE_ENV, None, int, low=0)) is not None else None,
-                   retention=Retention(default.class_hours, days, kept), **values)
-
-    @property
-    def out_of_process(self) -> bool:
-        """Runs train out of the server's interpreter (a child or an actor): at a child's priority."""
-        return self.train_in != "thread"
+                   retention=_retention(environ), **values)
 
 
 @dataclass(frozen=True)
@@ -175,7 +173,7 @@ def place(settings: ServerSettings) -> Placement:
     if not settings.ray_address:
         return Placement(None, Message("Runs are set to train on a Ray cluster ({setting}=ray), but no address is set: "
                                        "put the head's host:port in {address}, or in the secrets under [cluster].",
-                                       setting=TRAIN_IN_ENV, address=ADDRESS_ENV))
+                                       setting=settings.asked_by, address=ADDRESS_ENV))
     try:
         cluster = connect(settings.ray_address, settings.gpu_per_run)
         return Placement(cluster, size=cluster.size())
@@ -195,7 +193,9 @@ class Server:
                  facts: Callable[[RunSpec], Any] = lambda spec: None):
         self.settings, self.store, self._facts = settings, store, facts
         self._store_problem = store_problem
-        self._lock = threading.Lock()  # each part is made once, whichever session asks first
+        # each part is made once, whichever session asks first, under a lock of its own: a page that needs
+        # only the classes never waits for a cluster to answer or the line to be read back from the store
+        self._locks = {part: threading.Lock() for part in ("placement", "registry", "classes")}
         self._placement: Placement | None = None
         self._registry: RunRegistry | None = None
         self._classes: Classes | None = None
@@ -203,22 +203,22 @@ class Server:
     @property
     def placement(self) -> Placement:
         """Where runs train: connected on first use, which may take Ray's connect timeout."""
-        with self._lock:
+        with self._locks["placement"]:
             if self._placement is None:
                 self._placement = place(self.settings)
             return self._placement
 
     @property
     def registry(self) -> RunRegistry:
-        placement = self.placement  # outside the lock below: it takes it itself
-        with self._lock:
+        placement = self.placement
+        with self._locks["registry"]:
             if self._registry is None:
                 self._registry = self._line(placement)
             return self._registry
 
     @property
     def classes(self) -> Classes:
-        with self._lock:
+        with self._locks["classes"]:
             if self._classes is None:
                 self._classes = Classes(refresh_seconds=self.settings.board_refresh_seconds, store=self.store)
             return self._classes
@@ -249,9 +249,7 @@ class Server:
     @property
     def where(self) -> str:
         """Where this server's runs train now: the cluster's actors where it connected, else this box."""
-        if self.placement.cluster is not None:
-            return "ray"
-        return self.settings.train_in if self.settings.train_in != "ray" else DEFAULT_TRAIN_IN  # a cluster unusable
+        return "ray" if self.placement.cluster is not None else self.settings.on_box
 
     def build_run(self, spec: RunSpec, resume: Resume | None = None) -> Run:
         """The run `spec` describes, where this server trains (an actor on the cluster, a child process or
@@ -263,7 +261,7 @@ class Server:
             return self.placement.cluster.run(spec, resume)
         from .runs.process import build_run  # torch: only once a run is built
 
-        return build_run(spec, resume, in_process=where == "process")
+        return build_run(spec, resume, in_process=where != "thread")  # any other way trains out of this process
 
     def run_threads(self) -> int:
         """Intra-op threads for each run: its share of the server's CPUs, never more, and at most
@@ -318,7 +316,7 @@ def open_server(settings: ServerSettings, database: Database | None = None,
 def prepare_training(settings: ServerSettings) -> None:
     """Once torch has loaded: where runs train in processes, start the fork server now, so that it
     loads torch once, before the first Start, instead of at it."""
-    if settings.train_in == "process":
+    if settings.on_box == "process":  # on a cluster too: where it cannot be used, runs train here
         from .runs.process import start_fork_server
 
         start_fork_server()
@@ -335,13 +333,26 @@ def server_sizes(capacity: Capacity, max_runs: int | None = None, cluster_slots:
     return slots, kept_runs_for(capacity, KEPT_RUN_BYTES, SERVER_BYTES + slots * RUN_BYTES, MIN_KEPT, MAX_KEPT)
 
 
+def _retention(environ: Mapping[str, str]) -> Retention:
+    """How long the store keeps what it keeps: the defaults where either setting is not a number, and
+    each one's default where it is not above 0."""
+    default = Retention()
+    try:
+        days = float(environ.get(RUN_DAYS_ENV, default.run_days))
+        kept = int(environ.get(CHECKPOINTS_ENV, default.checkpoints))
+    except ValueError:
+        return default
+    return Retention(default.class_hours, days if days > 0 else default.run_days,  # NaN is not above 0
+                     kept if kept > 0 else default.checkpoints)
+
+
 def _number(environ: Mapping[str, str], name: str, default, kind: type, *, low: float, high: float | None = None,
             above: bool = False):
-    """A number setting: `default` when unset, not a `kind`, below `low` (or at it where `above`) or over `high`."""
+    """A number setting: `default` when unset, not a finite `kind`, below `low` (or at it where `above`) or
+    over `high`."""
     try:
         value = kind(environ[name])
     except (KeyError, ValueError):
         return default
-    if value < low or (above and value == low) or (high is not None and value > high):
-        return default
-    return value
+    inside = (value > low if above else value >= low) and (high is None or value <= high)  # False for NaN
+    return value if inside and math.isfinite(value) else default

@@ -136,7 +136,7 @@ BOARD_COLORS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A"
 def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True) -> go.Figure:
     """A class board's runs on one chart for a projector: each run's validation loss (solid, at its
     evaluations) and training loss (dotted), one colour and one legend entry per run, in large type.
-    A pinned run's lines are drawn thicker. `rows` are board rows (serve.board.BoardRow): label,
+    A pinned run's lines are drawn thicker. `rows` are board rows (serve.classes.board.BoardRow): label,
     record and pinned, read by attribute; a label is plain text, shown as typed (`plain`).
     titled=False leaves the title to the page, which wraps it on a phone (Plotly cuts it off)."""
     _ = tr

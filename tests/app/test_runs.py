@@ -4,7 +4,6 @@ runs are released.
 
     pytest tests/app/test_runs.py
 """
-import re
 import sys
 import threading
 

@@ -231,7 +231,7 @@ def test_a_model_over_the_parameter_budget_is_refused_before_it_is_built():
 @pytest.mark.slow
 def test_a_failure_in_the_training_thread_shows_on_train_and_the_app_keeps_serving(monkeypatch, failure, message):
     # the failure is put into this process's Trainer: runs train on its threads here. A run's process
-    # that dies or diverges is tests/minigpt/serve/test_worker.py's
+    # that dies or diverges is tests/minigpt/serve/test_process.py's
     monkeypatch.setenv(face.TRAIN_IN_ENV, "thread")
     # two slots, whatever the CPUs give (one on a one-core box): the neighbour trains beside the failing run
     monkeypatch.setenv(face.MAX_RUNS_ENV, "2")

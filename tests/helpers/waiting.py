@@ -48,7 +48,7 @@ def parked(run) -> bool:
     """The run is paused and its thread waits at its gate: a step that was in flight when it was
     paused has landed or been dropped, and no other can start until someone resumes it. For a
     ProcessRun: the child has done the pause and said so, and a step in flight can no longer land."""
-    if hasattr(run, "_process"):  # a ProcessRun: its child paused when the server's copy says so (worker.py)
+    if hasattr(run, "_process"):  # a ProcessRun: its child paused when the server's copy says so (serve/runs/process.py)
         with run._lock:
             return run._state == "paused" and not run._dead and run._status["done"] >= run._sent
     thread = run._thread

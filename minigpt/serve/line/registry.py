@@ -8,7 +8,7 @@ Runs whose owner has gone are let go: a waiting one after `waiting_idle_seconds`
 `idle_seconds`. A run that trains no more is kept in its small form (kept.py) within `kept_bytes`.
 The line's book (book.py) holds the runs; the mover (moving.py) moves the line.
 
-With a `store` (store.py, through keeping.py), what a run is made of (its recipe, owner key's
+With a `store` (store/, through keeping.py), what a run is made of (its recipe, owner key's
 digest, place in line) is written when it joins the line, and its history, state and checkpoints as
 it trains, behind it. A run the registry does not hold is looked for there: one it let go, or one a
 previous process held.
@@ -47,7 +47,7 @@ __all__ = ["RunRegistry", "RunEntry", "HeldSlot", "NotOwnerError", "RunLimitErro
 DEFAULT_MAX_WAITING = 120  # runs in line: a few times the largest class
 DEFAULT_WAITING_IDLE = 5 * 60  # seconds an owner may show no sign of life before their waiting run is dropped
 DEFAULT_PAUSED_GRACE = 3 * 60  # seconds a paused run may hold a slot while others wait
-DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (app/state/runs.py sizes it from the box)
+DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (server.server_sizes sizes it from the box)
 SEEN_EVERY = 600.0     # seconds between writes of an owner's sign of life (retention counts days)
 
 
@@ -67,7 +67,7 @@ class RunRegistry:
                  store: Store | None = None, builder: Builder | None = None,
                  facts: Callable[[RunSpec], Any] = lambda spec: None) -> None:
         """`store`: where runs outlive this process (None: memory only). `builder(spec, resume)` builds a
-        run the store gave back, to go on from `resume` (worker.build_run, with the server's setting);
+        run the store gave back, to go on from `resume` (server.Server.build_run, where the server trains);
         `facts(spec)` is what the caller keeps with it (RunEntry.facts)."""
         self._clock = clock  # seconds; tests pass one they move by hand
         self.speeds = SpeedBook()

@@ -46,7 +46,8 @@ NODE_GRACE = 10.0         # seconds the cluster has to see a machine gone, once 
 IDLE_ACTOR_SECONDS = 600.0  # a warm actor no run has needed this long is ended, and its CPU freed
 
 
-LOG = logging.getLogger(__name__)  # where addresses go: the server's log, never a learner's page
+# where addresses go: the server's log, never a learner's page; under the name it has always had there
+LOG = logging.getLogger("minigpt.serve.cluster")
 
 
 class ClusterError(LabError, RuntimeError):

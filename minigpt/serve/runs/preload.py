@@ -1,5 +1,5 @@
-"""What the fork server imports before it forks a run's child (worker.PRELOAD): the worker module,
-and with it torch, the model and the trainer, then a warm-up run (worker.warm_up), so that every
+"""What the fork server imports before it forks a run's child (process.PRELOAD): the process module,
+and with it torch, the model and the trainer, then a warm-up run (process.warm_up), so that every
 child shares them. Only the fork server imports this module.
 
 A warm-up that fails is printed to the server's log (this module's one job is to run at import,

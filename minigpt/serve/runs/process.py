@@ -21,7 +21,7 @@ attention maps and per-run determinism are the same code as in one process. The 
 each event and each change of state as it happens; `snapshot()` reads the server's copy and
 never waits for the child. Weights come back on request, as numpy arrays.
 
-Which one a server uses is a setting (app/state/runs.py, `MINIGPT_TRAIN_IN`).
+Which one a server uses is a setting (`MINIGPT_TRAIN_IN`, read by server.ServerSettings).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import multiprocessing
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -59,17 +59,19 @@ OOM_SCORE_ADJ = 1000     # the out-of-memory killer's first choice is a training
 PRELOAD = ["minigpt.serve.runs.preload"]  # what the fork server imports once: this module, torch, and a warm-up
 _CONTEXT: multiprocessing.context.BaseContext | None = None  # made on first use: nothing runs at import
 _CONTEXT_LOCK = threading.Lock()
+Connect = Callable[[RunSpec], "PipeChannel"]  # starts a run's trainer process; back once it has built its run
 
 
-def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool = True) -> ProcessRun | TrainingRun:
+def build_run(spec: RunSpec, resume: Resume | None = None, *, in_process: bool = True,
+              connect: Connect | None = None) -> ProcessRun | TrainingRun:
     """The run `spec` describes, in a child process or on a thread of this one; from `resume`'s
     checkpoint, with the thread count it was saved with (the same losses need the same count), and
-    what it had logged up to there."""
+    what it had logged up to there. `connect`: how its trainer process is started (None: forked)."""
     if resume is not None:
         spec = resume_spec(spec, resume.files)
     history, evals = (resume.history, resume.evals) if resume is not None else ((), ())
     if in_process:  # the server's setting (MINIGPT_TRAIN_IN): a child, or a thread of this process
-        return ProcessRun(spec, history=history, evals=evals)
+        return ProcessRun(spec, history=history, evals=evals, connect=connect)
     return build_training_run(spec, history, evals)
 
 
@@ -125,10 +127,12 @@ class ProcessRun(RemoteRun):
     one process, no step lands after pause() returns. Only the receiving thread reaps the child."""
 
     def __init__(self, spec: RunSpec, *, ctx: multiprocessing.context.BaseContext | None = None,
-                 history: list = (), evals: list[EvalRecord] = ()):
-        """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume)."""
+                 history: list = (), evals: list[EvalRecord] = (), connect: Connect | None = None):
+        """`history`, `evals`: what a resumed run had logged up to its checkpoint (run.Resume); `connect`:
+        how its trainer process starts where a backend starts it apart, else forked from the fork server."""
         self.nice = spec.nice
-        channel = PipeChannel(spec, ctx or context())  # the child is forked and has built its run
+        # either way the trainer process has built its run when the channel is back
+        channel = connect(spec) if connect is not None else fork(spec, ctx or context())
         self._open(spec, channel, channel.facts, history, evals)
         channel.listen(self)
         register(self)  # stopped as the server exits, like every run
@@ -142,22 +146,29 @@ class ProcessRun(RemoteRun):
         return model.to(self.trainer.device).eval()
 
 
+def fork(spec: RunSpec, ctx: multiprocessing.context.BaseContext) -> PipeChannel:
+    """A pipe to a child forked from the fork server, once it has built `spec`'s run."""
+    conn, child = ctx.Pipe()
+    process = ctx.Process(target=child_main, args=(spec, child), name=f"minigpt-run-{spec.run_id}", daemon=True)
+    with _main_not_imported():
+        process.start()
+    child.close()  # the child's end lives in the child: EOF here once it has gone
+    return PipeChannel(process, conn)
+
+
 class PipeChannel:
-    """The server's end of a pipe to a run's child (remote.Channel): commands out; the child's news,
-    checkpoints and answers in, on a receiving thread that hands them to the run and, once the child
-    has gone, reaps it and ends the run."""
+    """The server's end of a connection to a run's trainer process (remote.Channel): commands out; its
+    news, checkpoints and answers in, on a receiving thread that hands them to the run and, once the
+    process has gone, reaps it and ends the run. The connection is a pipe to a forked child, or a socket
+    to a process started apart: multiprocessing.connection's, either way."""
 
     where = "training process"  # what the run's weights could not be read from, in an error
 
-    def __init__(self, spec: RunSpec, ctx: multiprocessing.context.BaseContext):
-        """Fork the child and wait until it has built its run: `facts` is what it said; the run's own
-        ConfigError or CorpusError is raised here, for the caller to show."""
-        self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_child_main, args=(spec, child), name=f"minigpt-run-{spec.run_id}",
-                                    daemon=True)
-        with _main_not_imported():
-            self._process.start()
-        child.close()  # the child's end lives in the child: EOF here once it has gone
+    def __init__(self, process: multiprocessing.process.BaseProcess, conn):
+        """Wait until `process`, at the other end of `conn` and running child_main, has built its run:
+        `facts` is what it said; the run's own ConfigError or CorpusError is raised here, for the caller
+        to show. `process` needs only is_alive, kill, join and exitcode."""
+        self._conn, self._process = conn, process
         try:
             kind, payload = self._conn.recv()
         except EOFError:
@@ -262,7 +273,8 @@ def _shut_down(process: multiprocessing.process.BaseProcess, conn) -> None:
 
 
 # -- the child ---------------------------------------------------------------------
-def _child_main(spec: RunSpec, conn) -> None:
+def child_main(spec: RunSpec, conn) -> None:
+    """Build `spec`'s run and do what the server at the other end of `conn` says, until it closes it."""
     gc.freeze()  # what the fork server loaded stays shared: no collection in the child walks (and so copies) it
     name_os_thread(CHILD_THREAD_NAME)
     with contextlib.suppress(OSError):  # under memory pressure, the kernel ends a training child before the server

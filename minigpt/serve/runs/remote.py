@@ -145,8 +145,12 @@ class RemoteRun:
         return None
 
     def _let_go(self, kill: bool, timeout: float | None = 0.0) -> None:
-        with self._send_lock:  # after every command numbered before it has left
-            self.channel.let_go(kill, timeout)
+        # every command numbered before this has left once the send lock is free, and none leaves after
+        # (`_dead` is set): the channel is let go, waiting outside the lock, so that a page asking for
+        # weights meanwhile is answered None at once instead of waiting for the trainer to end
+        with self._send_lock:
+            pass
+        self.channel.let_go(kill, timeout)
 
     # -- what the channel hands back (its own thread) -----------------------------------------------
     def _news(self, history: list, evals: list, status: dict) -> None:

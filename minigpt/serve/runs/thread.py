@@ -44,6 +44,7 @@ from ...messages import Message
 from ...model import MiniGPT
 from ...sample import Sampling, generate
 from ...train import Trainer, TrainEvent
+from .recipe import SAMPLE_TEMPERATURE
 from .run import EXITING, CheckpointSink, EvalRecord, RunSnapshot
 
 THREAD_NAME = "minigpt-trainer"
@@ -51,7 +52,6 @@ PR_SET_NAME = 15  # <linux/prctl.h>
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
 HEAP_BLOCK_LIMIT = 32 * 2**20  # glibc's largest M_MMAP_THRESHOLD on 64 bits: larger blocks are mapped one by one
 HEAP_KEPT_BYTES = 2**30  # free memory a training process keeps between steps: more than any step of a run here frees
-SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation
 BEST_WEIGHTS_NAME = "best.safetensors"  # in a run's checkpoint: the best weights so far, where it stops early
 _ALL_RUNS: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
 _ATEXIT_REGISTERED = False

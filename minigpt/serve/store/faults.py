@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from ...messages import LabError, Message
 
 # the name the server's log has always shown for the store's faults (a logging setup may filter on it),
-# kept although the code that logs moved out of database.py
-LOG = logging.getLogger("minigpt.serve.store.database")
+# kept although the code that logs moved from store.py into this room
+LOG = logging.getLogger("minigpt.serve.store")
 
 
 class StoreError(LabError, RuntimeError):

@@ -30,7 +30,7 @@ def _plan() -> RunSpec:
 
 @pytest.fixture
 def exiting():
-    """Sets run.EXITING as the interpreter's exit does (runner._exit), and clears it after the test."""
+    """Sets run.EXITING as the interpreter's exit does (thread._exit), and clears it after the test."""
     yield EXITING.set
     EXITING.clear()
 

@@ -377,7 +377,7 @@ def test_only_the_owner_key_steers_a_run_after_a_restart(database_url, servers):
 
 
 def test_a_server_exiting_leaves_its_training_runs_to_come_back_interrupted(tmp_path, servers):
-    # what the interpreter's exit does (runner._exit): every run stopped, a child process ended with its
+    # what the interpreter's exit does (thread._exit): every run stopped, a child process ended with its
     # server; none of that may reach the store as the run's end, or a redeploy would lose it
     from minigpt.serve.runs.run import EXITING
     from minigpt.serve.runs.thread import _exit

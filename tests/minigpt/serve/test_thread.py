@@ -4,7 +4,7 @@ runs side by side; the tokens per second it shows; the allocator setting a run's
 Nothing here waits on time: a test waits for the step it needs (`wait_until`), or for the
 training thread to be parked at its gate (`parked`), where no further step can land.
 
-    pytest tests/minigpt/serve/test_runner.py
+    pytest tests/minigpt/serve/test_thread.py
 """
 import os
 import resource

@@ -4,7 +4,7 @@ The reference for what a child trains is the Trainer alone, stepped in this proc
 must log the same losses and end with the same weights. Nothing here waits on time: each test
 waits for the state or step it needs.
 
-    pytest tests/minigpt/serve/test_worker.py
+    pytest tests/minigpt/serve/test_process.py
 """
 import gc
 import os
@@ -240,7 +240,7 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
     """A process that forks with a second thread can hand its child a lock that thread held: the
     warm-up's training thread and any OpenMP pool must be gone before the fork server forks."""
     check = ("import torch, threading\n"
-             "from tests.minigpt.serve.test_worker import _os_threads\n"
+             "from tests.minigpt.serve.test_process import _os_threads\n"
              "from helpers.waiting import wait_until\n"
              "before = _os_threads()\n"
              "from minigpt.serve.runs.process import warm_up\n"
@@ -254,11 +254,11 @@ def test_the_fork_servers_warm_up_leaves_no_thread_behind_it():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads are read from Linux's /proc")
 def test_a_warm_up_that_fails_leaves_the_fork_server_alive_with_one_thread_and_says_so():
-    """The fork server imports worker.PRELOAD before it forks anything, and an exception there ends
+    """The fork server imports process.PRELOAD before it forks anything, and an exception there ends
     it: every run started after that would fail. Here the warm-up's own run fails in its training
     thread: the import must still return, say why in the log, and leave no thread behind."""
     check = ("import threading, torch\n"
-             "from tests.minigpt.serve.test_worker import _os_threads\n"
+             "from tests.minigpt.serve.test_process import _os_threads\n"
              "from minigpt.train import Trainer\n"
              "def fail(self): raise RuntimeError('no gradients today')\n"
              "Trainer.compute_gradients = fail\n"

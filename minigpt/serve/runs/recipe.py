@@ -16,8 +16,8 @@ from ...tokenizer import CharTokenizer
 # the training thread's niceness in a child or an actor (19: the lowest priority, so a busy server's pages
 # come first); the thread that answers the server keeps the server's
 CHILD_NICE = 19
-# the store keeps these beside the recipe: the id is the row's, the corpus once per text
 SAMPLE_TEMPERATURE = 0.8  # the sample a run writes at each evaluation: torch-free here, the Train page labels it
+# the store keeps these beside the recipe: the id is the row's, the corpus once per text
 NOT_IN_RECIPE = ("run_id", "text", "resume")
 
 

@@ -11,10 +11,9 @@ name's real type; `__getattr__` reads its list of names from that block, so it i
 """
 from __future__ import annotations
 
-import ast
-import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .lazy import lazy_names
 
 if TYPE_CHECKING:
     from .messages import N_, LabError, Message
@@ -34,28 +33,4 @@ if TYPE_CHECKING:
     from .archive import checkpoint_zip, load_zip
     from .pretrained import load_pretrained
 
-
-
-def _exports() -> dict[str, str]:
-    """name -> module, read from the TYPE_CHECKING block above: the one list of the public names,
-    for type checkers and for __getattr__ alike."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
-    return {alias.name: node.module for node in block.body for alias in node.names}
-
-
-_HOME = _exports()
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str):
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__all__, __getattr__, __dir__ = lazy_names(__file__, __name__)

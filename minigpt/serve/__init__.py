@@ -15,10 +15,9 @@ for __getattr__ alike.
 """
 from __future__ import annotations
 
-import ast
-import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .classes.board import COLUMNS, RUN_LABEL, BoardView, Challenge
@@ -40,27 +39,4 @@ if TYPE_CHECKING:
     from .store.faults import StoreError
     from .store.retention import CLASS_IDLE_SECONDS
 
-
-def _exports() -> dict[str, str]:
-    """name -> module, read from the TYPE_CHECKING block above."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body
-                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
-    return {alias.name: node.module for node in block.body for alias in node.names}
-
-
-_FACE = _exports()
-__all__ = sorted(_FACE)
-
-
-def __getattr__(name: str):
-    module = _FACE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FACE))
+__all__, __getattr__, __dir__ = lazy_names(__file__, __name__)

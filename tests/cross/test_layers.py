@@ -61,7 +61,7 @@ def test_the_library_tests_import_no_streamlit_and_no_app():
 # are annotations only, and free). The core trains, samples and saves a model without any
 # instrument; the instruments measure it; serving runs it for many sessions; the figures draw
 # plain data; the command line (minigpt/cli/, with __main__.py) drives the core and the instruments.
-CORE = ("messages", "config", "device", "tokenizer", "corpus", "data", "model", "train", "sample", "header",
+CORE = ("lazy", "messages", "config", "device", "tokenizer", "corpus", "data", "model", "train", "sample", "header",
         "checkpoint", "archive", "distributed", "pretrained")
 MAY_IMPORT = {"core": {"core"}, "lab": {"core", "lab"}, "serve": {"core", "lab", "serve"}, "viz": {"viz", "messages"},
               "cli": {"core", "lab", "serve", "cli"}}

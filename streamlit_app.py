@@ -11,8 +11,8 @@ from app import navigation
 from app.chrome import site, url
 from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, language, number
+from app.parts import lesson_links
 from app.state import choices, corpora, loaded_model, runs, warmup
-from app.state.lesson_text import STEPS
 from app.views import uploads
 
 # the browser goes on drawing Home for about this long after the script ends; torch's import meanwhile
@@ -26,8 +26,9 @@ st.markdown(_(
     "A tiny character-level GPT you can train, sample and look inside, in your browser. A small model ships with "
     "the app, so **Generate** and **Attention** work right away; **Train** grows your own while you watch, and "
     "**√d_k scaling** shows why attention divides by √d_k."))
+steps = len(lesson_links.lesson().steps)  # the class's lesson, or the built-in one
 st.page_link(site.LESSON.script, label=_("**New here? Start the lesson:** {steps} short steps through the model, from "
-                                        "what it predicts to training your own", steps=len(STEPS)), icon="🎓",
+                                        "what it predicts to training your own", steps=steps), icon="🎓",
              query_params={url.LESSON: "1", url.LANG: language()})
 st.info(_("**Or find your own way:** open **Train** and press **Start**: the default *{preset}* preset learns the "
           "built-in course text's style, and its ETA says how long that takes on this server. Then write with it "

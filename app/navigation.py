@@ -26,7 +26,6 @@ from app.parts import lesson_links, line
 from app.state import classroom, kept_runs, loaded_model, warmup
 from app.state.choices import SHIPPED, device_label, model_source, model_source_label
 from app.state.corpora import current_corpus
-from app.state.lesson_text import STEPS
 from app.state.runs import NOTICE_KEY, prepare_training, read_run_from_url, session_run
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 
 def offer(page: Page) -> str:
     """What a page's link says it offers, in the page's language."""
-    return _(page.offer, steps=len(STEPS)) if page == LESSON else _(page.offer)
+    return _(page.offer, steps=len(lesson_links.lesson().steps)) if page == LESSON else _(page.offer)
 
 
 def open_page(page: Page, intro: str = "", *, lesson_steps: Sequence[int] = ()) -> None:

@@ -1,4 +1,5 @@
-"""Lesson: a guided path through the loaded model, one step at a time (?lesson=N)."""
+"""Lesson: a guided path through the loaded model, one step at a time (?lesson=N): the built-in
+lesson in the page's language, or the one the class's teacher loaded."""
 import streamlit as st
 
 from minigpt import N_
@@ -13,10 +14,11 @@ navigation.open_page(site.LESSON, N_(
     "From what a language model predicts to training and sampling one of your own, on the loaded model and your own "
     "text. Each step has a few sentences, a live view to try, and a question to check yourself."))
 
-n = class_lesson.follow(lesson_links.step_number())  # in a class the teacher leads: the teacher's step
-lesson_links.steps_bar(n, "top", on_move=class_lesson.leave_follow)
+followed = lesson_links.lesson()
+n = class_lesson.follow(lesson_links.step_number(len(followed.steps)), followed)  # in a led class: the teacher's step
+lesson_links.steps_bar(followed, n, "top", on_move=class_lesson.leave_follow)
 loaded = loaded_model.require_model()
 st.caption(loaded.summary())
-lesson.show(n, loaded)
+lesson.show(followed.steps[n - 1], n, loaded)
 st.divider()
-lesson_links.steps_bar(n, "bottom", on_move=class_lesson.leave_follow)
+lesson_links.steps_bar(followed, n, "bottom", on_move=class_lesson.leave_follow)

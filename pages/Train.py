@@ -18,7 +18,7 @@ serving.not_saving_warning()
 serving.cluster_warning()
 entry, owner = runs.session_run()
 train_settings.ensure_filled(runs.run_settings(entry) if entry is not None else None)
-corpus = corpora.current_corpus()  # after the form: in a class, the challenge may name the corpus
+corpus = corpora.current_corpus()  # after the form: in a class, its text or its challenge may set the corpus
 in_range = train_form.form(expanded=entry is None)
 model_cfg, train_cfg = train_settings.configs()
 train_form.share_link(model_cfg, train_cfg)

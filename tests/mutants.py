@@ -30,7 +30,7 @@ SELECTION = ["-m", "not browser and not torchrun",
              "--deselect=tests/cross/test_hygiene.py::"
              "test_the_stress_and_mutant_scripts_name_files_that_exist_and_every_mutant_applies"]
 # app modules whose tests live with the page that shows them
-APP_MIRRORS = {"lesson": "lesson_page", "lesson_text": "lesson_page", "lesson_links": "lesson_page",
+APP_MIRRORS = {"lesson": "lesson_page", "lesson_file": "lesson_file", "lesson_links": "lesson_page",
                "lesson_numbers": "lesson_page", "class_lesson": "class_lesson",
                "one_weight": "inside_page", "train_form": "train_page", "training": "train_page",
                "beliefs": "generate_page", "generation": "generate_page", "prompts": "generate_page",
@@ -324,7 +324,7 @@ MUTANTS = {
         "on_click=go, args=(n + 1, on_move),", "on_click=go, args=(n + 2, on_move),")]),
     # the class follows the teacher (issue 49)
     "a follower stays on their own step (class lesson)": ("app/parts/class_lesson.py", [(
-        "        if now.step != n and 1 <= now.step <= len(STEPS):", "        if False:")]),
+        "        if now.step != n and 1 <= now.step <= len(followed.steps):", "        if False:")]),
     "the answer shows before the reveal (class lesson)": ("app/parts/class_lesson.py", [(
         "    waiting = counted and not revealed  #", "    waiting = False  #")]),
     "the lesson's one-click run in a class takes the preset's seed (lesson)": ("app/views/lesson.py", [(
@@ -337,16 +337,16 @@ MUTANTS = {
     "a learner's tag not salted per class (keys)": ("minigpt/serve/store/keys.py", [(
         "    return hashlib.sha256(salt + value.encode()).digest()", "    return hashlib.sha256(value.encode()).digest()")]),
     "a browser's learner token ignored: every session a new learner (class lesson)": ("app/state/classroom.py", [(
-        "        tokens[code] = sent if TOKEN.fullmatch(sent) else secrets.token_urlsafe(16)",
-        "        tokens[code] = secrets.token_urlsafe(16)")]),
+        "        tokens[code] = sent if TOKEN.fullmatch(sent) else new_learner_token()",
+        "        tokens[code] = new_learner_token()")]),
     "a revealed step's tally still moves (board)": ("minigpt/serve/classes/lesson.py", [(
         "            if step in board.revealed:", "            if False:")]),
     "the counts name no option right (class lesson)": ("minigpt/serve/classes/lesson.py", [(
         "        return [chosen.count(option) for option in range(options)]",
         "        return [len(chosen)] * options")]),
     "the teacher's key kept in clear (board)": ("minigpt/serve/classes/roster.py", [(
-        "ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), self._clock())",
-        "ClassBoard(code, key.encode(), secrets.token_bytes(16), self._clock())"), (
+        "ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), now, now)",
+        "ClassBoard(code, key.encode(), secrets.token_bytes(16), now, now)"), (
         "        return keys.matches(key, self.teacher_key)",
         "        return isinstance(key, str) and key.encode() == self.teacher_key")]),
     "a refresh forgets the teacher (board)": ("app/state/classroom.py", [(
@@ -362,7 +362,7 @@ MUTANTS = {
         'st.caption(_("Note: {note}", note=md(error_text(note))))', 'st.caption(f"Note: {note}")')]),
     "sidebar links untranslated (L10n)": ("app/navigation.py", [(
         "st.page_link(linked.script, label=_(linked.label)", "st.page_link(linked.script, label=linked.label")]),
-    "upload refusal in English (L10n)": ("app/views/uploads.py", [(
+    "upload refusal in English (L10n)": ("app/state/corpora.py", [(
         "    message = error_text(err)\n", "    message = str(err)\n")]),
     "figure axes untranslated (L10n)": ("app/views/training.py", [(
         "overfit=over, floor=floor, tr=_)", "overfit=over, floor=floor)")]),
@@ -590,8 +590,8 @@ MUTANTS = {
         "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):",
         "            if False:")]),
     "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/classes/board.py", [(
-        "return self.misfits(corpus, record.model, record.train)",
-        "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step))")]),
+        "return self.misfits(corpus, record.model, record.train, class_corpus)",
+        "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step), class_corpus)")]),
     "board: one post more per learner than the limit (board)": ("minigpt/serve/classes/posts.py", [(
         ">= self.max_per_learner:", "> self.max_per_learner:")]),
     "board: every viewer builds the view again (board)": ("minigpt/serve/classes/classes.py", [(
@@ -605,7 +605,29 @@ MUTANTS = {
         "post.step * train.batch_size * train.block_size * train.grad_accum",
         "post.step * train.batch_size * train.grad_accum")]),
     "board: a class never ends (board)": ("minigpt/serve/classes/roster.py", [(
-        "if b.last_active < cutoff]\n", "if False]\n")]),
+        "if b.opened < cutoff]\n", "if False]\n")]),
+    "term: a class still ends when idle (term)": ("minigpt/serve/classes/roster.py", [(
+        "if b.opened < cutoff]\n", "if b.last_active < cutoff]\n")]),
+    "term: a stop and a resume within the hour start a new lesson session (term)": ("minigpt/serve/classes/lesson.py", [(
+        "            started = step is not None and now - board.led_at > SESSION_GAP_HOURS * 3600",
+        "            started = step is not None and (board.lesson_step is None or now - board.led_at > 0)")]),
+    "term: a new session keeps the last one's answers open (term)": ("minigpt/serve/classes/lesson.py", [(
+        "        board.answers, board.revealed = {}, set()", "        board.revealed = set()")]),
+    "term: a personal code's wrong tries are never counted (term)": ("minigpt/serve/classes/learners.py", [(
+        "                    self._tries.setdefault((board.code, who), deque()).append(now)", "                    pass")]),
+    "term: any code claims the class's first learner (term)": ("minigpt/serve/classes/learners.py", [(
+        "            known = board.learner_tag(token) in board.learners", "            known = bool(board.learners)")]),
+    "term: erasing a learner leaves their archived posts (term)": ("minigpt/serve/classes/learners.py", [(
+        "            board.archive[number] = [post for post in posts if post.learner != tag]",
+        "            board.archive[number] = posts")]),
+    "term: erasing a learner leaves their answer rows (store)": ("minigpt/serve/store/classes.py", [(
+        "            for table in (posts_table, answers_table, learners_table, learner_runs_table):",
+        "            for table in (posts_table, learners_table, learner_runs_table):")]),
+    "term: a new round leaves the old posts on the board (term)": ("minigpt/serve/classes/posts.py", [(
+        "            board.posts.clear()\n", "")]),
+    "term: the migration to version 3 forgets the answers' session (store)": ("minigpt/serve/store/migrations.py", [(
+        "    rows = [dict(row._mapping, session=1) for row in connection.execute(sa.select(old))]",
+        "    rows = [dict(row._mapping, session=0) for row in connection.execute(sa.select(old))]")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
         "        name = plain(row.label)\n", "        name = row.label\n")]),
     "board: the teacher's key stays in the address (board page)": ("app/state/classroom.py", [(
@@ -620,8 +642,8 @@ MUTANTS = {
         "    return hmac.compare_digest(hashlib.sha256(salt + key.encode()).digest(), bytes(kept[SALT_BYTES:]))",
         "    return hmac.compare_digest(key.encode().ljust(32, b\" \")[:32], bytes(kept[SALT_BYTES:]))")]),
     "store: the migration drops the answers (store)": ("minigpt/serve/store/migrations.py", [(
-        "        if answers:\n            connection.execute(sa.insert(answers_table), answers)",
-        "        if False:\n            connection.execute(sa.insert(answers_table), answers)")]),
+        "        if answers:\n            connection.execute(sa.insert(answers_2), answers)",
+        "        if False:\n            connection.execute(sa.insert(answers_2), answers)")]),
     "store: the line comes back in reverse (store)": ("minigpt/serve/store/runs.py", [(
         ".where(where).order_by(runs_table.c.line_order, runs_table.c.created)",
         ".where(where).order_by(runs_table.c.line_order.desc(), runs_table.c.created)")]),

@@ -167,7 +167,9 @@ def translate_streamlit_words() -> None:
 
 
 CORPUS_UPLOAD, CHECKPOINT_UPLOAD = "corpus_upload", "checkpoint_upload"  # Home's uploaders' widget keys
-TYPES = {CORPUS_UPLOAD: ["txt"], CHECKPOINT_UPLOAD: ["zip"]}  # what each uploader takes
+CLASS_CORPUS_UPLOAD, LESSON_UPLOAD = "class_corpus_upload", "class_lesson_upload"  # the teacher's, on the board
+TYPES = {CORPUS_UPLOAD: ["txt"], CHECKPOINT_UPLOAD: ["zip"], CLASS_CORPUS_UPLOAD: ["txt"],  # what each one takes
+         LESSON_UPLOAD: ["md", "txt"]}
 
 
 def uploaders_css() -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from minigpt import GPTConfig, TrainConfig
-from minigpt.serve import MAX_NAME, BoardError, Challenge
+from minigpt.serve import CLASS_CORPUS, MAX_NAME, BoardError, Challenge, ClassCorpus
 
 from app.chrome import fields
 from app.chrome.i18n import _, error_text
@@ -56,10 +56,13 @@ def posted(code: str, entry) -> None:
         st.caption(_("Your run is on the board of class {code} as {name}.", code=code, name=md(names[0])))
 
 
-def challenge_text(challenge: Challenge) -> str:
+def challenge_text(challenge: Challenge, class_corpus: ClassCorpus | None = None) -> str:
     """The challenge's constraints in a phrase: "on course-zh, within 300 steps"."""
     parts = []
-    if challenge.corpus is not None:
+    if challenge.corpus == CLASS_CORPUS:
+        if class_corpus is not None:  # while the class has no text of its own, the challenge asks for none
+            parts.append(_("on the class's text {name}", name=md(class_corpus.label)))
+    elif challenge.corpus is not None:
         parts.append(_("on {corpus}", corpus=challenge.corpus))
     if challenge.max_steps is not None:
         parts.append(_("within {steps:,} steps", steps=challenge.max_steps))
@@ -75,16 +78,18 @@ def challenge_note(corpus_key: str, model: GPTConfig, train: TrainConfig) -> Non
     if not code:
         return
     try:
-        challenge = classes().find(code).challenge
+        board = classes().find(code)
     except BoardError:  # the class has ended: the board page says so
         return
+    challenge, class_corpus = board.challenge, board.corpus
     if challenge is None:
         return
-    misfits = challenge.misfits(corpus_key, model, train)
+    misfits = challenge.misfits(corpus_key, model, train, class_corpus)
     if misfits:
         st.warning(_("A run of these settings would not meet the class's challenge ({challenge}): {reasons}. Change "
                      "them before Start, or the board lists your run outside the challenge.",
-                     challenge=challenge_text(challenge), reasons=md("; ".join(error_text(m) for m in misfits))))
+                     challenge=challenge_text(challenge, class_corpus),
+                     reasons=md("; ".join(error_text(m) for m in misfits))))
     else:
         st.caption(_("A run of these settings meets the class's challenge ({challenge}).",
-                     challenge=challenge_text(challenge)))
+                     challenge=challenge_text(challenge, class_corpus)))

@@ -10,20 +10,25 @@ back (views.board writes it). The server keeps only a salted digest of it (minig
 
 A learner is who their browser is in the class, with no account and no name: a random token that
 this session makes, or takes from the browser's cookie for the class. The first page of a session in
-a class writes it there once, so that a refresh, a second tab and a server restart are still the same
-learner (one answer per step, the same limit on posts); with cookies off, it lasts the session. The
-server keeps only its digest under the class's salt (ClassBoard.learner_tag); the token is never
-drawn and never in the address.
+a class writes it there, kept until the class ends (a term at most), so that a refresh, a second tab,
+a server restart and next week's lesson are still the same learner (one answer per step, the same
+limit on posts, their runs); with cookies off, it lasts the session. The token is also the learner's
+personal code: shown to them alone (parts.course), it makes another browser the same learner
+(claim_learner). The server keeps only its digest under the class's salt (ClassBoard.learner_tag);
+the token is never in the address. A run a learner starts in the class has an owner key derived
+from the token and a salt the server keeps (minigpt.serve.run_key), so their runs come back with
+them, on any browser that is them.
 """
 from __future__ import annotations
 
 import json
 import re
 import secrets
+import time
 
 import streamlit as st
 
-from minigpt.serve import CLASS_IDLE_SECONDS, CODE_ALPHABET, CODE_LENGTH, BoardError, BoardView, Classes
+from minigpt.serve import CODE_ALPHABET, CODE_LENGTH, BoardError, BoardView, Classes, new_learner_token, run_key
 
 from app.chrome import url
 from app.chrome.i18n import error_text
@@ -33,18 +38,17 @@ CLASS_KEY = "board_class"       # session_state: the code of the class this sess
 TEACHER_KEY = "board_teacher"   # session_state: (code, key) of the class this browser started
 POSTS_KEY = "board_posts"       # session_state: {post id: its key} for the runs this session posted
 LEARNER_KEY = "board_learner"   # session_state: {class code: this browser's learner token in it}
-LEARNER_SENT_KEY = "board_learner_sent"  # session_state: the classes whose learner cookie this session wrote
+LEARNER_SENT_KEY = "board_learner_sent"  # session_state: {class code: the learner token its cookie holds now}
+ASKER_KEY = "board_asker"       # session_state: this session's id, what the server counts wrong personal codes by
 URL_READ_KEY = "board_url_read"
 NOTICE_KEY = "board_notice"
 COOKIE_PREFIX = "minigpt_teacher_"    # + the class code: the browser's cookie holding its teacher's key
-COOKIE_SECONDS = CLASS_IDLE_SECONDS     # as long as an idle class lasts
 LEARNER_PREFIX = "minigpt_learner_"   # + the class code: the browser's cookie holding its learner token there
-# a class has no set end (it lasts while anyone in it is active): a learner's token is kept a week,
-# longer than any lesson; it links nothing outside its class
-LEARNER_COOKIE_SECONDS = 7 * 24 * 3600
 LEARNER_BOX = "board_learner_cookie"   # the hidden container of the script that writes it
 HIDE_BOX = f".st-key-{LEARNER_BOX} {{ display: none }}"
-TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a learner token as secrets.token_urlsafe makes it
+# a learner token: new_learner_token's (letters and digits), or secrets.token_urlsafe's, which cookies
+# written before personal codes hold
+TOKEN = re.compile(r"[A-Za-z0-9_-]{12,64}")
 
 
 def classes() -> Classes:
@@ -103,34 +107,110 @@ def teacher_key(code: str) -> str | None:
 
 def learner(code: str | None = None) -> str:
     """Who this browser is in class `code` (the session's class by default): the token its cookie
-    sent when the session began, or one this session made (keep_learner writes it there)."""
+    sent when the session began, or one this session made or claimed (keep_learner writes it there)."""
     code = code or st.session_state.get(CLASS_KEY) or ""
     tokens = st.session_state.setdefault(LEARNER_KEY, {})
     if code not in tokens:
         sent = cookies().get(LEARNER_PREFIX + code, "")
-        tokens[code] = sent if TOKEN.fullmatch(sent) else secrets.token_urlsafe(16)
+        tokens[code] = sent if TOKEN.fullmatch(sent) else new_learner_token()
     return tokens[code]
 
 
 def keep_learner(code: str) -> None:
-    """Once a session, for a learner in a class whose browser has no token for it yet: write the
-    session's token into the browser's cookie for the class. The script sits in a hidden container
+    """For a learner in a class, once a session and again when the session's token changes (a claimed
+    personal code): tell the class they are here (Classes.seen), and where the browser did not send
+    that token, write it into the browser's cookie for the class. The script sits in a hidden container
     and is gone from the page at the next redraw; where cookies are off, nothing is kept and nothing
     need be said (the session stays one learner)."""
-    written = st.session_state.setdefault(LEARNER_SENT_KEY, [])
-    if code in written or teacher_key(code) is not None or not is_code(code):
+    if teacher_key(code) is not None or not is_code(code):
         return
-    written.append(code)
     token = learner(code)
-    if cookies().get(LEARNER_PREFIX + code) == token:
+    held = st.session_state.setdefault(LEARNER_SENT_KEY, {})
+    if held.get(code) == token:
+        return
+    browser = held.get(code, cookies().get(LEARNER_PREFIX + code))  # what the browser holds now
+    held[code] = token
+    seen(code, token)
+    if browser == token:
         return
     # Strict: no other site's page sends it along; no Secure flag, which a school server on plain http would
     # refuse to keep (as the teacher's key, views.board)
-    cookie = f"{LEARNER_PREFIX}{code}={token}; path=/; max-age={LEARNER_COOKIE_SECONDS}; SameSite=Strict"
+    cookie = f"{LEARNER_PREFIX}{code}={token}; path=/; max-age={cookie_seconds(code)}; SameSite=Strict"
     with st.sidebar.container(key=LEARNER_BOX):
         # the CSS as markdown, drawn at once: st.html shows a placeholder until its code has loaded
         st.markdown(f"<style>{HIDE_BOX}</style>", unsafe_allow_html=True)
         st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
+
+
+def seen(code: str, token: str) -> None:
+    try:
+        classes().seen(code, token)
+    except BoardError:  # a class that is not there: the board says so
+        pass
+
+
+def cookie_seconds(code: str) -> int:
+    """How long a cookie of class `code` is kept (a learner's token, the teacher's key): until the
+    class ends, a term after it opened (the server's class_days) unless its teacher closes it first."""
+    try:
+        return max(0, int(classes().ends_at(code) - time.time()))
+    except BoardError:
+        return 0
+
+
+def asker() -> str:
+    """This session, as the server counts its wrong personal codes (a random id, nothing of the learner)."""
+    return st.session_state.setdefault(ASKER_KEY, secrets.token_urlsafe(12))
+
+
+def claim_learner(code: str, typed: str) -> None:
+    """This browser becomes the learner whose personal code was typed (from another device of theirs):
+    their answers, runs and posts. BoardError, saying why, for a code the class does not know or too
+    many wrong tries; this browser then stays who it was."""
+    token = classes().claim(code, typed, asker=asker())
+    st.session_state.setdefault(LEARNER_KEY, {})[code] = token  # the next page run writes the cookie
+
+
+def erase_me(code: str) -> None:
+    """The learner erases themselves from the class: every post, answer and run of theirs, from memory
+    and from the store. This browser is a new learner in the class from now on."""
+    token = learner(code)
+    forgotten = classes().erase_learner(code, None, learner=token)
+    runs.registry().forget(forgotten)
+    own = st.session_state.get(runs.OWN_RUN_KEY)
+    if own is not None and own[0] in forgotten:  # gone by their own choice: no notice that it went
+        del st.session_state[runs.OWN_RUN_KEY]
+    st.session_state[LEARNER_KEY][code] = new_learner_token()
+
+
+def erase_poster(code: str, key: str, post_id: str) -> None:
+    """The teacher erases the learner who posted `post_id`: every post, answer and run of theirs."""
+    runs.registry().forget(classes().erase_learner(code, key, post_id=post_id))
+
+
+def class_run_key() -> tuple[str, bytes] | None:
+    """For a learner in a class, the owner key of a run they start now and the salt it is derived
+    with (the class keeps the salt, never the key); None for the teacher, or outside a class."""
+    code = st.session_state.get(CLASS_KEY)
+    if not code or not is_code(code) or teacher_key(code) is not None:
+        return None
+    salt = secrets.token_bytes(16)
+    return run_key(learner(code), salt), salt
+
+
+def note_run(run_id: str, salt: bytes) -> None:
+    """The class notes the run this learner started (class_run_key's salt), to list it next week."""
+    code = st.session_state.get(CLASS_KEY)
+    try:
+        classes().note_run(code, learner(code), run_id, salt)
+    except BoardError:  # the class has ended meanwhile: the run trains all the same
+        pass
+
+
+def own_runs(code: str) -> list[tuple[str, str]]:
+    """The runs this learner started in the class, oldest first: (run id, owner key) each."""
+    token = learner(code)
+    return [(run_id, run_key(token, salt)) for run_id, salt in classes().learner_runs(code, token)]
 
 
 def is_code(code: str) -> bool:

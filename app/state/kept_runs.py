@@ -15,7 +15,7 @@ from minigpt.serve import RunEntry, RunLimitError
 from app.chrome import url
 from app.chrome.i18n import _, error_text
 from app.chrome.text import md
-from app.state import runs, serving
+from app.state import classroom, runs, serving
 from app.state.corpora import Corpus
 
 KEPT_KEY = "kept_runs"          # session_state: the ids this session kept, oldest first
@@ -67,11 +67,14 @@ def start_run_keeping_the_last(corpus: Corpus, model: GPTConfig, train: TrainCon
     replaces for the comparison. Settings that cannot train, or a full line, are said on the page
     and change nothing. True when the run started or joined the line."""
     entry, owner = runs.session_run()
+    in_class = classroom.class_run_key()  # a learner in a class: a key they can derive again next week
     try:
-        runs.start_run(corpus, model, train, paused=paused)
+        started = runs.start_run(corpus, model, train, paused=paused, key=in_class and in_class[0])
     except (ConfigError, CorpusError, RunLimitError) as err:
         st.error(md(error_text(err)))
         return False
+    if in_class is not None:
+        classroom.note_run(started.run_id, in_class[1])
     keep_before_replacing(entry if owner else None)
     return True
 

@@ -194,10 +194,12 @@ def run_configs(corpus: Corpus, model: GPTConfig, train: TrainConfig) -> tuple[C
     return tokenizer, model, train
 
 
-def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool = False) -> RunEntry:
+def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool = False,
+              key: str | None = None) -> RunEntry:
     """Put this session's run in line for a training slot (it replaces the session's previous run,
     and starts at once when a slot is free) and make it the loaded model; paused=True leaves it at
-    step 0, to be stepped through.
+    step 0, to be stepped through. `key`: the run's owner key (a learner's in a class is derived
+    from who they are there, state.classroom), else a random one.
 
     Raises ConfigError or CorpusError for settings that can't train, RunLimitError when the line is full.
     """
@@ -213,12 +215,28 @@ def start_run(corpus: Corpus, model: GPTConfig, train: TrainConfig, paused: bool
     spec = RunSpec("", model, train, tuple(tokenizer.chars), corpus.text, corpus.key, probe, prompt, sample_chars,
                    threads=run_threads())
     ss = st.session_state
-    entry = registry().submit(spec, corpus=corpus.label, replace=ss.get(OWN_RUN_KEY), paused=paused)
-    ss[OWN_RUN_KEY] = (entry.run_id, entry.key)
+    entry = registry().submit(spec, corpus=corpus.label, replace=ss.get(OWN_RUN_KEY), paused=paused, key=key)
+    own(entry.run_id, entry.key)
+    return entry
+
+
+def own(run_id: str, key: str) -> None:
+    """Make the run this session's own (its owner key checked by the caller) and the loaded model."""
+    ss = st.session_state
+    ss[OWN_RUN_KEY] = (run_id, key)
     ss.pop(WATCHED_RUN_KEY, None)
     ss[MODEL_SOURCE] = TRAINED
     sync_url()
-    return entry
+
+
+def open_own_run(run_id: str, key: str) -> bool:
+    """Make a run of this learner's (their run in a class, its key derived from who they are there)
+    the session's own again, as its owner's address would: False when it is no longer on this server."""
+    entry = registry().get(run_id, key)
+    if entry is None or entry.run_id != run_id or not entry.is_owner(key):
+        return False
+    own(run_id, key)
+    return True
 
 
 def control_run(action: str) -> None:

@@ -12,18 +12,18 @@ import streamlit as st
 
 from minigpt import (BUILTIN_CORPORA, DEFAULT_PRESET, EARLY_STOP_PATIENCE, N_, PRESETS, CharTokenizer, ConfigError,
                      GPTConfig, TrainConfig)
-from minigpt.serve import BoardError, Challenge
+from minigpt.serve import BoardError, Challenge, ClassCorpus
 
 from app.chrome import url
 from app.chrome.i18n import _, error_text, n_
-from app.chrome.text import word_list
+from app.chrome.text import md, word_list
 from app.state.choices import CORPUS
 from app.state.classroom import CLASS_KEY, classes
-from app.state.corpora import current_corpus
+from app.state.corpora import current_corpus, use_class_corpus
 
 FORM_FILLED_KEY = "train_form_filled"   # session_state: the form has its first values in this session
 OWN_SEED_KEY = "train_own_seed"         # session_state: this learner's seed for a class's links that name none
-CLASS_FIT_KEY = "train_class_fit"       # session_state: (class, challenge) the form was last fitted to
+CLASS_FIT_KEY = "train_class_fit"       # session_state: (class, challenge, its text) the form was last fitted to
 # the whole-number boxes' ranges: a model a small shared server trains in minutes (fields.whole_number)
 RANGES = {"max_steps": (10, 20_000), "warmup_steps": (0, 5_000), "eval_interval": (1, 5_000),
           "train_seed": (0, 2**31 - 1)}
@@ -100,7 +100,7 @@ def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
     """On a session's first visit: the run's own settings when a run is attached (a reload must
     not show other settings than the run has), else a ?train= link's, else the default preset.
     In a class, with no run attached, the form is then fitted to the class (fit_class): call it
-    before reading the session's corpus, which the class's challenge may change."""
+    before reading the session's corpus, which the class's text or challenge may change."""
     if not st.session_state.get(FORM_FILLED_KEY):
         first_fill(run_configs)
     if run_configs is None and in_class():
@@ -133,31 +133,42 @@ def in_class() -> bool:
 
 def fit_class() -> None:
     """Fit the form to the class this session is in, each time it comes in or the class's challenge
-    changes, whichever way the learner came to Train: a seed of the learner's own where the form
-    holds the presets' shared one (a class would train identical runs), and the challenge's corpus,
-    steps and size. What changed is said once, above the form; a run of these settings that still
-    misses the challenge is said under the form, before Start (parts.post)."""
+    or text changes, whichever way the learner came to Train: a seed of the learner's own where the
+    form holds the presets' shared one (a class would train identical runs), the class's text, and
+    the challenge's corpus, steps and size. What changed is said once, above the form; the learner
+    may change any of it after. A run of these settings that still misses the challenge is said
+    under the form, before Start (parts.post)."""
     ss = st.session_state
     code = ss[CLASS_KEY]
     try:
-        challenge = classes().find(code).challenge
+        challenge, text = classes().find(code).challenge, classes().class_corpus(code)
     except BoardError:  # no such class (any more): the board page says so
         return
-    if ss.get(CLASS_FIT_KEY) == (code, challenge):
+    if ss.get(CLASS_FIT_KEY) == (code, challenge, text):
         return
     first_in_class = (ss.get(CLASS_FIT_KEY) or (None,))[0] != code
-    ss[CLASS_FIT_KEY] = (code, challenge)
+    ss[CLASS_FIT_KEY] = (code, challenge, text)
     model, train = configs()
     said = []
     if first_in_class and train.seed == PRESETS[DEFAULT_PRESET].train.seed:
         train = replace(train, seed=own_seed())
         said.append(_("a seed of your own (so that your run is not a copy of your classmates')"))
+    if text is not None and not (challenge is not None and challenge.corpus in BUILTIN_CORPORA):
+        fit_class_text(code, text, said)  # a challenge on a built-in corpus names the corpus its runs need
     if challenge is not None:
         fit_corpus(challenge, said)
         model, train = fit_challenge(challenge, model, train, said)
     fill(model, train)
     if said:
         st.info(_("The form is set for class {code}: {changes}.", code=code, changes=word_list(said)))
+
+
+def fit_class_text(code: str, text: ClassCorpus, said: list[str]) -> None:
+    """Make the class's corpus the session's: its built-in one, or its uploaded text as an upload."""
+    if not use_class_corpus(code, text):
+        return
+    said.append(_("the corpus {corpus}", corpus=text.builtin) if text.builtin is not None
+                else _("the class's text {name}", name=md(text.label)))
 
 
 def fit_corpus(challenge: Challenge, said: list[str]) -> None:

@@ -19,20 +19,19 @@ import streamlit as st
 
 from minigpt import BUILTIN_CORPORA, N_
 from minigpt.lab.run_records import csv_text
-from minigpt.serve import COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
+from minigpt.serve import CLASS_CORPUS, COLUMNS, RUN_LABEL, BoardError, BoardView, Challenge
 
 from app.chrome import site, url
 from app.chrome.charts import config as chart_config
 from app.chrome.charts import html_button, swipe_hint
 from app.chrome.i18n import _, error_text, language, n_
 from app.chrome.text import md, ordinal, word_list
-from app.parts import class_lesson
+from app.parts import class_corpus, class_lesson, class_qr, course
 from app.parts.post import challenge_text
 from app.state import classroom, runs, serving
 from app.state.classroom import (
     CLASS_KEY,
     COOKIE_PREFIX,
-    COOKIE_SECONDS,
     NOTICE_KEY,
     POSTS_KEY,
     board_view,
@@ -68,10 +67,7 @@ def start_or_join(heading: str | None = None) -> None:
 
 
 def board_page() -> None:
-    """The board page: start or join a class, or the class's board. For its teacher, in three tabs
-    (the board, leading the lesson, the class's controls), so that on a projector the
-    chart starts near the top; for a learner, the board with where the class is in the lesson
-    and a way to train a run for it."""
+    """The board page: start or join a class, or the class's board: the teacher's view or a learner's."""
     ss = st.session_state
     serving.not_saving_warning()
     notice = ss.pop(NOTICE_KEY, None)
@@ -94,35 +90,59 @@ def board_page() -> None:
         start_or_join(md(error_text(err)))
         return
     link = url.link(**{url.CLASS: board.code})  # no language: each learner's browser (or choice) decides
-    head_col, link_col = st.columns([1, 3], vertical_alignment="center")
+    # the teacher's QR button in the heading's row, not above the board: on a projector the chart starts near the top
+    head_col, link_col, *qr_col = st.columns([2, 5, 2] if key else [1, 3], vertical_alignment="center")
     head_col.header(_("Class {code}", code=board.code), anchor=False)
     with link_col:
         st.caption(_("The class's link (open it to join; copy it with the icon on the right):"))
         st.code(link, language=None)
     if key is None:
-        class_lesson.class_line(board.code)
-        st.page_link(site.TRAIN.script, label=_("Train a run for this class"), icon="🏋️",
-                     query_params={url.CLASS: board.code, url.LANG: language()})
-        live_board(board.code, None)
-        my_posts(board.code)
-        st.button(_("Leave this class"), key="board_leave", on_click=leave_class, type="tertiary")
-        st.caption(_("This is the learners' view. The teacher's controls come back in the browser that started the "
-                     "class, or in another one through the teacher's link copied there."))
+        learner_view(board.code)
         return
-    remember_key(board.code, key)
-    board_tab, lesson_tab, controls_tab = st.tabs([_("Board"), _("Lead the lesson"), _("Teacher's controls")],
-                                                  key=TAB_KEY, on_change="rerun")  # only the open tab runs
+    with qr_col[0]:
+        class_qr.qr_button(link)
+    teacher_view(board.code, key)
+
+
+def learner_view(code: str) -> None:
+    """A learner's board: where the class is in the lesson, a way to train a run for it, the board of this
+    round and earlier ones, and what is theirs in the class (parts.course)."""
+    class_lesson.class_line(code)
+    st.page_link(site.TRAIN.script, label=_("Train a run for this class"), icon="🏋️",
+                 query_params={url.CLASS: code, url.LANG: language()})
+    course.round_line(code)
+    live_board(code, None)
+    my_posts(code)
+    earlier_rounds(code, teacher=False)
+    course.learner_panel(code)
+    st.button(_("Leave this class"), key="board_leave", on_click=leave_class, type="tertiary")
+    st.caption(_("This is the learners' view. The teacher's controls come back in the browser that started the "
+                 "class, or in another one through the teacher's link copied there."))
+
+
+def teacher_view(code: str, key: str) -> None:
+    """The teacher's board, in four tabs (the board, leading the lesson, the course so far, the class's
+    controls), so that on a projector the chart starts near the top."""
+    remember_key(code, key)
+    board_tab, lesson_tab, course_tab, controls_tab = st.tabs(
+        [_("Board"), _("Lead the lesson"), _("Course"), _("Teacher's controls")],
+        key=TAB_KEY, on_change="rerun")  # only the open tab runs
     if board_tab.open:
         with board_tab:
-            class_lesson.class_line(board.code)  # where the class is in the lesson, when the teacher leads it
-            live_board(board.code, key)
-            my_posts(board.code)
+            class_lesson.class_line(code)  # where the class is in the lesson, when the teacher leads it
+            course.round_line(code)
+            live_board(code, key)
+            my_posts(code)
+            earlier_rounds(code, teacher=True)
     if lesson_tab.open:
         with lesson_tab:
-            class_lesson.lead_panel(board.code, key)
+            class_lesson.lead_panel(code, key)
+    if course_tab.open:
+        with course_tab:
+            course.course_panel(code, key)
     if controls_tab.open:
         with controls_tab:
-            teacher_panel(board.code, key)
+            teacher_panel(code, key)
 
 
 def state_text(row) -> str:
@@ -180,11 +200,7 @@ def draw(view: BoardView, teacher: bool) -> None:
         ranking(view)
     st.markdown(_("**The runs** (the settings that differ between them, and what each reached):"))
     table = shown_table(view)
-    swipe_hint("board_table")
-    st.dataframe(table, hide_index=True, key="board_table", column_config={
-        _(RUN_LABEL): st.column_config.TextColumn(_(RUN_LABEL), pinned=True),
-        _(COLUMNS["best_val"].label): st.column_config.NumberColumn(_(COLUMNS["best_val"].label), format="%.3f"),
-    })
+    runs_table(table, "board_table")
     st.markdown(_("**Each run's latest sample:**"))
     swipe_hint("board_samples")
     st.dataframe(samples_table(view), hide_index=True, key="board_samples")
@@ -196,6 +212,40 @@ def draw(view: BoardView, teacher: bool) -> None:
     csv_col.download_button(_("Download the table (.csv)"), data=lambda: csv_text(table),
                             file_name=f"minigpt-class-{view.code}.csv", mime="text/csv", on_click="ignore",
                             key="board_csv", type="tertiary", icon=":material/download:")
+
+
+def runs_table(table, key: str) -> None:
+    """The board's table of runs, its name column pinned (the live board's and an earlier round's)."""
+    swipe_hint(key)
+    st.dataframe(table, hide_index=True, key=key, column_config={
+        _(RUN_LABEL): st.column_config.TextColumn(_(RUN_LABEL), pinned=True),
+        _(COLUMNS["best_val"].label): st.column_config.NumberColumn(_(COLUMNS["best_val"].label), format="%.3f"),
+    })
+
+
+def earlier_rounds(code: str, teacher: bool) -> None:
+    """Below the board, once the teacher has started a new round: an earlier round's table, read-only
+    (its runs as they were last read), with its CSV for the teacher."""
+    try:
+        rounds = classes().rounds(code)[:-1]
+    except BoardError:  # the class has ended meanwhile: the board says so
+        return
+    if not rounds:
+        return
+    with st.expander(n_("Earlier round ({n})", "Earlier rounds ({n})", len(rounds))):
+        by_number = {r.number: r for r in rounds}
+        number = st.selectbox(_("Round"), list(reversed(by_number)), key="board_past_round",
+                              format_func=lambda n: course.round_label(by_number[n]))
+        view = classes().archived_view(code, number)
+        if not view.visible():
+            st.caption(_("No run is on this round's board."))
+            return
+        table = shown_table(view, past=number)
+        runs_table(table, "board_past_table")
+        if teacher:
+            st.download_button(_("Download this round's table (.csv)"), data=lambda: csv_text(table),
+                               file_name=f"minigpt-class-{code}-round-{number}.csv", mime="text/csv",
+                               on_click="ignore", key="board_past_csv", type="tertiary", icon=":material/download:")
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -211,7 +261,7 @@ def figure(view: BoardView, titled: bool = False):
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _table(code: str, view_key: tuple, lang: str, _view: BoardView):
+def _table(code: str, view_key: tuple, lang: str, past: int | None, _view: BoardView):  # past: a key part only
     table = _view.table()
     settings = [name for name in table.columns if name in SETTING_LABELS]
     table[settings] = table[settings].map(setting_text)
@@ -233,14 +283,16 @@ def samples_table(view: BoardView):
     return _samples(view.code, view.key, language(), view)
 
 
-def shown_table(view: BoardView):
-    """The board's table with its columns in the page's language, built once per update and language."""
-    return _table(view.code, view.key, language(), view)
+def shown_table(view: BoardView, past: int | None = None):
+    """The board's table with its columns in the page's language, built once per update and language
+    (`past`: the number of the earlier round `view` is of)."""
+    return _table(view.code, view.key, language(), past, view)
 
 
 def ranking(view: BoardView) -> None:
     challenge = view.challenge
-    st.markdown("### " + _("Challenge: the lowest validation loss") + "  \n" + challenge_text(challenge))
+    own = classes().class_corpus(view.code) if challenge.corpus == CLASS_CORPUS else None
+    st.markdown("### " + _("Challenge: the lowest validation loss") + "  \n" + challenge_text(challenge, own))
     ranked = view.ranking()
     if ranked:
         st.markdown("  \n".join(_("**{place}.** {run}: {loss:.3f}", place=place, run=md(row.label), loss=row.best_val)
@@ -269,7 +321,7 @@ def remember_key(code: str, key: str) -> None:
     st.session_state[COOKIE_SENT_KEY] = code
     # Strict: no other site's page sends it along; no Secure flag, which a school server on plain http
     # would refuse to keep (the key is no more exposed there than the page it controls)
-    cookie = f"{COOKIE_PREFIX}{code}={key}; path=/; max-age={COOKIE_SECONDS}; SameSite=Strict"
+    cookie = f"{COOKIE_PREFIX}{code}={key}; path=/; max-age={classroom.cookie_seconds(code)}; SameSite=Strict"
     st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
 
 
@@ -341,21 +393,23 @@ def copy_teacher_link(code: str) -> None:
 
 
 def teacher_panel(code: str, key: str) -> None:
-    """What only the teacher's browser sees: the teacher's link, the challenge, hiding and pinning, closing."""
+    """What only the teacher's browser sees: the teacher's link, the challenge, the class's text, hiding,
+    pinning and erasing a learner, closing."""
     st.caption(_("Only the browser that started the class sees these controls; a refresh keeps them. The teacher's "
                  "link gives them to another browser (your laptop, say): copy it and keep it to yourself. It is "
                  "never shown on the screen."))
     copy_teacher_link(code)
     with st.form("board_challenge", border=False):  # callbacks: the board (the first tab) draws the change at once
         corpus_col, steps_col, params_col = st.columns(3)
-        corpus_col.selectbox(_("Corpus"), [None, *BUILTIN_CORPORA], key="challenge_corpus",
-                             format_func=lambda c: _("any") if c is None else c)
+        corpus_col.selectbox(_("Corpus"), [None, CLASS_CORPUS, *BUILTIN_CORPORA], key="challenge_corpus",
+                             format_func=lambda c: challenge_corpus_label(code, c))
         steps_col.number_input(_("At most this many steps (0: any)"), 0, 100_000, 300, step=50, key="challenge_steps")
         params_col.number_input(_("At most this many parameters (0: any)"), 0, 10_000_000, 150_000, step=10_000,
                                 key="challenge_params")
         set_col, clear_col = st.columns(2)
         set_col.form_submit_button(_("Set the challenge"), on_click=set_challenge, args=(code, key, True))
         clear_col.form_submit_button(_("No challenge"), on_click=set_challenge, args=(code, key, False))
+    class_corpus.teacher_form(code, key)
     view = board_view(code)
     if view.rows:
         by_id = {row.post_id: row for row in view.rows}
@@ -368,6 +422,12 @@ def teacher_panel(code: str, key: str) -> None:
                         args=("hide", code, key, chosen, not row.hidden))
         pin_col.button(_("Unpin") if row.pinned else _("Pin to the top"), key="board_pin", on_click=as_teacher,
                        args=("pin", code, key, None if row.pinned else chosen))
+        sure_col, erase_col = st.columns([3, 1], vertical_alignment="bottom")
+        sure = sure_col.checkbox(_("Erase the learner who posted this run"), key="board_erase_learner_sure",
+                                 help=_("Every post, answer and run of theirs in this class, from every round, "
+                                        "deleted for good."))
+        erase_col.button(_("Erase this learner's data"), key="board_erase_learner", disabled=not sure,
+                         on_click=erase_learner, args=(code, key, chosen))
     st.button(_("Close the class"), key="board_close", on_click=close_class, args=(code, key),
               help=_("The board and its code end for everyone, and the server forgets the class, its posts and "
                      "answers; the runs themselves go on."))
@@ -376,6 +436,16 @@ def teacher_panel(code: str, key: str) -> None:
                               "the runs they posted, with their checkpoints. Erasing closes the class and deletes all "
                               "of it for good."))
     st.button(_("Erase the class's data"), key="board_erase", disabled=not sure, on_click=erase_class, args=(code, key))
+
+
+def challenge_corpus_label(code: str, corpus: str | None) -> str:
+    """A corpus the challenge may ask for, as the form offers it: any, the class's own text, a built-in one."""
+    if corpus is None:
+        return _("any")
+    if corpus != CLASS_CORPUS:
+        return corpus
+    own = classes().class_corpus(code)
+    return _("the class's text ({name})", name=own.label) if own else _("the class's text (none set yet)")
 
 
 def set_challenge(code: str, key: str, on: bool) -> None:
@@ -391,6 +461,16 @@ def as_teacher(action: str, code: str, key: str, *args) -> None:
         getattr(classes(), action)(code, key, *args)
     except BoardError as err:  # the class has ended meanwhile
         st.session_state[NOTICE_KEY] = error_text(err)
+
+
+def erase_learner(code: str, key: str, post_id: str) -> None:
+    try:
+        classroom.erase_poster(code, key, post_id)
+    except BoardError as err:  # the class has ended meanwhile, or the post has gone
+        st.session_state[NOTICE_KEY] = error_text(err)
+        return
+    st.session_state.pop("board_erase_learner_sure", None)
+    st.session_state[NOTICE_KEY] = _("The learner's data is erased: their posts, answers and runs in this class.")
 
 
 def close_class(code: str, key: str) -> None:

@@ -1,7 +1,8 @@
-"""The guided lesson: fifteen steps through the loaded model, each with its words, a formula, a
-live view made of the app's own views and figures, a "try this" and a check question. The step
-is in the address (?lesson=5), so that a teacher can send a class to one (app.parts.lesson_links: the
-address, Back and Next, and the tool pages' links to their steps)."""
+"""The guided lesson, step by step through the loaded model: each step's words, a formula, a live
+view made of the app's own views and figures, a "try this", Train settings to start from and a
+check question, as the lesson's file says (app.state.lesson_file: the built-in lesson's, or a
+teacher's). The step is in the address (?lesson=5), so that a teacher can send a class to one
+(app.parts.lesson_links: the lesson followed, the address, Back and Next, and the tool pages' links)."""
 from __future__ import annotations
 
 import time
@@ -11,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from minigpt import PRESETS, REFILL_KEPT, Sampling, SamplingError, generate, lr_schedule
+from minigpt import DEFAULT_PRESET, PRESETS, REFILL_KEPT, ConfigError, Sampling, SamplingError, generate, lr_schedule
 from minigpt.lab.diagnosis import overfitting, uniform_loss
 from minigpt.lab.embeddings import position_similarity
 from minigpt.lab.predictions import character_table, surprisal
@@ -30,34 +31,64 @@ from app.chrome import url
 from app.chrome.charts import config as chart_config
 from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, error_text, language, n_, number, textbook
-from app.chrome.site import HOME, LESSON, PAGES
-from app.chrome.text import md
-from app.parts import beliefs, class_lesson, heatmaps, line, one_weight, prompts, sampling
+from app.chrome.site import HOME, LESSON, PAGES, TRAIN
+from app.chrome.text import md, word_list
+from app.parts import beliefs, class_lesson, heatmaps, lesson_links, line, one_weight, prompts, sampling
 from app.parts.lens import logit_lens_view
 from app.state import kept_runs, loaded_model, runs, shared_results, train_settings
+from app.state.choices import CORPUS
 from app.state.corpora import builtin_corpus, current_corpus
 from app.state.lesson_numbers import KV_CHARS, OVERFIT_CORPUS, PRESET, quoted
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import LessonStep, TrainStart
 from app.state.loaded_model import LoadedModel
 
 KV_SHOWN_KEY = "lesson_kv_shown"   # session_state: the last timing of generation with and without the cache
 MODELS_OWN = Sampling(temperature=1.0)  # the model's own next-character distribution: nothing tempered or cut off
 
 
-def show(n: int, loaded: LoadedModel) -> None:
-    step = STEPS[n - 1]
+def show(step: LessonStep, n: int, loaded: LoadedModel) -> None:
+    """Step n of the lesson followed: its words with the loaded model's numbers, and what it draws."""
     params = quoted(loaded)
-    st.header(f"{n}. {_(step.title)}")
+    st.header(f"{n}. {step.title}")
     for paragraph in step.body:
-        st.markdown(_(paragraph, **params))
+        st.markdown(lesson_links.words(paragraph, params))
     if step.formula:
         st.latex(step.formula)
-    st.info(_("**Try this:** {action}", action=_(step.try_this, **params)), icon="👉")
-    VIEWS[step.view](loaded)
+    if step.try_this:
+        st.info(_("**Try this:** {action}", action=lesson_links.words(step.try_this, params)), icon="👉")
+    if step.view:
+        VIEWS[step.view](loaded)
+    if step.train:
+        train_start(step.train)
     class_lesson.question(n, step, params)
     if step.page is not None:
         st.page_link(step.page.script, label=_("Go further on the {page} page", page=_(step.page.label)), icon="➡️",
                      query_params={url.LANG: language()})
+
+
+def train_start(start: TrainStart) -> None:
+    """The step's Train settings: a button that opens Train with its form holding them."""
+    preset = start.preset or DEFAULT_PRESET
+    said = [_("the {preset} preset", preset=_(PRESETS[preset].label))]
+    if start.corpus:
+        said.append(_("the corpus {corpus}", corpus=start.corpus))
+    if start.steps:
+        said.append(n_("{n:,} step", "{n:,} steps", start.steps))
+    if st.button(_("Open Train with this step's settings: {settings}", settings=word_list(said)),
+                 key="lesson_train_start"):
+        model, train = PRESETS[preset].model, PRESETS[preset].train
+        train = replace(train, max_steps=train.max_steps if start.steps is None else start.steps)
+        if train_settings.in_class():  # a class would otherwise train bit-identical runs
+            train = replace(train, seed=train_settings.own_seed())
+        try:  # the form's own ranges, which a file may go beyond
+            model, train = train_settings.from_param(train_settings.to_param(model, train))
+        except ConfigError as err:
+            st.warning(_("These settings cannot go into the Train form: {error}", error=error_text(err)))
+            return
+        train_settings.fill(model, train)
+        if start.corpus:
+            st.session_state[CORPUS] = start.corpus
+        st.switch_page(TRAIN.script, query_params={url.LANG: language()})
 
 
 # ----------------------------------------------------------------- the live views, one per step

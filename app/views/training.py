@@ -32,8 +32,7 @@ def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range:
         settings_ok = False
     else:
         settings_ok = in_range  # a box outside its range has said so under itself
-    facts = [_("Corpus **{corpus}** ({chars:,} characters)", corpus=md(corpus.label), chars=len(corpus.text)),
-             _("device **{device}**", device=serving.run_device() or current_device())]
+    facts = [corpus_fact(corpus), _("device **{device}**", device=serving.run_device() or current_device())]
     if settings_ok:
         facts.append(_("a new run with these settings: **{params:,}** parameters", params=sized.num_params()))
     facts.append(line.server_line())
@@ -41,6 +40,14 @@ def new_run_line(corpus: Corpus, model: GPTConfig, train: TrainConfig, in_range:
     if settings_ok:
         post.challenge_note(corpus.key, sized, checked)
     return settings_ok
+
+
+def corpus_fact(corpus: Corpus) -> str:
+    """What the new run line says of the corpus: its name and length, and whose text a class's is."""
+    if corpus.of_class:
+        return _("Corpus **{corpus}**, the text of class {code} ({chars:,} characters)", corpus=md(corpus.label),
+                 code=corpus.of_class, chars=len(corpus.text))
+    return _("Corpus **{corpus}** ({chars:,} characters)", corpus=md(corpus.label), chars=len(corpus.text))
 
 
 def controls(corpus: Corpus, model: GPTConfig, train: TrainConfig, settings_ok: bool) -> None:

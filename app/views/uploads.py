@@ -1,19 +1,17 @@
 """Home's uploads: a corpus (.txt) and a checkpoint (.zip). Each is checked in its widget's
 callback, which runs before the page, so a good upload is chosen at once and a bad one is
-kept out with a message."""
+kept out with a message. A corpus is checked as a class's text is (corpora.read_corpus_file)."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import streamlit as st
 
-from minigpt import CheckpointError, decode_corpus_as
+from minigpt import CheckpointError
 
-from app.chrome.i18n import error_text
 from app.chrome.streamlit_words import CHECKPOINT_UPLOAD, CORPUS_UPLOAD, TYPES
-from app.chrome.text import md
 from app.state.choices import MODEL_SOURCE, UPLOADED, current_device
-from app.state.corpora import forget_uploaded_corpus, use_uploaded_corpus
+from app.state.corpora import file_refusal, forget_uploaded_corpus, read_corpus_file, use_uploaded_corpus
 from app.state.loaded_model import UPLOADED_CHECKPOINT_KEY, UploadedCheckpoint
 
 UPLOAD_ERRORS_KEY = "upload_errors"
@@ -22,7 +20,7 @@ MAX_CHECKPOINT_BYTES = 25 * 2**20     # as server.maxUploadSize in .streamlit/co
 
 def accept_corpus_upload(name: str, data: bytes) -> None:
     """Make uploaded bytes (UTF-8, UTF-16 or GBK) the session's corpus; CorpusError says why they can't be one."""
-    use_uploaded_corpus(name, *decode_corpus_as(data, source=name))
+    use_uploaded_corpus(name, *read_corpus_file(name, data))
 
 
 def accept_checkpoint_upload(name: str, data: bytes) -> None:
@@ -58,10 +56,7 @@ def upload_error(widget_key: str) -> str | None:
     refused = st.session_state.get(UPLOAD_ERRORS_KEY, {}).get(widget_key)
     if refused is None:
         return None
-    name, err = refused
-    # shown literally: the message may quote the file's name or a zip entry's, which markdown would mangle
-    message = error_text(err)
-    return md(message) if name in message else f"{md(name)}: {md(message)}"
+    return file_refusal(*refused)
 
 
 def _accept(widget_key: str, accept: Callable[[str, bytes], None]) -> None:

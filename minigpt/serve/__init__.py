@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .classes.board import COLUMNS, RUN_LABEL, BoardView, Challenge
-    from .classes.classes import Classes
+    from .classes.board import (CLASS_CORPUS, COLUMNS, RUN_LABEL, BoardView, Challenge, ClassCorpus, ClassLesson,
+                                LessonSession, Round)
+    from .classes.classes import MAX_CORPUS_CHARS, Classes
     from .classes.codes import CODE_ALPHABET, CODE_LENGTH
-    from .classes.lesson import LessonNow
+    from .classes.learners import PERSONAL_CODE_TRIES, new_learner_token, personal_code, run_key
+    from .classes.lesson import MAX_LESSON_CHARS, MAX_OPTIONS, SESSION_GAP_HOURS, LessonNow
     from .classes.posts import MAX_NAME
     from .classes.roster import BoardError
     from .host.turns import TurnQueue
@@ -33,10 +35,10 @@ if TYPE_CHECKING:
     from .runs.recipe import SAMPLE_TEMPERATURE, RunSpec
     from .runs.run import INTERRUPTED, RunSnapshot
     from .line.stored import NoWeightsError
-    from .server import (ADDRESS_ENV, RUNS_ON_ENV, TRAIN_IN_ENV, Database, Placement, Server, ServerSettings,
-                         connect_database, open_server, prepare_training, writable_folder)
+    from .server import (ADDRESS_ENV, CLASS_DAYS_ENV, RUNS_ON_ENV, TRAIN_IN_ENV, Database, Placement, Server,
+                         ServerSettings, connect_database, open_server, prepare_training, writable_folder)
     from .store.engine import CONNECT_SECONDS
     from .store.faults import StoreError
-    from .store.retention import CLASS_IDLE_SECONDS
+    from .store.retention import CLASS_DAYS
 
 __all__, __getattr__, __dir__ = lazy_names(__file__, __name__)

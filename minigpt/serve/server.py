@@ -11,7 +11,7 @@ Settings (docs/deploying.md, docs/cluster.md) are read once, where the server is
   the server's interpreter) or "ray" (actors on the cluster at RAY_ADDRESS). The older
   MINIGPT_RUNS_ON=ray still means "ray".
 - MINIGPT_MAX_RUNS, MINIGPT_RUN_IDLE_SECONDS, MINIGPT_WAITING_IDLE_SECONDS, MINIGPT_MAX_WAITING,
-  MINIGPT_TRAIN_NICE, MINIGPT_RUN_GPU, MINIGPT_KEEP_RUN_DAYS, MINIGPT_KEEP_CHECKPOINTS.
+  MINIGPT_TRAIN_NICE, MINIGPT_RUN_GPU, MINIGPT_KEEP_RUN_DAYS, MINIGPT_KEEP_CHECKPOINTS, MINIGPT_CLASS_DAYS.
 """
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that dro
 MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length
 RUN_DAYS_ENV = "MINIGPT_KEEP_RUN_DAYS"             # days a run on no board is kept after its owner last opened it
 CHECKPOINTS_ENV = "MINIGPT_KEEP_CHECKPOINTS"       # checkpoints kept per run
+CLASS_DAYS_ENV = "MINIGPT_CLASS_DAYS"              # days a class lasts from the day it opened: a term
 # the CPU priority a run trains at, a niceness from 0 (the server's) to 19 (yields the most). Unset, a
 # run out of the server's interpreter trains at CHILD_NICE, so that it yields to the server that shares
 # its box. A run on a thread trains at the server's priority: measured with a class (bench/class_load.py),
@@ -220,7 +221,8 @@ class Server:
     def classes(self) -> Classes:
         with self._locks["classes"]:
             if self._classes is None:
-                self._classes = Classes(refresh_seconds=self.settings.board_refresh_seconds, store=self.store)
+                self._classes = Classes(refresh_seconds=self.settings.board_refresh_seconds, store=self.store,
+                                        class_days=self.settings.retention.class_days)
             return self._classes
 
     def _line(self, placement: Placement) -> RunRegistry:
@@ -341,8 +343,9 @@ def _retention(environ: Mapping[str, str]) -> Retention:
         days = float(environ.get(RUN_DAYS_ENV, default.run_days))
         kept = int(environ.get(CHECKPOINTS_ENV, default.checkpoints))
     except ValueError:
-        return default
-    return Retention(default.class_hours, days if days > 0 else default.run_days,  # NaN is not above 0
+        days, kept = default.run_days, default.checkpoints
+    class_days = _number(environ, CLASS_DAYS_ENV, default.class_days, float, low=0, above=True)
+    return Retention(class_days, days if days > 0 else default.run_days,  # NaN is not above 0
                      kept if kept > 0 else default.checkpoints)
 
 

@@ -1,11 +1,15 @@
 """pages/Board.py and app/views/board.py: a teacher and three learners, each in a session of their own,
 through the whole class board: starting a class, joining from its link, posting from Train,
 withdrawing, hiding and pinning, the challenge's ranking and refusals, a closed class and an unknown
-code, in English and in Chinese.
+code, in English and in Chinese. And a class that lasts the term (app/parts/course.py): cookies that
+last until the class ends, the personal code that moves a learner to another browser, the learner's
+runs to open again, the Course tab, rounds, and erasing one learner.
 
     pytest tests/app/test_board_page.py
 """
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -14,7 +18,9 @@ from helpers.apptest import (every_text, home, page, plotly_spec, tiny_settings,
 from helpers.language import assert_chinese
 from app.state import classroom
 from app.views import board
+from app.parts import course
 from app.chrome.site import BOARD, EXPERIMENTS, TRAIN
+from minigpt.serve import PERSONAL_CODE_TRIES
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow]
 
@@ -151,10 +157,10 @@ def test_the_teachers_page_draws_no_key_and_a_refresh_in_the_same_browser_keeps_
     assert written == {classroom.COOKIE_PREFIX + code: key}
     scripts = [e.proto.body for e in teacher.get("html") if key in e.proto.body]
     assert len(scripts) == 1 and scripts[0].startswith("<script>document.cookie")  # only into the browser's cookie
-    assert "SameSite=Strict" in scripts[0] and f"max-age={classroom.COOKIE_SECONDS}" in scripts[0]
+    assert "SameSite=Strict" in scripts[0] and TERM - 600 <= max_age(scripts[0]) <= TERM  # until the class ends
     teacher.run()
     assert not [e for e in teacher.get("html") if key in e.proto.body]  # written once: gone at the next redraw
-    for label in ("Board", "Lead the lesson", "Teacher's controls"):
+    for label in ("Board", "Lead the lesson", "Course", "Teacher's controls"):
         assert not [t for t in every_text(tab(teacher, label)) if key in t], label
         assert not [e for e in teacher.get("html") if key in e.proto.body], label
     assert any(e.proto.body.lstrip().startswith('<div class="teacher-link">') for e in teacher.get("html"))
@@ -321,3 +327,221 @@ def test_a_run_of_an_erased_class_is_said_to_have_been_erased():
     for at in (watcher.run(), home(**{"run": run_id})):  # watching it, and its link opened now (the first page says)
         said = [w.value for w in at.warning if run_id in w.value]
         assert said and "erased" in said[0] and "no longer on this server" not in said[0], said
+
+
+# -- a class that lasts the term (issue 60) -------------------------------------------------------------
+
+TERM = 140 * 24 * 3600  # a class's days by default (MINIGPT_CLASS_DAYS, docs/deploying.md), in seconds
+GROUPED = re.compile(r"[A-Z0-9]{4}-[A-Z0-9]{4}-[A-Z0-9]{4}")  # a personal code as the page shows it
+CLAIM = "FormSubmitter:course_claim-Use this code"
+
+
+def max_age(script: str) -> int:
+    return int(re.search(r"max-age=(\d+);", script).group(1))
+
+
+def token_of(at, code: str) -> str:
+    return at.session_state[classroom.LEARNER_KEY][code]
+
+
+def grouped(token: str) -> str:
+    return f"{token[:4]}-{token[4:8]}-{token[8:]}"
+
+
+def codes_shown(at) -> list[str]:
+    return [t for t in every_text(at) if GROUPED.search(t)]
+
+
+def claim(at, typed: str):
+    at.text_input(key=course.CLAIM_KEY).set_value(typed)
+    at.button(key=CLAIM).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_class_set_to_last_ten_days_gives_cookies_that_last_ten_days(monkeypatch):
+    monkeypatch.setenv("MINIGPT_CLASS_DAYS", "10")
+    teacher, code = teacher_class()
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
+    learner = home(**{"class": code})  # the first page writes the cookie
+    for at, secret in ((teacher, key), (learner, token_of(learner, code))):
+        script = next(e.proto.body for e in at.get("html") if secret in e.proto.body)
+        assert 10 * 86400 - 600 <= max_age(script) <= 10 * 86400, script
+
+
+def test_a_learner_sees_their_personal_code_and_the_teachers_page_never_shows_one():
+    teacher, code = teacher_class()
+    ann = on_board(home(**{"class": code}))
+    token = token_of(ann, code)
+    assert [c.value for c in ann.code if GROUPED.fullmatch(c.value)] == [grouped(token)]
+    assert [e.label for e in ann.expander][:2] == ["Use this class on another device", "Erase your data in this class"]
+    for label in ("Board", "Lead the lesson", "Course", "Teacher's controls"):
+        shown = tab(teacher, label)
+        assert not codes_shown(shown), label
+        assert "Use this class on another device" not in [e.label for e in shown.expander], label
+
+
+def test_a_personal_code_makes_another_browser_the_same_learner_with_their_runs(browser_cookies):
+    from app.state import runs
+    _teacher, code = teacher_class()
+    ann = learner_posts(code, "ann")
+    token, (run_id, _key) = token_of(ann, code), ann.session_state["own_run"]
+    phone = on_board(home(**{"class": code}))  # another device: no cookie of the class
+    assert token_of(phone, code) != token and not [b for b in phone.button if b.key.startswith("course_open_")]
+    typed = " ".join(grouped(token).lower().split("-"))  # as a phone's keyboard may give it
+    phone = claim(phone, typed)
+    assert token_of(phone, code) == token
+    assert any(f"This browser is you in class {code} now" in s.value for s in phone.success)
+    assert written_cookies(phone) == {classroom.LEARNER_PREFIX + code: token}  # the browser keeps who it is now
+    phone.button(key=f"course_open_{run_id}").click().run()  # their run, opened on Train as its owner
+    assert not phone.exception, [e.value for e in phone.exception]
+    own = phone.session_state["own_run"]
+    assert own[0] == run_id and runs.registry().get(*own).is_owner(own[1])
+    assert [b for b in phone.button if b.key == "board_post"]  # the owner's own button: posting it again
+
+    browser_cookies[classroom.LEARNER_PREFIX + code] = token  # the phone next week: its cookie
+    later = on_board(home(**{"class": code}))
+    assert token_of(later, code) == token and later.button(key=f"course_open_{run_id}")
+
+
+def test_a_wrong_personal_code_is_said_loses_nothing_and_guessing_is_refused():
+    _teacher, code = teacher_class()
+    ann = on_board(home(**{"class": code}))
+    phone = on_board(home(**{"class": code}))
+    mine = token_of(phone, code)
+    for n in range(PERSONAL_CODE_TRIES):
+        phone = claim(phone, f"ZZZZ-ZZZZ-ZZZ{n}")
+        said = [unescaped(e.value) for e in phone.error]
+        assert said == [f"No learner of class {code} has that personal code. Check it and type it again."], said
+        assert phone.text_input(key=course.CLAIM_KEY).value == f"ZZZZ-ZZZZ-ZZZ{n}"  # kept, to be corrected
+        assert any(f"This browser has typed {n + 1} wrong code" in c.value for c in phone.caption)
+        assert token_of(phone, code) == mine
+    phone = claim(phone, grouped(token_of(ann, code)))  # even the right one, now: guessing is bounded
+    said = [unescaped(e.value) for e in phone.error]
+    assert len(said) == 1 and said[0].startswith("Too many wrong codes: try again in") and "minutes" in said[0], said
+    assert token_of(phone, code) == mine
+
+
+def lead_and_answer(code: str, key: str, answers: dict[int, list[int]]) -> None:
+    """The teacher leads each step in turn; each listed learner answers it (their option, in order)."""
+    classes = classroom.classes()
+    for step, options in answers.items():
+        classes.lead(code, key, step)
+        for n, option in enumerate(options):
+            classes.answer(code, f"learner-token-{n:04d}", step, option)
+
+
+POEMS = """# Poems of our own
+
+## Line lengths
+
+view: next
+page: Generate
+
+Each line of a poem is one sample.
+
+### Check
+
+? Which line is the longest?
+
+- [ ] The first
+- [x] The second
+- [ ] The third
+
+because: It has the most characters.
+
+## Rhymes
+
+view: loss
+page: Train
+
+The end of a line.
+"""  # a teacher's lesson of two steps, one with a quick check (its right answer: B)
+
+
+def test_the_course_tab_shows_each_lesson_session_its_steps_and_their_counts():
+    import pandas as pd
+    from minigpt.serve import ClassLesson
+    teacher, code = teacher_class()
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
+    lead_and_answer(code, key, {1: [1, 1, 0], 2: [0, 2]})
+    classroom.classes().set_lesson(code, key, ClassLesson("poems.md", POEMS))  # the next lead: a new session
+    lead_and_answer(code, key, {1: [2, 1, 1, 0], 2: []})
+    teacher = tab(teacher, "Course")
+    table = teacher.dataframe[0].value  # the tab's one table
+    assert list(table["session"]) == [1, 1, 2, 2] and list(table["step"]) == [1, 2, 1, 2]
+    assert list(table["lesson"]) == ["the built-in lesson"] * 2 + ["poems.md"] * 2
+    assert list(table["title"]) == ["What the model predicts", "From characters to vectors", "Line lengths",
+                                    "Rhymes"]
+    assert [[None if pd.isna(n) else n for n in table[c]] for c in "ABC"] == \
+        [[1, 1, 1, None], [2, 0, 2, None], [0, 1, 1, None]]  # a step without a check has no counts
+    assert list(table["answered"]) == [3, 2, 4, 0]
+    # the right answers: the built-in lesson's step 1 is B, its step 2 A; the teacher's step 1 is B
+    assert list(table["right answer"]) == ["B", "A", "B", ""]
+    assert [None if pd.isna(n) else n for n in table["chose it"]] == [2, 1, 2, None]
+    assert all(re.search(r"20\d\d", date) for date in table["date"]), list(table["date"])
+    assert [b.proto.label for b in teacher.get("download_button")] == ["Download the course (.csv)"]
+
+
+def test_a_new_round_empties_the_board_and_keeps_the_earlier_posts_under_earlier_rounds():
+    teacher, code = teacher_class()
+    learner_posts(code, "ann")
+    teacher = tab(on_board(teacher), "Course")
+    teacher.text_input(key=course.ROUND_NAME_KEY).set_value("week <b>3</b>").run()
+    teacher.button(key="course_new_round").click().run()
+    assert not teacher.exception
+    assert any("Round 2: week <b>3</b> has started" in unescaped(w.value) for w in teacher.warning), \
+        [w.value for w in teacher.warning]  # markup in a name stays text
+    teacher = tab(teacher, "Board")
+    assert not teacher.get("plotly_chart")  # the new round's board: empty
+    assert any(unescaped(c.value).startswith("Round 2: week <b>3</b>, since") for c in teacher.caption)
+    ada = on_board(home(**{"class": code}))
+    for at in (teacher, ada):
+        assert "Earlier round (1)" in [e.label for e in at.expander]
+        assert [list(d.value["run"]) for d in at.dataframe] == [["ann"]]  # the earlier round, read-only
+    assert [b for b in teacher.get("download_button") if b.proto.label == "Download this round's table (.csv)"]
+    assert not [b for b in ada.get("download_button")]  # the exports are the teacher's
+    learner_posts(code, "bo")  # the new round's own posts, and its own limits
+    assert list(classroom.classes().view(code, lambda run_id: None).table()["run"]) == ["bo"]
+
+
+def test_the_teacher_erases_one_learner_and_a_learner_erases_themselves():
+    from app.state import runs
+    teacher, code = teacher_class()
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
+    ann, bo = learner_posts(code, "ann"), learner_posts(code, "bo")
+    classes = classroom.classes()
+    classes.lead(code, key, 1)
+    for at, option in ((ann, 0), (bo, 2)):
+        classes.answer(code, token_of(at, code), 1, option)
+    ann_run, bo_run = ann.session_state["own_run"][0], bo.session_state["own_run"][0]
+    ann_post = next(iter(ann.session_state[classroom.POSTS_KEY]))
+
+    teacher = tab(on_board(teacher), "Teacher's controls")
+    teacher.selectbox(key="board_pick").set_value(ann_post).run()
+    assert teacher.button(key="board_erase_learner").disabled  # confirmed first
+    teacher.checkbox(key="board_erase_learner_sure").check().run()
+    teacher.button(key="board_erase_learner").click().run()
+    assert not teacher.exception
+    assert [row.label for row in classes.view(code, lambda run_id: None).rows] == ["bo"]
+    assert runs.registry().get(ann_run) is None and runs.registry().get(bo_run) is not None
+    assert classes.learner_runs(code, token_of(ann, code)) == []
+    assert classes.counts(code, key, 1, 3) == [0, 0, 1]  # bo's answer alone
+
+    bo = on_board(bo)
+    bo.checkbox(key="course_erase_sure").check().run()
+    bo.button(key="course_erase").click().run()
+    assert not bo.exception
+    assert any(f"Your data in class {code} is erased" in w.value for w in bo.warning)
+    assert classes.view(code, lambda run_id: None).rows == () and runs.registry().get(bo_run) is None
+    assert classes.counts(code, key, 1, 3) == [0, 0, 0]
+    assert classes.learner_runs(code, token_of(bo, code)) == []
+
+
+def test_the_course_and_the_learners_parts_in_chinese():
+    teacher, code = teacher_class("zh")
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
+    lead_and_answer(code, key, {1: [1, 0]})
+    assert_chinese(tab(teacher, "课程总览"), "the Course tab", besides=[code])
+    learner = on_board(home("zh", **{"class": code}))
+    assert_chinese(learner, "a learner's board", besides=[code, grouped(token_of(learner, code))])

@@ -1,6 +1,8 @@
 """app/parts/class_lesson.py: the teacher leads a class through the Lesson, learners follow and leave
 "follow", answer a step's question for the class, and learn whether they were right once the
-teacher reveals it; the teacher sees counts and no names. A learner is their browser's token for
+teacher reveals it; the teacher sees counts and no names. The teacher loads a lesson file of their
+own into the class, or a built-in one, and the class follows it; a wrong file is refused with its
+line, and the class keeps its lesson. A learner is their browser's token for
 the class: a refresh is the same learner, and the revealed counts no longer move. Each person is an
 AppTest session, and a refresh a new session sent the cookies the page wrote; a follower's poll is a
 rerun here (the browser tests watch the poll itself).
@@ -9,18 +11,22 @@ rerun here (the browser tests watch the poll itself).
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from app.chrome import i18n
 from app.state import classroom
 from app.views import board
 from app.parts import class_lesson
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import builtin_lesson
 from app.chrome.site import BOARD, LESSON
-from helpers.apptest import every_text, home, page, written_cookies
+from helpers.apptest import every_text, home, page, unescaped, written_cookies
 from helpers.language import assert_chinese
 from minigpt import DEFAULT_CORPUS, load_corpus
 
 pytestmark = pytest.mark.slow
+STEPS = builtin_lesson("en").steps
 
 
 def teacher_leading():
@@ -139,7 +145,8 @@ def test_a_refresh_or_a_second_tab_is_the_same_learner_with_its_answer_and_the_c
     token = written.get(classroom.LEARNER_PREFIX + code)
     assert token and token == ann.session_state[classroom.LEARNER_KEY][code]
     script = next(e.proto.body for e in ann.get("html") if token in e.proto.body)
-    assert "SameSite=Strict" in script and f"max-age={classroom.LEARNER_COOKIE_SECONDS}" in script
+    kept = int(re.search(r"max-age=(\d+)", script)[1])  # until the class ends: written a moment before this
+    assert "SameSite=Strict" in script and classroom.cookie_seconds(code) <= kept <= classroom.cookie_seconds(code) + 60
     assert token not in str(ann.query_params) and not [t for t in every_text(ann) if token in t]  # never drawn
     ann = choose(page(ann, LESSON.script), 1, wrong)
     assert token not in " ".join(e.proto.body for e in ann.get("html"))  # written once: gone at the next page
@@ -249,3 +256,126 @@ def test_the_board_shows_where_the_class_is_in_the_lesson_once_the_teacher_leads
     assert lines(ann) == [f"The class is on step 1 of the lesson: {STEPS[0].title}"]
     link = next(l.proto for l in ann.get("page_link") if "The class is on step" in l.proto.label)
     assert "lesson=1" in link.query_string and f"class={code}" in link.query_string
+
+
+# ------------------------------------------------------------------ the teacher's own lesson
+
+POEMS = """\
+# Poems
+
+## What comes next in a poem
+
+view: next
+page: Generate
+
+A model reads a poem one character at a time. Yours knows {vocab} characters.
+
+## Sampling a poem
+
+view: sampling
+page: Generate
+
+### Check
+
+? What does a temperature above 1 do?
+
+- [ ] It always picks the likeliest character
+- [x] It flattens the distribution
+- [ ] It stops the model after one line
+
+because: A larger T shrinks the gaps between the scores.
+"""
+
+
+def lead_tab(lang: str = "en"):
+    """A teacher's board on the "Lead the lesson" tab, not leading yet."""
+    teacher = page(home(lang), BOARD.script)
+    teacher.button(key="board_start").click().run()
+    teacher.session_state[board.TAB_KEY] = i18n.catalog(lang).gettext("Lead the lesson")
+    teacher.run()
+    assert not teacher.exception, [e.value for e in teacher.exception]
+    return teacher, teacher.session_state[classroom.CLASS_KEY]
+
+
+def upload(teacher, name: str, data: bytes):
+    uploads = teacher.session_state[class_lesson.UPLOADS_KEY] if class_lesson.UPLOADS_KEY in teacher.session_state \
+        else 0
+    teacher.file_uploader(key=f"{class_lesson.LESSON_UPLOAD}:{uploads}").set_value((name, data, "text/markdown")).run()
+    assert not teacher.exception, [e.value for e in teacher.exception]
+    return teacher
+
+
+def test_the_class_follows_the_teachers_lesson_file_answers_its_question_and_sees_the_reveal():
+    teacher, code = lead_tab()
+    assert any("follows the built-in lesson (15 steps)" in c.value for c in teacher.caption)
+    upload(teacher, "poems.md", POEMS.encode("utf-8"))
+    assert classroom.classes().class_lesson(code).name == "poems.md" and not teacher.error
+    assert any("follows **poems.md** (2 steps)" in unescaped(c.value) for c in teacher.caption)
+    assert any("Lead the class through the lesson's 2 steps" in m.value for m in teacher.markdown)
+    teacher.button(key="lead_start").click().run()
+    ann = learner(code)
+    assert ann.header[0].value == "1. What comes next in a poem"
+    assert not [r for r in ann.radio if r.key == "lesson_answer:1"]  # a step without a check asks nothing
+    teacher.button(key="lead_next").click().run()
+    assert teacher.button(key="lead_next").disabled  # the lesson's last step: 2, not the built-in 15
+    ann.run()
+    assert ann.header[0].value == "2. Sampling a poem" and ann.query_params["lesson"] in ("2", ["2"])
+    choose(ann, 2, 0)
+    assert any("counts for the class" in i.value for i in ann.info) and not ann.error
+    teacher.run()
+    assert [p.proto.text.rsplit("— ", 1)[1] for p in teacher.get("progress")] == ["1", "0", "0"]
+    teacher.button(key="lead_reveal:2").click().run()
+    ann.run()
+    assert ann.error and "the right answer is “It flattens the distribution”" in ann.error[0].value
+    assert "A larger T shrinks the gaps" in ann.error[0].value
+
+
+def test_a_wrong_file_is_refused_with_its_line_and_the_class_keeps_its_lesson():
+    teacher, code = lead_tab()
+    upload(teacher, "poems.md", POEMS.encode("utf-8"))
+    upload(teacher, "broken.md", POEMS.replace("view: sampling", "view: sampler").encode("utf-8"))
+    shown = unescaped(teacher.error[0].value)
+    assert shown.startswith("broken.md was not loaded, and the class keeps") and len(teacher.error) == 1
+    assert "Line 12: “sampler” is not a view of the lesson" in shown
+    assert classroom.classes().class_lesson(code).name == "poems.md"
+    upload(teacher, "latin1.md", "## Café\n".encode("latin-1"))
+    assert "Line 1: This is not UTF-8 text" in unescaped(teacher.error[0].value)
+    assert classroom.classes().class_lesson(code).name == "poems.md"
+
+
+def test_a_wrong_file_is_said_in_chinese_with_its_line():
+    teacher, code = lead_tab("zh")
+    upload(teacher, "broken.md", POEMS.replace("- [x] It flattens", "- [ ] It flattens").encode("utf-8"))
+    assert teacher.error and "第 17 行：没有选项被标为正确" in unescaped(teacher.error[0].value), teacher.error[0].value
+    assert classroom.classes().class_lesson(code) is None
+
+
+def test_loading_a_lesson_while_leading_stops_leading_and_the_built_in_one_comes_back():
+    teacher, code = lead_tab()
+    teacher.button(key="lead_start").click().run()
+    teacher.button(key="lead_next").click().run()
+    assert any("stops leading this one" in c.value for c in teacher.caption)
+    upload(teacher, "poems.md", POEMS.encode("utf-8"))
+    assert classroom.classes().lesson(code).step is None  # the teacher starts the new lesson from its step 1
+    assert teacher.button(key="lead_start")
+    teacher.button(key="class_lesson_clear").click().run()
+    assert classroom.classes().class_lesson(code) is None
+    assert any("follows the built-in lesson (15 steps)" in c.value for c in teacher.caption)
+
+
+def test_a_built_in_lesson_in_one_language_is_the_whole_classs():
+    teacher, code = lead_tab()
+    teacher.selectbox(key=class_lesson.BUILTIN_KEY).set_value("zh").run()
+    teacher.button(key="class_lesson_builtin_load").click().run()
+    assert classroom.classes().class_lesson(code).name == builtin_lesson("zh").title
+    teacher.button(key="lead_start").click().run()
+    ann = learner(code)  # an English page: the class's lesson is Chinese
+    assert ann.header[0].value == f"1. {builtin_lesson('zh').steps[0].title}"
+
+
+def test_a_tool_page_links_to_the_class_lessons_steps_on_it():
+    teacher, code = lead_tab()
+    upload(teacher, "poems.md", POEMS.encode("utf-8"))
+    generate = page(home("en", **{"class": code}), "pages/Generate.py")
+    links = [l.proto.label for l in generate.get("page_link") if "Lesson, step" in l.proto.label]
+    assert links == ["Lesson, step 1: What comes next in a poem", "Lesson, step 2: Sampling a poem"]

@@ -1,6 +1,7 @@
-"""pages/Lesson.py, app/views/lesson.py and app/state/lesson_text.py: every step in both languages with its
-live view and a question that tells a right answer from a wrong one, the step in the address,
-its one-click training, and the numbers its words quote, filled in from the code that owns them.
+"""pages/Lesson.py, app/views/lesson.py and the built-in lesson's files (app/lessons): every step in both
+languages with its live view and a question that tells a right answer from a wrong one, the step in
+the address, its one-click training, a step's Train settings, and the numbers its words quote, filled
+in from the code that owns them. Reading the files themselves: test_lesson_file.py.
 
     pytest tests/app/test_lesson_page.py
 """
@@ -8,14 +9,13 @@ from __future__ import annotations
 
 import math
 import re
-import string
 
 import numpy as np
 import pytest
 import torch
 
 from app.chrome import i18n
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import builtin_lesson
 from helpers.apptest import home, page, plotly_spec, unescaped, wait_finished
 from helpers.language import assert_chinese
 from helpers.maths import hand_forward
@@ -27,6 +27,7 @@ from minigpt.serve import server as face
 from app.chrome.site import ATTENTION, EXPERIMENTS, GENERATE, GLOSSARY, INSIDE, LESSON, MODEL, SCALING, TRAIN
 
 LESSON = LESSON.script
+STEPS = builtin_lesson("en").steps
 
 # what each step's live view draws: a chart (its key), a widget (its key), a table (its number of columns)
 VIEW_ELEMENTS = {
@@ -54,9 +55,9 @@ def drew(at, kind: str, key) -> bool:
 @pytest.mark.slow
 def test_next_walks_every_step_with_its_view_and_a_question_that_tells_right_from_wrong(lang):
     at = page(home(lang, lesson="1"), LESSON)
-    for n, step in enumerate(STEPS, start=1):
+    for n, step in enumerate(builtin_lesson(lang).steps, start=1):
         assert not at.exception, (n, [e.value for e in at.exception])
-        assert at.header[0].value.startswith(f"{n}. "), (n, at.header[0].value)
+        assert at.header[0].value == f"{n}. {step.title}", (n, at.header[0].value)
         assert at.query_params["lesson"] in (str(n), [str(n)])
         kind, key = VIEW_ELEMENTS[step.view]
         assert drew(at, kind, key), (n, step.view, kind, key)
@@ -84,7 +85,7 @@ def test_a_teachers_link_opens_its_step_and_a_step_that_does_not_exist_says_so()
     for bad, shown in (("99", len(STEPS)), ("abc", 1), ("0", 1)):
         at = page(home("en", lesson=bad), LESSON)
         assert not at.exception and at.header[0].value.startswith(f"{shown}. ")
-        assert any("steps 1 to 15" in w.value for w in at.warning), bad
+        assert any(f"steps 1 to {len(STEPS)}" in w.value for w in at.warning), bad
 
 
 def test_the_words_quote_the_loaded_models_own_numbers():
@@ -93,17 +94,8 @@ def test_the_words_quote_the_loaded_models_own_numbers():
     assert "(per layer in your model: 4)" in shown and "d_k = 64 / 4 = 16" in shown  # the shipped course-zh model
 
 
-def fields(message: str) -> set[str]:
-    return {name for _text, name, _spec, _conv in string.Formatter().parse(message) if name}
-
-
-def test_every_word_of_the_lesson_has_a_chinese_translation_with_the_same_fields():
-    chinese = i18n.catalog("zh")
+def test_every_step_has_three_options_and_a_few_sentences():
     for n, step in enumerate(STEPS, start=1):
-        for message in step.texts():
-            translated = chinese.gettext(message)
-            assert translated and translated != message, (n, message)
-            assert fields(translated) == fields(message), (n, message)
         assert len(step.options) == 3 and 0 <= step.answer < 3
         assert 3 <= len(re.findall(r"[.?!:;](?:\s|$)", " ".join(step.body))) <= 12, n  # a few sentences
 
@@ -338,3 +330,38 @@ def test_the_lessons_training_in_a_class_gives_each_learner_a_seed_of_their_own(
     alone.button(key="lesson_train").click().run()
     assert runs.registry().get(*own_run(alone)).run.trainer.cfg.seed == PRESETS["tiny"].train.seed
     runs.registry().control(*own_run(alone), "stop")
+
+
+# ------------------------------------------------------------------ a teacher's lesson
+
+TRAIN_STEP = """\
+## Train it on the demo
+
+view: train
+page: Train
+train: preset=tiny, corpus=demo-zh, steps=120
+
+A run of your own, on the demo's paragraph.
+"""
+
+
+@pytest.mark.slow
+def test_a_steps_train_settings_open_train_with_the_form_holding_them():
+    """A class's lesson says `train: preset=tiny, corpus=demo-zh, steps=120`: its button opens Train
+    with the Tiny preset's model, 120 steps and the demo's corpus, and a seed of the learner's own."""
+    from app.state import classroom
+    from minigpt.serve import ClassLesson
+
+    opened = classroom.classes().open()
+    classroom.classes().set_lesson(opened.code, opened.teacher_key, ClassLesson("train.md", TRAIN_STEP))
+    at = page(home("en", **{"class": opened.code}), LESSON)
+    assert at.header[0].value == "1. Train it on the demo"
+    button = at.button(key="lesson_train_start")
+    assert button.label == "Open Train with this step's settings: the Tiny preset, the corpus demo-zh, 120 steps"
+    button.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Train"
+    tiny = PRESETS["tiny"]
+    assert (at.session_state["d_model"], at.session_state["num_layers"]) == (tiny.model.d_model, tiny.model.num_layers)
+    assert at.session_state["max_steps"] == 120 and at.session_state["corpus"] == "demo-zh"
+    assert at.session_state["train_seed"] != tiny.train.seed

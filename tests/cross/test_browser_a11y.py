@@ -21,12 +21,13 @@ import re
 import pytest
 
 from app.chrome import charts, i18n, streamlit_words
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import builtin_lesson
 from app.views import glossary
 from helpers.browser import LiveServer, drawn, main_button, new_context, start_class, wait_rendered
 from helpers.language import english_words
 
 pytestmark = pytest.mark.browser
+STEPS = builtin_lesson("en").steps  # the built-in lesson, as the app reads it
 LAPTOP = {"width": 1280, "height": 900}
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]  # axe-core's tags for WCAG 2.0 and 2.1, levels A and AA
 GLOSSED = {english.lower() for english, _meaning in glossary.TERMS}

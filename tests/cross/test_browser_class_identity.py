@@ -27,7 +27,7 @@ import pytest
 
 from app.state import classroom
 from app.state.serving import DATABASE_FILE
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import builtin_lesson
 from app.state.train_settings import to_param
 from cross.test_browser_restart import kill, start_server, stop_cleanly
 from helpers.browser import (PROJECTOR, drawn, main_button, new_context, post_as, screenshot_whole, start_class,
@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 LAPTOP = {"width": 1280, "height": 900}
 SHORT = to_param(GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
                  TrainConfig(max_steps=40, eval_interval=20, batch_size=4, block_size=16))
+STEPS = builtin_lesson("en").steps
 STEP = STEPS[0]
 RIGHT, WRONG = STEP.answer, (STEP.answer + 1) % len(STEP.options)
 ALL_TEXT = """() => { const texts = [document.body.innerText];
@@ -54,7 +55,7 @@ BARS = """() => [...document.querySelectorAll('[data-testid=stProgress]')]
 def lead(teacher) -> None:
     teacher.get_by_role("tab", name="Lead the lesson").click()
     main_button(teacher, "Lead the lesson from step 1").click()
-    teacher.get_by_text("The class is on step 1 of 15:").wait_for()
+    teacher.get_by_text(f"The class is on step 1 of {len(STEPS)}:").wait_for()
 
 
 def on_lesson(page, url: str, n: int = 1) -> None:
@@ -155,7 +156,7 @@ def post(page, name: str, refused: bool = False) -> str:
 
 def answers_stored(data, code: str) -> int:
     with contextlib.closing(sqlite3.connect(data / DATABASE_FILE, timeout=10)) as db:
-        return db.execute("SELECT COUNT(*) FROM answers WHERE code = ?", (code,)).fetchone()[0]
+        return db.execute("SELECT COUNT(*) FROM lesson_answers WHERE code = ?", (code,)).fetchone()[0]
 
 
 def revealed_stored(data, code: str) -> list:
@@ -258,7 +259,7 @@ def test_an_open_board_shows_the_lesson_once_the_teacher_leads_and_a_follower_go
     wait_rendered(alone, "Class board")
     alone.get_by_role("link", name=re.compile("The class is on step 1 of the lesson")).wait_for()
     main_button(teacher, "Next →").click()
-    teacher.get_by_text("The class is on step 2 of 15:").wait_for()
+    teacher.get_by_text(f"The class is on step 2 of {len(STEPS)}:").wait_for()
     alone.get_by_role("link", name=re.compile("The class is on step 2 of the lesson")).wait_for()  # no reload
     follower.get_by_role("heading", name=re.compile(r"^2\. ")).wait_for()
     assert "/Board" in alone.url

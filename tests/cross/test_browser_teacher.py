@@ -19,7 +19,7 @@ import re
 import pytest
 
 from app.state import classroom
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import builtin_lesson
 from app.state.train_settings import to_param
 from helpers.browser import (CHART, PROJECTOR, VISIBLE_TEXT, drawn, main_button, new_context, post_as,
                              screenshot_whole, start_class, wait_rendered)
@@ -27,6 +27,7 @@ from helpers.language import GLOSSED, english_words
 from minigpt import GPTConfig, TrainConfig
 
 pytestmark = pytest.mark.browser
+STEPS = builtin_lesson("en").steps  # the built-in lesson, as the app reads it
 PHONE = {"width": 390, "height": 844}
 TRAINING_MS = 180_000
 ALL_TEXT = """() => { const texts = [document.body.innerText];

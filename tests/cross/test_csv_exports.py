@@ -149,3 +149,31 @@ def test_every_csv_download_in_the_app_writes_through_csv_text_and_streamlits_ow
     assert all(downloads.values()), downloads
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["client"]["disableDataExport"] is True
+
+
+def test_the_course_csv_neutralises_a_lesson_file_named_like_a_formula(monkeypatch):
+    """app/parts/course.py: the Course tab's "Download the course (.csv)" is csv_text(sessions_table(...)).
+    A teacher's lesson file is named as its file was (a name like a formula, say); the counts stay
+    numbers. The class follows a lesson of one step with a check of three options (the right one: B),
+    led in two sessions (the second after the teacher loaded the file again)."""
+    from app.parts import course
+    from app.state import classroom
+    from minigpt.serve import ClassLesson
+
+    lesson = ClassLesson(LINK + ".md", "## One step\n\nview: next\npage: Generate\n\nWords.\n\n### Check\n\n"
+                                       "? Which?\n\n- [ ] a\n- [x] b\n- [ ] c\n\nbecause: So.\n")
+    classes = Classes()
+    monkeypatch.setattr(classroom, "classes", lambda: classes)
+    board = classes.open()
+    for session in ([1, 1, 0], [2]):
+        classes.set_lesson(board.code, board.teacher_key, lesson)  # the next lead begins the next session
+        classes.lead(board.code, board.teacher_key, 1)
+        for n, option in enumerate(session):
+            classes.answer(board.code, f"learner-{n:04d}", 1, option)
+    rows = read_back(csv_text(course.sessions_table(board.code, classes.course(board.code, board.teacher_key))))
+    assert_no_formula(rows)
+    assert rows[0] == ["session", "date", "lesson", "step", "title", "A", "B", "C", "answered", "right answer",
+                       "chose it"]
+    assert column(rows, "lesson") == ["'" + LINK + ".md"] * 2
+    assert [row[rows[0].index("A"):] for row in rows[1:]] == [[1.0, 2.0, 0.0, 3.0, "B", 2.0],
+                                                               [0.0, 0.0, 1.0, 1.0, "B", 0.0]]

@@ -23,7 +23,7 @@ import minigpt
 from app.state import choices, runs
 from app.views import glossary, uploads
 from app.chrome import i18n
-from app.state.lesson_text import STEPS
+from app.state.lesson_file import builtin_lesson
 from helpers import ROOT
 from helpers.apptest import PAGES, home, own_run, page, start_tiny_run, tiny_settings, wait_for_step
 from helpers.checkpoints import make_zip
@@ -31,6 +31,7 @@ from helpers.language import GLOSSED, assert_chinese, english_words
 from minigpt import LabError, load_pretrained
 from app.chrome.site import ATTENTION, GENERATE, GLOSSARY, LESSON, TRAIN
 
+STEPS = builtin_lesson("en").steps  # the built-in lesson, as the app reads it
 LANGS = [code for code in i18n.languages() if code != i18n.SOURCE]
 
 SOURCES = [ROOT / "streamlit_app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "app").rglob("*.py"))]

@@ -2,10 +2,13 @@
 that everyone watching shares; `Classes`, every class on this server, composed of its parts:
 
     codes.py    a class's code (?class=K7Q2)
-    roster.py   the open classes: opening, finding, closing, ending idle ones; the teacher's key
-    posts.py    the runs posted, withdrawn, hidden and pinned
-    lesson.py   the teacher leading the lesson: its step, the quick checks, their tally and reveals
-    board.py    the records: the challenge, a post, each posted run's row, the view of a board
+    roster.py   the open classes: opening, finding, closing, ending them after their term; the teacher's key
+    posts.py    the runs posted, withdrawn, hidden and pinned; the board's rounds
+    lesson.py   the teacher leading the lesson: its step, the quick checks, their tally and reveals, and
+                each lesson session of the course
+    learners.py who has opened the class, their personal codes, the runs they started, erasing one
+    board.py    the records: the challenge, a post, each posted run's row, the view of a board, the
+                class's lesson and text, a round, a lesson session
     classes.py  Classes, composing them, and building each board's view from its posts
 
 Posts refer to runs in the RunRegistry, which keeps training them; the board reads them without
@@ -13,11 +16,12 @@ an owner's key, so watching a board never keeps a run alive. `Classes.view` buil
 view at most once per `refresh_seconds`, and only when a posted run has moved: thirty viewers
 share one computation. With a `store` (store/database.py), every change is written behind, and a
 new process opens with the classes that have not ended: their posts, challenges, pins, the
-lesson's step, reveals and answers. A post's curve then comes back from its run, which the
-registry reads from the store too. No Streamlit here.
+lesson's step, reveals and answers, their rounds, sessions, learners, lesson and text. A post's
+curve then comes back from its run, which the registry reads from the store too. No Streamlit here.
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,26 +34,55 @@ if TYPE_CHECKING:
 
     from ...config import GPTConfig, TrainConfig
 
+CLASS_CORPUS = "class"  # a challenge's corpus that names the class's own text, whichever it is now
+
+
+@dataclass(frozen=True)
+class ClassCorpus:
+    """The text a class trains on: a built-in corpus (`builtin`, its key) or the teacher's upload
+    (`text`, under the file's name as `label`)."""
+
+    label: str
+    builtin: str | None = None
+    text: str | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> str:
+        """The corpus key of a run trained on it (what its post keeps): the built-in name, or the file's
+        name and a digest of its text, which neither a learner's own upload nor another text of the
+        same name has."""
+        if self.builtin is not None:
+            return self.builtin
+        return f"{self.label} (class text {hashlib.sha256((self.text or '').encode()).hexdigest()[:8]})"
+
+
 @dataclass(frozen=True)
 class Challenge:
     """The teacher's goal: the lowest best validation loss, among runs that trained on `corpus`
-    (a built-in corpus's name), were set to at most `max_steps` steps and have at most
-    `max_params` parameters. None leaves a constraint out."""
+    (a built-in corpus's name, or CLASS_CORPUS: the class's own text), were set to at most
+    `max_steps` steps and have at most `max_params` parameters. None leaves a constraint out."""
 
     corpus: str | None = None
     max_steps: int | None = None
     max_params: int | None = None
 
-    def refusals(self, corpus: str, record: RunRecord) -> list[Message]:
+    def refusals(self, corpus: str, record: RunRecord, class_corpus: ClassCorpus | None = None) -> list[Message]:
         """Why a run does not meet the challenge, from its own configuration (`corpus` is the key
         of the corpus it trained on, an upload's never a built-in name): empty when it does."""
-        return self.misfits(corpus, record.model, record.train)
+        return self.misfits(corpus, record.model, record.train, class_corpus)
 
-    def misfits(self, corpus: str, model: GPTConfig, train: TrainConfig) -> list[Message]:
+    def misfits(self, corpus: str, model: GPTConfig, train: TrainConfig,
+                class_corpus: ClassCorpus | None = None) -> list[Message]:
         """Why a run of these settings (`model` sized for `corpus`'s vocabulary) would not meet the
-        challenge: what the Train page says before Start, and the board of a posted run."""
+        challenge: what the Train page says before Start, and the board of a posted run. A challenge on
+        the class's text (CLASS_CORPUS) compares with `class_corpus`, and asks nothing of the corpus
+        while the class has none."""
         reasons = []
-        if self.corpus is not None and corpus != self.corpus:
+        if self.corpus == CLASS_CORPUS:
+            if class_corpus is not None and corpus != class_corpus.key:
+                reasons.append(Message("trained on {corpus}, not the class's text {wanted}", corpus=corpus,
+                                       wanted=class_corpus.label))
+        elif self.corpus is not None and corpus != self.corpus:
             reasons.append(Message("trained on {corpus}, not {wanted}", corpus=corpus, wanted=self.corpus))
         if self.max_steps is not None and train.max_steps > self.max_steps:
             reasons.append(Message("set to train {steps:,} steps, more than {limit:,}", steps=train.max_steps,
@@ -77,6 +110,38 @@ class Post:
     step: int                     # its trainer's step as last read (the record logs every few steps)
     hidden: bool = False
     place: int | None = None      # its place in line while it waits for a training slot
+    round: int = 1                # the board's round it was posted in (Round)
+
+
+@dataclass(frozen=True)
+class ClassLesson:
+    """The lesson a teacher loaded into their class: its file's name and its Markdown text, which the
+    app reads (the server keeps it as text and never interprets it)."""
+
+    name: str
+    text: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Round:
+    """A round of the board ("week 3"): the posts of earlier rounds are archived, never lost."""
+
+    number: int
+    name: str
+    started: float                # wall-clock seconds
+
+
+@dataclass(frozen=True)
+class LessonSession:
+    """One lesson session of the course: when it began (wall clock), the lesson's name ("" for the
+    built-in one), the steps led in the order first reached, and per step how many learners chose
+    each option (counts alone: no one is named)."""
+
+    number: int
+    started: float
+    lesson: str
+    steps: tuple[int, ...]
+    tallies: dict[int, tuple[int, ...]]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """The teacher leading the class through the lesson: the step everyone follows, each step's quick
-check question, the learners' answers and their tally, and the reveal of the right answer.
+check question, the learners' answers and their tally, and the reveal of the right answer; over a
+term, the lesson sessions (one each time the teacher leads after SESSION_GAP_HOURS away, or after
+loading another lesson), whose steps and tallies make the course's log.
 
 Learners answer the step's question anonymously; the teacher sees the counts, which the reveal
 freezes: they are the class's answer until the teacher hides the answer again, which reopens the
@@ -10,11 +12,20 @@ answer are written behind, and a new process opens with them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .roster import BoardError, Roster
+from .board import LessonSession
+from .roster import BoardError, ClassBoard, Roster, wall
+
+if TYPE_CHECKING:
+    from .board import ClassLesson
 
 MAX_OPTIONS = 8     # a check question's options, at most
 MAX_ANSWERS = 200   # learners' answers kept for one step of the lesson
+# a lesson led again after this long away is the next lesson session: a week's lessons are apart by days,
+# a break within one lesson by minutes
+SESSION_GAP_HOURS = 6
+MAX_LESSON_CHARS = 200_000  # a lesson file's text, at most (the app's own limit on a file is below it)
 
 
 @dataclass(frozen=True)
@@ -37,11 +48,63 @@ class Leading(Roster):
         board = self._as_teacher(code, teacher_key)
         if step is not None and (not isinstance(step, int) or step < 1):
             raise BoardError("There is no lesson step {step}.", step=step)
+        now = self._clock()
         with board._lock:
-            if board.lesson_step != step:
+            started = step is not None and now - board.led_at > SESSION_GAP_HOURS * 3600
+            if started:
+                self._new_session(board, now)
+            if step is not None:
+                board.led_at = now
+                steps = board.sessions[-1]["steps"]
+                if step not in steps:
+                    steps.append(step)
+            if board.lesson_step != step or started:
                 board.lesson_step = step
                 board.lesson_version += 1  # the same step led again leaves the followers' pages as they are
-        self._save(board, lesson_step=step)
+            session = dict(board.sessions[-1]) if board.sessions else None
+            shown = sorted(board.revealed)
+        if session is not None and self.store is not None:
+            self.store.classes.save_session(board.code, session)
+        led = {"led_at": wall(board.led_at, now)} if step is not None else {}  # stopping keeps when it last led
+        self._save(board, lesson_step=step, session=board.session, revealed=shown, **led)
+
+    def _new_session(self, board: ClassBoard, now: float) -> None:
+        """The class's next lesson session (its lock held): the last one's answers go to the course's log,
+        and the questions open again."""
+        if board.session:
+            board.past[board.session] = board.answers
+        board.session += 1
+        board.answers, board.revealed = {}, set()
+        name = board.lesson.name if board.lesson is not None else ""
+        board.sessions.append({"number": board.session, "started": wall(now, now), "lesson": name, "steps": []})
+
+    def set_lesson(self, code: str, teacher_key: str | None, lesson: ClassLesson | None) -> None:
+        """The lesson the class follows: a teacher's file (`lesson`), or the built-in one (None). The
+        teacher leads it from its first step; the next lead starts a new lesson session, whose answers
+        are its own (another lesson's step 3 is another question)."""
+        board = self._as_teacher(code, teacher_key)
+        if lesson is not None and len(lesson.text) > MAX_LESSON_CHARS:
+            raise BoardError("A lesson may be at most {limit:,} characters long.", limit=MAX_LESSON_CHARS)
+        from dataclasses import asdict
+
+        with board._lock:
+            board.lesson = lesson
+            board.lesson_step, board.led_at = None, float("-inf")
+            board.lesson_version += 1  # followers redraw: their lesson has changed
+        self._save(board, lesson=asdict(lesson) if lesson is not None else None, lesson_step=None, led_at=None)
+
+    def class_lesson(self, code: str) -> ClassLesson | None:
+        """The lesson the class follows, or None for the built-in one."""
+        return self.find(code).lesson
+
+    def course(self, code: str, teacher_key: str | None) -> tuple[LessonSession, ...]:
+        """The class's lesson sessions, oldest first, with each one's tallies: the course's log."""
+        board = self._as_teacher(code, teacher_key)
+        with board._lock:
+            answers = {**board.past, board.session: board.answers}
+            return tuple(LessonSession(s["number"], s["started"], s["lesson"], tuple(s["steps"]),
+                                       _tallies(answers.get(s["number"], {})))
+                         for s in board.sessions)
 
     def reveal(self, code: str, teacher_key: str | None, step: int, revealed: bool = True) -> None:
         """Show the right answer of `step`'s question to the class, which freezes its counts (`answer`);
@@ -93,8 +156,9 @@ class Leading(Roster):
             else:
                 raise BoardError("This question already has {limit} answers, the most one class keeps.",
                                  limit=MAX_ANSWERS)
-        if self.store is not None:
-            self.store.classes.save_answer(board.code, step, tag, option)  # None deletes the stored answer too
+            session = board.session
+        if self.store is not None:  # None deletes the stored answer too
+            self.store.classes.save_answer(board.code, session, step, tag, option)
         return True
 
     def answered(self, code: str, learner: str, step: int) -> int | None:
@@ -102,3 +166,13 @@ class Leading(Roster):
         board = self.find(code)
         with board._lock:
             return board.answers.get(step, {}).get(board.learner_tag(learner))
+
+
+def _tallies(answers: dict[int, dict[bytes, int]]) -> dict[int, tuple[int, ...]]:
+    """How many learners chose each option, per step: counts as long as the highest option chosen."""
+    tallies = {}
+    for step, given in sorted(answers.items()):
+        chosen = list(given.values())
+        if chosen:
+            tallies[step] = tuple(chosen.count(option) for option in range(max(chosen) + 1))
+    return tallies

@@ -1,5 +1,6 @@
 """The runs posted to a class's board: a learner posts a run of their own under a name and withdraws
-it; the teacher hides a post or pins it to the top.
+it; the teacher hides a post or pins it to the top, and starts a new round ("week 3"), which archives
+the posts so far under their round: the board of a term-long class stays readable, and nothing is lost.
 
 A learner posts a run of their own (the run's owner key proves it is theirs) under a name, and gets
 the post's own key back: only that key, or the run's, withdraws it. A post shows the run's name,
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 import secrets
 import unicodedata
+from dataclasses import asdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...lab.run_records import RunRecord
 from ..store import keys
-from .board import Post
-from .roster import BoardError, ClassBoard, Roster
+from .board import Post, Round
+from .roster import BoardError, ClassBoard, Roster, wall
 
 if TYPE_CHECKING:
     from ..line.entry import RunEntry
@@ -78,6 +80,29 @@ class Posting(Roster):
             board.version += 1
         self._save(board, pinned=board.pinned)
 
+    def new_round(self, code: str, teacher_key: str | None, name: str) -> Round:
+        """Start the board's next round under `name` (plain text, as a post's name): the posts so far
+        are archived under their round, the board starts empty, and the limits count afresh."""
+        board = self._as_teacher(code, teacher_key)
+        now = self._clock()
+        with board._lock:
+            board.archive[board.rounds[-1].number] = list(board.posts.values())
+            board.posts.clear()
+            board.pinned = None
+            started = Round(board.rounds[-1].number + 1, plain_name(name), wall(now, now))
+            board.rounds.append(started)
+            board.version += 1
+        if self.store is not None:
+            self.store.classes.save_round(board.code, asdict(started))
+        self._save(board, round=started.number, pinned=None)
+        return started
+
+    def rounds(self, code: str) -> tuple[Round, ...]:
+        """The board's rounds, oldest first: the last one is the board shown now."""
+        board = self.find(code)
+        with board._lock:
+            return tuple(board.rounds)
+
     # -- learners -----------------------------------------------------------------------------
     def post(self, code: str, entry: RunEntry, run_key: str | None, name: str, *, learner: str,
              corpus: str) -> tuple[str, str]:
@@ -107,7 +132,7 @@ class Posting(Roster):
                 post_key = keys.new_key()  # handed back this once: the board keeps only its digest
                 # the id goes in page addresses and widget keys, no secret: the post's key is what withdraws it
                 post = Post(secrets.token_urlsafe(9), name, entry.run_id, keys.hashed(post_key), keys.hashed(run_key),
-                            tag, corpus, *read_run(entry, name))
+                            tag, corpus, *read_run(entry, name), round=board.rounds[-1].number)
                 board.posts[post.post_id] = post
                 board.version += 1
                 board.last_active = self._clock()
@@ -145,5 +170,5 @@ class Posting(Roster):
             "post_id": post.post_id, "position": next(self._positions), "name": post.name, "run_id": post.run_id,
             "post_key": post.key, "run_key": post.run_key, "learner": post.learner, "corpus": post.corpus,
             "record": record_json(post.record), "sample": post.sample, "state": post.state, "step": post.step,
-            "hidden": post.hidden}) if wait else self.store.classes.update_post(
+            "hidden": post.hidden, "round": post.round}) if wait else self.store.classes.update_post(
             post.post_id, record=record_json(post.record), sample=post.sample, state=post.state, step=post.step)

@@ -1,12 +1,13 @@
 """The open classes on this server, each found by its code: opening a class (a fresh code, and a key
 for its teacher), finding it, telling its teacher from its learners, closing it, and ending it once
-it has been idle.
+its term is over.
 
 A teacher opens a class and gets a short code (codes.py) and a secret key that only their browser
 holds: the server keeps a salted digest of it, enough to check it (store/keys.py). A learner is a
 random token their browser keeps for the class, kept here only as a tag under the class's own salt
 (keys.tag). Everything is held in memory, bounded: `max_classes` per server, and a class ends
-`idle_seconds` after its last activity. With a `store`, every change is written behind.
+`class_days` after it opened (a term), unless its teacher closes it first: idle weeks between lessons
+never end it. With a `store`, every change is written behind.
 """
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ from typing import TYPE_CHECKING
 
 from ...messages import LabError
 from ..store import keys
+from .board import Round
 from .codes import CODE_LENGTH, is_code, new_code
 
 if TYPE_CHECKING:
     from ..store.database import Store
-    from .board import BoardView, Challenge, Post
+    from .board import BoardView, Challenge, ClassCorpus, ClassLesson, Post
 
 ACTIVITY_SAVE_SECONDS = 60.0  # a class's last activity is written to the store at most this often
+DAY_SECONDS = 86400
 
 
 class BoardError(LabError, LookupError):
@@ -44,13 +47,25 @@ class OpenedClass:
 @dataclass(eq=False)
 class ClassBoard:
     """One open class: who may change it, and what each part of Classes keeps of it (its posts and
-    pin, its challenge, the lesson's step, reveals and answers). Its lock guards all of it."""
+    pin, its challenge, the lesson's step, reveals and answers, its rounds and lesson sessions, its
+    learners). Its lock guards all of it."""
 
     code: str
     teacher_key: bytes = field(repr=False)  # a salted digest (keys.hashed): the key itself is never kept
     salt: bytes = field(repr=False)          # the class's own, under which its learners are tagged (keys.tag)
     last_active: float
-    posts: OrderedDict[str, Post] = field(default_factory=OrderedDict)
+    opened: float = 0.0           # on the classes' clock: the class ends class_days after it
+    posts: OrderedDict[str, Post] = field(default_factory=OrderedDict)  # the current round's
+    archive: dict[int, list[Post]] = field(default_factory=dict)       # an earlier round's posts, by round
+    rounds: list[Round] = field(default_factory=list)
+    lesson: ClassLesson | None = None   # the teacher's lesson file; None: the built-in lesson
+    corpus: ClassCorpus | None = None
+    session: int = 0              # the current lesson session (0: none led yet)
+    sessions: list[dict] = field(default_factory=list)  # each session's number, started, lesson and steps
+    led_at: float = float("-inf")  # the teacher's last lead, on the classes' clock: a long gap starts a session
+    past: dict[int, dict[int, dict[bytes, int]]] = field(default_factory=dict)  # earlier sessions' answers
+    learners: dict[bytes, float] = field(default_factory=dict)   # tag -> when the store last had them seen
+    runs: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)  # run id -> (learner's tag, key salt)
     pinned: str | None = None
     challenge: Challenge | None = None
     version: int = 0              # bumped by every change the registry's runs do not make
@@ -78,13 +93,12 @@ class Roster:
     """The open classes, by code. Thread-safe: all sessions share one.
 
     Limits (each a BoardError in the learner's or teacher's language): `max_classes` open at once.
-    A class ends `idle_seconds` after its last activity (a post, a withdrawal, anything its
-    teacher does or looks at); its code then says it has closed, as after Close.
+    A class ends `class_days` after it opened; its code then says it has closed, as after Close.
     """
 
-    def __init__(self, max_classes: int, idle_seconds: float, clock: Callable[[], float],
+    def __init__(self, max_classes: int, class_days: float, clock: Callable[[], float],
                  store: Store | None) -> None:
-        self.max_classes, self.idle_seconds = max_classes, idle_seconds
+        self.max_classes, self.class_days = max_classes, class_days
         self._clock = clock
         self._lock = threading.Lock()  # the dicts' own: never held while a class's lock is taken, nor inside one
         self._classes: dict[str, ClassBoard] = {}
@@ -94,7 +108,7 @@ class Roster:
     def open(self) -> OpenedClass:
         """A new class with a fresh code and its teacher's key (given out this once: the server
         keeps a salted digest); BoardError when the server holds max_classes already."""
-        self._end_idle()  # an idle class's place is free before the limit is counted
+        self._end_term()  # an ended class's place is free before the limit is counted
         with self._lock:
             if len(self._classes) >= self.max_classes:
                 raise BoardError("This server already has {limit} open classes, its limit. Close a class you no "
@@ -102,7 +116,9 @@ class Roster:
             # an old link must not open a new class: a closed code is not handed out again
             code = new_code(lambda code: code in self._classes or code in self._closed)
             key = keys.new_key()
-            board = self._classes[code] = ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), self._clock())
+            now = self._clock()
+            board = self._classes[code] = ClassBoard(code, keys.hashed(key), secrets.token_bytes(16), now, now)
+            board.rounds.append(Round(1, "", wall(now, now)))  # a board starts in its first round
         if self.store is not None:
             self.store.classes.save(code, board.teacher_key, board.salt, wall(board.last_active, self._clock()))
             board._saved_active = board.last_active
@@ -125,7 +141,7 @@ class Roster:
     def find(self, code: str | None, teacher_key: str | None = None) -> ClassBoard:
         """The open class of this code (its teacher's key also counts as activity); BoardError
         for a code that is unknown or has closed, each saying which."""
-        self._end_idle()
+        self._end_term()
         code = (code or "").strip().upper()  # a code typed in lower case, or pasted with a space, still finds it
         with self._lock:
             board = self._classes.get(code)
@@ -157,8 +173,15 @@ class Roster:
             board._saved_active = board.last_active  # this write carries the activity: the next minute's is spared
             self.store.classes.update(board.code, last_active=wall(board.last_active, self._clock()), **values)
 
+    def ends_at(self, code: str) -> float:
+        """When the class ends, in wall-clock seconds (its teacher may close it sooner): a browser keeps
+        the class's cookies until then."""
+        board = self.find(code)
+        return wall(board.opened, self._clock()) + self.class_days * DAY_SECONDS
+
     def _save_activity(self, board: ClassBoard) -> None:
-        """The class's last activity, in the store once a minute at most: it ends idle_seconds after it."""
+        """The class's last activity, in the store once a minute at most (what a teacher erasing stale
+        classes reads; it no longer ends the class)."""
         if self.store is not None and board.last_active - board._saved_active >= ACTIVITY_SAVE_SECONDS:
             board._saved_active = board.last_active
             # not waited for: a page's every look at its class would otherwise wait on the database
@@ -169,11 +192,11 @@ class Roster:
         while len(self._closed) > 4 * self.max_classes:  # the oldest closed codes are forgotten first
             self._closed.popitem(last=False)
 
-    def _end_idle(self) -> None:
+    def _end_term(self) -> None:
         # called on every open and find: no timer thread, a class ends when someone next asks
-        cutoff = self._clock() - self.idle_seconds
+        cutoff = self._clock() - self.class_days * DAY_SECONDS
         with self._lock:
-            ended = [c for c, b in self._classes.items() if b.last_active < cutoff]
+            ended = [c for c, b in self._classes.items() if b.opened < cutoff]
             for code in ended:
                 del self._classes[code]
                 self._remember_closed(code)
@@ -185,3 +208,4 @@ def wall(at: float, now: float) -> float:
     """A time on the classes' clock as wall-clock seconds, what the store keeps."""
     # the classes' clock is monotonic (it never jumps with the system's), the store's must outlive the process
     return time.time() - max(0.0, now - at)
+

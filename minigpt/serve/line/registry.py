@@ -151,18 +151,19 @@ class RunRegistry:
 
     # -- joining the line ------------------------------------------------------------------------
     def submit(self, spec: RunSpec, *, corpus: str, build: Callable[[str], Run] | None = None,
-               replace: tuple[str, str] | None = None, paused: bool = False) -> RunEntry:
+               replace: tuple[str, str] | None = None, paused: bool = False, key: str | None = None) -> RunEntry:
         """Put the run `spec` describes in line (its run_id is given here); the registry's builder makes
         it when its turn comes (paused at step 0 if asked), and the store keeps it. `build(run_id)`, where
         given, makes it instead, and the run lasts as long as this process. When a slot is free and nobody
         waits, it starts now, on the caller's thread. It replaces the caller's own previous run
         (`replace`: its id and key): a waiting one gives it its place, a training one is released.
-        RunLimitError when the line is full."""
+        RunLimitError when the line is full. `key`: the owner key to give it (a learner's, derived from their
+        token: classes/learners.py), else a fresh one."""
         spec = dataclasses.replace(spec, run_id=secrets.token_urlsafe(9))
         lasting = build is None  # a caller's own build cannot be redone after a restart: memory only
         if build is None:
             build = self.keeping.rebuild(spec, None)
-        entry = RunEntry(WaitingRun(spec.run_id, spec, build, paused), keys.new_key(), corpus, spec.probe_text or "",
+        entry = RunEntry(WaitingRun(spec.run_id, spec, build, paused), key or keys.new_key(), corpus, spec.probe_text or "",
                          self._clock(), self.facts(spec), spec, lasting=lasting)
         self.mover.release_idle()  # an absent owner's place is free before this one counts the line
         old = self.book.admit(entry, replace)

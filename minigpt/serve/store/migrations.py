@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from .engine import writing
 from .faults import StoreError
-from .schema import SCHEMA_VERSION, answers_table, classes_table, meta_table, metadata, version_1
+from .schema import (SCHEMA_VERSION, answers_table, learner_runs_table, learners_table, meta_table, metadata,
+                     rounds_table, sessions_table, version_1, version_2)
 
 MIGRATION_LOCK = 0x6D696E69  # PostgreSQL: the advisory lock a migration holds ("mini")
 
@@ -26,24 +27,48 @@ def _migrate_1_to_2(connection: sa.Connection) -> None:
     answering at once no longer rewrite one row); the lesson's step and reveals get columns."""
     old = version_1().tables["classes"]
     rows = connection.execute(sa.select(old.c.code, old.c.lesson)).all()  # read before the column goes
-    answers_table.create(connection)
+    new = version_2()
+    classes, answers_2 = new.tables["classes"], new.tables["answers"]
+    answers_2.create(connection)
     # plain DDL, not a table rebuild: SQLite (3.35 on) and PostgreSQL both add and drop a column in place
     connection.execute(sa.text("ALTER TABLE classes ADD COLUMN lesson_step INTEGER"))
     connection.execute(sa.text("ALTER TABLE classes ADD COLUMN revealed JSON"))
     for code, lesson in rows:
         lesson = lesson or {}
-        # classes_table is version 2's, whose columns the two ALTERs above have just made
-        connection.execute(sa.update(classes_table).where(classes_table.c.code == code).values(
+        # version 2's classes, whose columns the two ALTERs above have just made
+        connection.execute(sa.update(classes).where(classes.c.code == code).values(
             lesson_step=lesson.get("step"), revealed=list(lesson.get("revealed", []))))
         # version 1 keyed a learner's answer by the hex of their tag, and JSON made the step a string
         answers = [{"code": code, "step": int(step), "learner": bytes.fromhex(learner), "option": int(option)}
                    for step, given in (lesson.get("answers") or {}).items() for learner, option in given.items()]
         if answers:
-            connection.execute(sa.insert(answers_table), answers)
+            connection.execute(sa.insert(answers_2), answers)
     connection.execute(sa.text("ALTER TABLE classes DROP COLUMN lesson"))
 
 
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _migrate_1_to_2}  # from version N to N + 1
+def _migrate_2_to_3(connection: sa.Connection) -> None:
+    """A class lasts the term: its lesson, corpus, round and lesson session get columns, a post its round,
+    and the answers move to a table keyed by the lesson session too (every answer so far was the first
+    session's); rounds, sessions, learners and their runs get tables of their own."""
+    old = version_2().tables["answers"]
+    for column in ("lesson JSON", "corpus JSON", "round INTEGER", "session INTEGER", "led_at FLOAT"):
+        connection.execute(sa.text(f"ALTER TABLE classes ADD COLUMN {column}"))
+    connection.execute(sa.text("ALTER TABLE posts ADD COLUMN round INTEGER"))
+    for table in (answers_table, sessions_table, rounds_table, learners_table, learner_runs_table):
+        table.create(connection)
+    # a key cannot be widened in place (SQLite): the rows are copied into the new table, then the old goes
+    rows = [dict(row._mapping, session=1) for row in connection.execute(sa.select(old))]
+    if rows:
+        connection.execute(sa.insert(answers_table), rows)
+    # a class that was led, or answered, is in its first lesson session (a table of the two columns alone:
+    # nothing borrowed from today's)
+    classes = sa.table("classes", sa.column("code"), sa.column("lesson_step"), sa.column("session"))
+    connection.execute(sa.update(classes).where(classes.c.lesson_step.is_not(None)
+                                                | classes.c.code.in_(sa.select(old.c.code))).values(session=1))
+    old.drop(connection)
+
+
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}  # N to N + 1
 
 
 def schema_version(connection: sa.Connection) -> int | None:

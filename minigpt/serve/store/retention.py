@@ -7,18 +7,19 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from .schema import classes_table, corpora_table, posts_table, records_table, runs_table
+from .schema import classes_table, corpora_table, learner_runs_table, posts_table, records_table, runs_table
 
-CLASS_IDLE_SECONDS = 3 * 3600  # a class ends this long after its last activity (and its rows leave the store)
+# a class lasts a term from the day it opened, unless its teacher closes it first: then its rows leave the store
+CLASS_DAYS = 140
 
 
 @dataclass(frozen=True)
 class Retention:
     """How long what the store keeps stays (docs/deploying.md): a class's rows go when it ends, at the
-    latest `class_hours` after its last activity; a run that is on no open class's board goes `run_days`
-    after its owner last opened it; a run keeps its `checkpoints` newest."""
+    latest `class_days` after it opened; a run that is on no open class's board, and no learner's in an
+    open class, goes `run_days` after its owner last opened it; a run keeps its `checkpoints` newest."""
 
-    class_hours: float = CLASS_IDLE_SECONDS / 3600
+    class_days: float = CLASS_DAYS
     run_days: float = 7.0
     checkpoints: int = 1
 
@@ -36,17 +37,19 @@ def tidy(connection: sa.Connection, retention: Retention, now: float, classes: R
     runs on no board unseen for run_days (with their checkpoints), kept records as old, and corpora no
     run uses."""
     # what is older than these goes (hours and days in seconds)
-    class_cutoff = now - retention.class_hours * 3600
+    class_cutoff = now - retention.class_days * 86400
     run_cutoff = now - retention.run_days * 86400
-    ended = [row[0] for row in connection.execute(  # idle past class_hours
-        sa.select(classes_table.c.code).where(classes_table.c.last_active < class_cutoff))]
+    ended = [row[0] for row in connection.execute(  # opened more than class_days ago
+        sa.select(classes_table.c.code).where(classes_table.c.created < class_cutoff))]
     for code in ended:
         classes.delete_in(connection, code)
-    # the posts left are open classes' (the ended ones' went above): a run on a board stays, however old
+    # the posts left are open classes' (the ended ones' went above): a run on a board stays, however old,
+    # and so does a run a learner started in an open class, which they come back to next week
     posted = sa.select(posts_table.c.run_id)
+    noted = sa.select(learner_runs_table.c.run_id)
     old = [row[0] for row in connection.execute(
         sa.select(runs_table.c.run_id).where((runs_table.c.last_seen < run_cutoff)
-                                             & runs_table.c.run_id.not_in(posted)))]
+                                             & runs_table.c.run_id.not_in(posted) & runs_table.c.run_id.not_in(noted)))]
     runs.delete_in(connection, old)  # with their history and checkpoints
     # kept records age as runs do: run_days after they were kept
     connection.execute(sa.delete(records_table).where(records_table.c.created < run_cutoff))

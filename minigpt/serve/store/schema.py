@@ -1,6 +1,6 @@
-"""The tables, written down once for each schema version: version 2's as the store uses them today
-(`metadata` and its `*_table`s), version 1's frozen as that version made them (`version_1`), so that a
-migration, and its test, starts from the tables it really met and never borrows today's.
+"""The tables, written down once for each schema version: version 3's as the store uses them today
+(`metadata` and its `*_table`s), versions 1 and 2 frozen as they made them (`version_1`, `version_2`),
+so that a migration, and its test, starts from the tables it really met and never borrows today's.
 
 A new version adds its tables here beside the others, freezes the ones it changes (as `version_1`
 does), and a migration in migrations.py from the one before."""
@@ -10,12 +10,12 @@ import re
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # a run's (and a kept record's) id as the store accepts it: it names a checkpoint folder on disk too, so
 # nothing that could climb out of it (a slash, dots) and no longer than its column
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
-# ------------------------------------------------------------------------------ version 2 (current)
+# ------------------------------------------------------------------------------ version 3 (current)
 metadata = sa.MetaData()
 
 meta_table = sa.Table(
@@ -32,8 +32,14 @@ classes_table = sa.Table(
     sa.Column("pinned", sa.String(32)),                         # the post_id drawn first on the board
     sa.Column("lesson_step", sa.Integer),                       # None: no lesson led yet
     sa.Column("revealed", sa.JSON, nullable=False),             # the lesson's steps whose answers are shown
-    sa.Column("created", sa.Float, nullable=False),             # wall-clock seconds
-    sa.Column("last_active", sa.Float, nullable=False),         # the class ends class_hours after it
+    sa.Column("created", sa.Float, nullable=False),             # wall-clock seconds: it ends class_days after
+    sa.Column("last_active", sa.Float, nullable=False),         # its teacher's last change or look
+    # version 3: a class that lasts the term
+    sa.Column("lesson", sa.JSON),                               # the teacher's ClassLesson as a dict; None: built-in
+    sa.Column("corpus", sa.JSON),                               # the class's ClassCorpus as a dict; None: none set
+    sa.Column("round", sa.Integer),                             # the board's current round (None: 1)
+    sa.Column("session", sa.Integer),                           # the current lesson session (None: none yet)
+    sa.Column("led_at", sa.Float),                              # wall clock of the teacher's last lead
 )
 posts_table = sa.Table(
     "posts", metadata,
@@ -54,13 +60,45 @@ posts_table = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("step", sa.Integer, nullable=False),
     sa.Column("hidden", sa.Boolean, nullable=False),            # hidden by the teacher
+    sa.Column("round", sa.Integer),                             # the round it was posted in (None: 1)
 )
 answers_table = sa.Table(  # one row per answer: thirty learners answering at once never rewrite one row
-    "answers", metadata,
+    "lesson_answers", metadata,
     sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+    sa.Column("session", sa.Integer, primary_key=True),         # the lesson session it was given in
     sa.Column("step", sa.Integer, primary_key=True),            # the lesson's step answered
     sa.Column("learner", sa.LargeBinary(32), primary_key=True),  # keys.tag: one answer per learner and step
     sa.Column("option", sa.Integer, nullable=False),            # the chosen option's index
+)
+sessions_table = sa.Table(  # the course: each lesson session's date, lesson and steps (answers above)
+    "lesson_sessions", metadata,
+    sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("started", sa.Float, nullable=False),             # wall clock
+    sa.Column("lesson", sa.String(160), nullable=False),        # the lesson's name ("": the built-in one)
+    sa.Column("steps", sa.JSON, nullable=False),                # the steps led, in the order first reached
+)
+rounds_table = sa.Table(  # the board's rounds: the posts of an earlier round are archived, not lost
+    "rounds", metadata,
+    sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(160), nullable=False),
+    sa.Column("started", sa.Float, nullable=False),
+)
+learners_table = sa.Table(  # who has opened the class: a tag, never a token (a personal code checks against it)
+    "learners", metadata,
+    sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+    sa.Column("learner", sa.LargeBinary(32), primary_key=True),  # keys.tag under the class's salt
+    sa.Column("first_seen", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+)
+learner_runs_table = sa.Table(  # the runs a learner started in the class, found again next week
+    "learner_runs", metadata,
+    sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+    sa.Column("run_id", sa.String(32), primary_key=True),
+    sa.Column("learner", sa.LargeBinary(32), nullable=False, index=True),
+    sa.Column("salt", sa.LargeBinary(16), nullable=False),      # with the learner's token, derives the run's key
+    sa.Column("created", sa.Float, nullable=False),
 )
 corpora_table = sa.Table(  # each text once, however many runs train on it
     "corpora", metadata,
@@ -114,6 +152,33 @@ records_table = sa.Table(  # runs kept for comparison (lab.run_records.RunShelf)
     sa.Column("record", sa.JSON, nullable=False),               # codecs.record_json
     sa.Column("created", sa.Float, nullable=False),             # wall clock: retention counts from it
 )
+
+
+# ------------------------------------------------------------------------------------ version 2
+def version_2() -> sa.MetaData:
+    """Version 2's tables that version 3 changed, frozen: what _migrate_1_to_2 made and _migrate_2_to_3
+    reads. A class lasted hours: one lesson, its answers keyed by step alone, one board with no rounds."""
+    md = sa.MetaData()
+    sa.Table(
+        "classes", md,
+        sa.Column("code", sa.String(8), primary_key=True),
+        sa.Column("teacher_key", sa.LargeBinary, nullable=False),
+        sa.Column("salt", sa.LargeBinary, nullable=False),
+        sa.Column("challenge", sa.JSON),
+        sa.Column("pinned", sa.String(32)),
+        sa.Column("lesson_step", sa.Integer),
+        sa.Column("revealed", sa.JSON, nullable=False),
+        sa.Column("created", sa.Float, nullable=False),
+        sa.Column("last_active", sa.Float, nullable=False),
+    )
+    sa.Table(
+        "answers", md,
+        sa.Column("code", sa.String(8), sa.ForeignKey("classes.code", ondelete="CASCADE"), primary_key=True),
+        sa.Column("step", sa.Integer, primary_key=True),
+        sa.Column("learner", sa.LargeBinary(32), primary_key=True),
+        sa.Column("option", sa.Integer, nullable=False),
+    )
+    return md
 
 
 # ------------------------------------------------------------------------------------ version 1

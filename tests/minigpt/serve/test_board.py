@@ -9,9 +9,9 @@ nothing here waits for time to pass.
 """
 import pytest
 
-from helpers.tiny import TEXT, tiny_config, tiny_plan, tiny_tokenizer
+from helpers.board_runs import BATCH, BLOCK, Clock, finished, submit
 from helpers.waiting import wait_until
-from minigpt import TrainConfig, Trainer, build_model
+from minigpt import TrainConfig
 from minigpt.serve.classes.board import Challenge
 from minigpt.serve.classes.classes import Classes
 from minigpt.serve.classes.codes import CODE_ALPHABET
@@ -19,29 +19,9 @@ from minigpt.serve.classes.lesson import MAX_ANSWERS
 from minigpt.serve.classes.posts import MAX_NAME, plain_name
 from minigpt.serve.classes.roster import BoardError
 from minigpt.serve.line.registry import RunRegistry
-from minigpt.serve.runs.thread import TrainingRun
 from minigpt.viz import board_figure
 
 pytestmark = pytest.mark.trains
-BATCH, BLOCK = 4, 8
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _build(max_steps: int = 20, d_model: int = 16, run_id: str | None = None, **train) -> TrainingRun:
-    tok = tiny_tokenizer()
-    cfg = TrainConfig(batch_size=BATCH, block_size=BLOCK, max_steps=max_steps, warmup_steps=2, eval_interval=5,
-                      eval_iters=1, **train)
-    model = build_model(tiny_config(vocab_size=tok.vocab_size, d_model=d_model), 0)
-    return TrainingRun(Trainer(model, tok, TEXT, cfg), sample_prompt="the", sample_chars=8, run_id=run_id)
-
-
 @pytest.fixture
 def clock():
     return Clock()
@@ -56,17 +36,9 @@ def registry(clock):
 
 @pytest.fixture
 def classes(clock):
-    return Classes(max_classes=3, max_posts=4, max_per_learner=2, idle_seconds=3600, refresh_seconds=1.0, clock=clock)
+    return Classes(max_classes=3, max_posts=4, max_per_learner=2, class_days=1, refresh_seconds=1.0, clock=clock)
 
 
-def _submit(registry, paused: bool = False, **settings):
-    return registry.submit(tiny_plan(), corpus="course-zh", build=lambda run_id: _build(**settings, run_id=run_id), paused=paused)
-
-
-def finished(registry, **settings):
-    entry = _submit(registry, **settings)
-    wait_until(lambda: entry.run.state == "finished", "the run to finish")
-    return entry
 
 
 def test_a_code_is_short_and_readable_and_an_unknown_or_closed_one_says_which(classes):
@@ -147,14 +119,13 @@ def test_limits_on_classes_posts_per_board_and_posts_per_learner(classes, regist
         classes.post(code, entry, entry.key, f"b{i}", learner="b", corpus="course-zh")
     with pytest.raises(BoardError, match="already shows 4 runs"):
         classes.post(code, entries[4], entries[4].key, "c", learner="c", corpus="course-zh")
-    # a class ends an hour after its last activity; looking at it as a learner is not activity,
-    # its teacher's looking is
-    clock.now += 3000
+    # a class ends class_days (here 1) after it opened: idle hours never end it sooner, and its teacher's
+    # looking does not make it last longer
+    clock.now += 0.9 * 86400
     classes.find(boards[1].code, boards[1].teacher_key)
-    classes.view(boards[2].code, registry.get)
-    clock.now += 3000
-    assert classes.find(boards[1].code).code == boards[1].code
-    for ended in (boards[0], boards[2]):
+    assert classes.find(boards[0].code).code == boards[0].code  # idle for most of its term: still open
+    clock.now += 0.2 * 86400
+    for ended in boards:
         with pytest.raises(BoardError, match="has closed"):
             classes.find(ended.code)
     classes.open()  # their places are free again
@@ -324,7 +295,8 @@ def test_the_learners_answers_and_the_frozen_counts_come_back_after_a_restart(da
     store = Store.from_url(database_url)
     try:
         stored = {board.code: board.answers for board in store.classes.load()}
-        assert stored[code][4].keys().isdisjoint(stored[second.code][4].keys())  # ann's tag differs by class
+        # ann's tag differs by class (the first class's answers are its first session's; the second was never led)
+        assert stored[code][1][4].keys().isdisjoint(stored[second.code][0][4].keys())
         classes = Classes(store=store)
         assert (classes.counts(code, key, 4, 3), classes.counts(code, key, 5, 3)) == before
         assert [classes.answered(code, who, 4) for who in ("ann", "bo")] == [1, 1]
@@ -387,7 +359,7 @@ def test_the_table_counts_characters_seen_and_parameters_and_shows_only_what_dif
 
 def test_thirty_viewers_share_one_view_built_again_only_when_a_run_moved(classes, registry, clock):
     board = classes.open()
-    entry = _submit(registry, max_steps=10_000)
+    entry = submit(registry, max_steps=10_000)
     classes.post(board.code, entry, entry.key, "live", learner="a", corpus="course-zh")
     entry.run.pause()
     wait_until(lambda: entry.run.state == "paused", "the run to pause")
@@ -422,7 +394,7 @@ def test_a_run_still_training_is_held_to_the_steps_it_is_set_to_not_the_steps_it
     """A run set to 30 steps, paused at 5, is outside a 20-step challenge already: its learning-rate
     schedule and its end are those of 30 steps, whatever it shows now."""
     board = classes.open()
-    entry = _submit(registry, paused=True, max_steps=30)
+    entry = submit(registry, paused=True, max_steps=30)
     entry.run.run_steps(5)
     wait_until(lambda: entry.run.snapshot().step == 5 and entry.run.state == "paused", "five steps")
     classes.post(board.code, entry, entry.key, "early", learner="a", corpus="course-zh")
@@ -452,7 +424,7 @@ def test_a_posted_run_waiting_for_a_slot_shows_as_waiting_with_its_place(clock, 
     registry = RunRegistry(max_runs=1, clock=clock, dispatcher=False)
     try:
         board = classes.open()
-        training, waiting = _submit(registry, max_steps=10_000), _submit(registry)
+        training, waiting = submit(registry, max_steps=10_000), submit(registry)
         for entry in (training, waiting):
             classes.post(board.code, entry, entry.key, entry.run_id, learner=entry.run_id, corpus="course-zh")
         rows = {row.run_id: row for row in classes.view(board.code, registry.get, registry.place).rows}

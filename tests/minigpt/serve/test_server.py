@@ -18,7 +18,13 @@ def test_unset_every_setting_is_its_default():
     assert settings == ServerSettings()
     assert (settings.train_in, settings.max_runs, settings.nice, settings.gpu_per_run) == (DEFAULT_TRAIN_IN, None,
                                                                                             None, 0.0)
-    assert settings.retention == Retention(class_hours=3.0, run_days=7.0, checkpoints=1)
+    assert settings.retention == Retention(class_days=140, run_days=7.0, checkpoints=1)  # a class lasts a term
+
+
+@pytest.mark.parametrize(("value", "days"), [("30", 30.0), ("0.5", 0.5), ("0", 140), ("-3", 140), ("nan", 140),
+                                             ("a term", 140)])
+def test_a_class_lasts_the_days_the_server_sets_or_a_term(value, days):
+    assert ServerSettings.from_env({"MINIGPT_CLASS_DAYS": value}).retention.class_days == days
 
 
 def test_ray_is_asked_for_by_either_setting_and_the_box_keeps_its_own_way_to_train():

@@ -46,6 +46,7 @@ from minigpt.serve.store.schema import SCHEMA_VERSION
 from minigpt.train import TrainEvent
 
 V1_TABLES = ("classes", "posts", "corpora", "runs", "run_events", "run_evals", "checkpoint_files", "kept_records")
+V3_TABLES = ("lesson_answers", "lesson_sessions", "rounds", "learners", "learner_runs")  # what version 3 made
 FOX = "the quick brown fox jumps over the lazy dog. " * 60
 HOUR, DAY = 3600.0, 86400.0
 
@@ -173,7 +174,7 @@ def _every_write_refused(store: Store) -> list[bool]:
     return [store.classes.save("ZZZZ", keys.hashed("k"), b"s" * 16, now),
             store.classes.update("ZZZZ", pinned="p"),
             store.classes.save_post("ZZZZ", _post("p-new", "r-new")),
-            store.classes.save_answer("ZZZZ", 1, b"\x02" * 32, 1),
+            store.classes.save_answer("ZZZZ", 1, 1, b"\x02" * 32, 1),
             _save_run(store, "r-new"),
             store.runs.update("r-new", step=5),
             store.runs.add_history("r-new", _events(10), _evals(10)),
@@ -194,7 +195,7 @@ def test_the_writer_never_waits_on_itself_so_a_write_after_the_first_is_not_held
     assert store.classes.save("K7Q2", keys.hashed("k"), b"s" * 16, _now())
     for flushed in range(3):  # a flush can slip in before the pass begins; not three in a row
         assert store.flush(10), f"flush {flushed + 1} waited behind the writer"
-    assert store.classes.save_answer("K7Q2", 1, b"\x01" * 32, 2)
+    assert store.classes.save_answer("K7Q2", 1, 1, b"\x01" * 32, 2)
 
 
 # -- the schema ------------------------------------------------------------------------------------
@@ -204,7 +205,7 @@ def test_a_new_database_is_made_at_the_current_schema_with_every_table(database_
     with store.engine.connect() as connection:
         assert schema_version(connection) == SCHEMA_VERSION
         tables = set(sa.inspect(connection).get_table_names())
-    assert {"minigpt_meta", "answers", *V1_TABLES} <= tables
+    assert {"minigpt_meta", *V3_TABLES, *V1_TABLES} <= tables
     _save_run(store, "first")
     assert store.flush(30)
     stores.close(store)
@@ -230,9 +231,9 @@ def _version_1_database(url: str, teacher_key: str, tags: list[bytes]) -> dict:
             connection.execute(sa.insert(table["classes"]), [
                 {"code": "K7Q2", "teacher_key": keys.hashed(teacher_key), "salt": salt,
                  "challenge": {"corpus": "fox", "max_steps": 500, "max_params": None}, "pinned": "p2",
-                 "lesson": lesson, "created": 1.0, "last_active": _now()},
+                 "lesson": lesson, "created": _now(), "last_active": _now()},
                 {"code": "M3NP", "teacher_key": keys.hashed("another"), "salt": b"\x08" * 16, "challenge": None,
-                 "pinned": None, "lesson": {}, "created": 1.0, "last_active": _now()}])
+                 "pinned": None, "lesson": {}, "created": _now(), "last_active": _now()}])
             connection.execute(sa.insert(table["posts"]), [{**_post("p1", "run1", position=0, learner=tags[0]),
                                                             "code": "K7Q2"},
                                                            {**_post("p2", "run1", position=1, learner=tags[1],
@@ -270,17 +271,26 @@ def test_a_version_1_database_is_migrated_keeping_every_row_and_each_answer_beco
         lessons = dict((code, (step, json.loads(revealed) if isinstance(revealed, str) else revealed))
                        for code, step, revealed in connection.execute(
                            sa.text("SELECT code, lesson_step, revealed FROM classes")))
-        answers = {(code, step, bytes(learner), option) for code, step, learner, option in connection.execute(
-            sa.text("SELECT code, step, learner, option FROM answers"))}
-    assert "lesson" not in columns and {"lesson_step", "revealed"} <= columns
+        answers = {(code, session, step, bytes(learner), option)
+                   for code, session, step, learner, option in connection.execute(
+                       sa.text("SELECT code, session, step, learner, option FROM lesson_answers"))}
+        sessions = dict(connection.execute(sa.text("SELECT code, session FROM classes")).all())
+        # version 3's lesson is the teacher's own file: nothing of version 1's lesson value is left in it
+        teachers_lessons = [row[0] for row in connection.execute(sa.text("SELECT lesson FROM classes"))]
+        tables = set(sa.inspect(connection).get_table_names())
+    assert {"lesson_step", "revealed", "lesson", "corpus", "round", "session", "led_at"} <= columns
+    assert teachers_lessons == [None, None]
+    # through version 2 into 3: every answer so far is the first lesson session's, in the table keyed by it
+    assert "answers" not in tables and set(V3_TABLES) <= tables
+    assert sessions == {"K7Q2": 1, "M3NP": None}
     assert lessons == {"K7Q2": (3, [2]), "M3NP": (None, [])}
-    assert answers == {("K7Q2", 2, tags[0], 1), ("K7Q2", 2, tags[1], 0), ("K7Q2", 3, tags[0], 2)}
+    assert answers == {("K7Q2", 1, 2, tags[0], 1), ("K7Q2", 1, 2, tags[1], 0), ("K7Q2", 1, 3, tags[0], 2)}
 
     loaded = {c.code: c for c in store.classes.load()}
     assert set(loaded) == {"K7Q2", "M3NP"}
     k7 = loaded["K7Q2"]
     assert (k7.lesson_step, k7.revealed, k7.pinned) == (3, [2], "p2")
-    assert k7.answers == {2: {tags[0]: 1, tags[1]: 0}, 3: {tags[0]: 2}}
+    assert k7.answers == {1: {2: {tags[0]: 1, tags[1]: 0}, 3: {tags[0]: 2}}}
     assert k7.challenge == {"corpus": "fox", "max_steps": 500, "max_params": None}
     assert [(p["post_id"], p["hidden"]) for p in k7.posts] == [("p1", False), ("p2", True)]
     assert keys.matches("teacher secret", k7.teacher_key)
@@ -497,7 +507,7 @@ def test_thirty_threads_writing_at_once_lose_no_row(database_url, stores):
             code, run_id = f"C{i:03d}", f"run{i:03d}"
             store.classes.save(code, keys.hashed(f"teacher {i}"), bytes([i]) * 16, _now())
             store.classes.save_post(code, _post(f"post{i:03d}", run_id, position=i, learner=bytes([i]) * 32))
-            store.classes.save_answer(code, 1, bytes([i]) * 32, i % 4)
+            store.classes.save_answer(code, 1, 1, bytes([i]) * 32, i % 4)
             _save_run(store, run_id)  # the same corpus for all: kept once
             store.runs.add_history(run_id, _events(0, 10, 20), _evals(20))
             store.runs.update(run_id, state="finished", step=20)
@@ -511,10 +521,11 @@ def test_thirty_threads_writing_at_once_lose_no_row(database_url, stores):
         thread.join()
     assert failures == []
     assert store.flush(60)
-    assert _counts(store.engine, ["classes", "posts", "answers", "runs", "run_events", "run_evals", "corpora"]) == {
-        "classes": 30, "posts": 30, "answers": 30, "runs": 30, "run_events": 90, "run_evals": 30, "corpora": 1}
+    assert _counts(store.engine, ["classes", "posts", "lesson_answers", "runs", "run_events", "run_evals",
+                                  "corpora"]) == {
+        "classes": 30, "posts": 30, "lesson_answers": 30, "runs": 30, "run_events": 90, "run_evals": 30, "corpora": 1}
     loaded = {c.code: c for c in store.classes.load()}
-    assert all(loaded[f"C{i:03d}"].answers == {1: {bytes([i]) * 32: i % 4}} for i in range(30))
+    assert all(loaded[f"C{i:03d}"].answers == {1: {1: {bytes([i]) * 32: i % 4}}} for i in range(30))
     assert all(store.runs.load(f"run{i:03d}").state == "finished" for i in range(30))
 
 
@@ -692,16 +703,16 @@ def _checkpoint_steps(store: Store, run_id: str) -> set[int]:
             sa.text("SELECT DISTINCT step FROM checkpoint_files WHERE run_id = :r"), {"r": run_id})}
 
 
-def test_retention_ends_idle_classes_and_unseen_unposted_runs_and_keeps_the_newest_checkpoints(database_url, stores):
+def test_retention_ends_classes_past_their_term_and_unseen_unposted_runs_and_keeps_the_newest_checkpoints(
+        database_url, stores):
     clock = Clock()
     t0 = clock.now
-    store = stores.open(database_url, retention=Retention(class_hours=3, run_days=7, checkpoints=2), clock=clock)
+    store = stores.open(database_url, retention=Retention(class_days=3, run_days=3.5, checkpoints=2), clock=clock)
     assert (store.checkpoint_dir is not None) == database_url.startswith("sqlite")  # folders beside SQLite's file
-    for code in ("OLD1", "KEEP"):
-        store.classes.save(code, keys.hashed("k"), b"s" * 16, last_active=t0)
+    store.classes.save("OLD1", keys.hashed("k"), b"s" * 16, last_active=t0)
     store.classes.save_post("OLD1", _post("p-gone", "gone"))
-    store.classes.save_answer("OLD1", 1, b"\x03" * 32, 2)
-    store.classes.save_post("KEEP", _post("p-posted", "posted"))
+    store.classes.save_answer("OLD1", 1, 1, b"\x03" * 32, 2)
+    store.classes.save_learner_run("OLD1", "gone", b"\x03" * 32, b"\x00" * 16, t0)
     _save_run(store, "gone", text="a corpus only the gone run used")
     _save_run(store, "posted")
     _save_run(store, "seen")
@@ -713,30 +724,33 @@ def test_retention_ends_idle_classes_and_unseen_unposted_runs_and_keeps_the_newe
         store.checkpoints.save("posted", step, files)
     old_record = _record("old")
     store.records.save(old_record)
+    clock.now = t0 + 2 * DAY  # KEEP opens two days later: its term ends two days later too
+    store.classes.save("KEEP", keys.hashed("k"), b"s" * 16, last_active=clock.now)
+    store.classes.save_post("KEEP", _post("p-posted", "posted"))
     assert store.flush(30)
     assert _checkpoint_steps(store, "posted") == {20, 30}  # the two newest
     assert store.checkpoints.load("posted") == (30, {"config.json": b"step 30", "model.safetensors": b"w" * 30})
 
-    clock.now = t0 + 3 * HOUR + 60  # OLD1 idle past its hours; KEEP's teacher was just here
-    store.classes.update("KEEP", last_active=clock.now)
+    clock.now = t0 + 3 * DAY + 60  # OLD1 is past its term, however active its teacher was; KEEP is not
+    store.classes.update("OLD1", last_active=clock.now)
     store.tidy()
     assert store.flush(30)
     assert _count(store.engine, "classes") == 1 and [c.code for c in store.classes.load()] == ["KEEP"]
-    assert _count(store.engine, "posts") == 1 and _count(store.engine, "answers") == 0
+    assert _count(store.engine, "posts") == 1 and _count(store.engine, "lesson_answers") == 0
+    assert _count(store.engine, "rounds") == 1 and _count(store.engine, "learner_runs") == 0
     assert _count(store.engine, "runs") == 3  # days, not hours
 
-    clock.now = t0 + 6 * DAY
-    store.classes.update("KEEP", last_active=clock.now)  # the class goes on, its post with it
+    clock.now = t0 + 3.4 * DAY  # the class goes on, its post with it (and a tidy now would let no run go)
+    store.classes.update("KEEP", last_active=clock.now)
     store.runs.seen(["seen"])  # its owner opened it
     new_record = _record("new")
     store.records.save(new_record)
-    clock.now = t0 + 7 * DAY + 60
-    store.classes.update("KEEP", last_active=clock.now)
+    clock.now = t0 + 4 * DAY + 60
     store.tidy()
     assert store.flush(30)
     with store.engine.connect() as connection:
         runs = {row[0] for row in connection.execute(sa.text("SELECT run_id FROM runs"))}
-    assert runs == {"posted", "seen"}  # posted: on an open class's board; seen: opened a day ago
+    assert runs == {"posted", "seen"}  # posted: on an open class's board; seen: opened just now
     assert store.runs.load("gone") is None and store.checkpoints.load("gone") is None
     assert _count(store.engine, "run_events", "WHERE run_id = 'gone'") == 0
     assert _count(store.engine, "run_evals", "WHERE run_id = 'gone'") == 0

@@ -587,8 +587,10 @@ MUTANTS = {
     "board: anyone posts a run (board)": ("minigpt/serve/classes/posts.py", [(
         "        if not entry.is_owner(run_key):\n", "        if False:\n")]),
     "board: any key withdraws a post (board)": ("minigpt/serve/classes/posts.py", [(
-        "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):",
+        "            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key) or post.learner == tag):",
         "            if False:")]),
+    "term: any learner withdraws another's post (term)": ("minigpt/serve/classes/posts.py", [(
+        "keys.matches(key, post.run_key) or post.learner == tag):", "keys.matches(key, post.run_key) or bool(tag)):")]),
     "board: the challenge's steps read off the run's progress (board)": ("minigpt/serve/classes/board.py", [(
         "return self.misfits(corpus, record.model, record.train, class_corpus)",
         "return self.misfits(corpus, record.model, replace(record.train, max_steps=record.final_step), class_corpus)")]),
@@ -609,8 +611,14 @@ MUTANTS = {
     "term: a class still ends when idle (term)": ("minigpt/serve/classes/roster.py", [(
         "if b.opened < cutoff]\n", "if b.last_active < cutoff]\n")]),
     "term: a stop and a resume within the hour start a new lesson session (term)": ("minigpt/serve/classes/lesson.py", [(
-        "            started = step is not None and now - board.led_at > SESSION_GAP_HOURS * 3600",
+        "            started = step is not None and (now - board.led_at > SESSION_GAP_HOURS * 3600 or not board.sessions)",
         "            started = step is not None and (board.lesson_step is None or now - board.led_at > 0)")]),
+    "term: closing a class hands back only its current posts' runs (term)": ("minigpt/serve/classes/roster.py", [(
+        "            posted = list(dict.fromkeys([*posted, *board.runs]))\n", "")]),
+    "term: a lesson file may ask for a number a billion wide (lesson file)": ("app/state/lesson_file.py", [(
+        "        if conversion or not NUMBER_FORMAT.fullmatch(spec):", "        if conversion:")]),
+    "term: a learner's notes are never trimmed (term)": ("minigpt/serve/classes/learners.py", [(
+        "            dropped = theirs[:-MAX_NOTES]", "            dropped = []")]),
     "term: a new session keeps the last one's answers open (term)": ("minigpt/serve/classes/lesson.py", [(
         "        board.answers, board.revealed = {}, set()", "        board.revealed = set()")]),
     "term: a personal code's wrong tries are never counted (term)": ("minigpt/serve/classes/learners.py", [(

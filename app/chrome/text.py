@@ -1,6 +1,7 @@
 """Text for the page: learner text made safe for markdown, durations, places in a line and lists."""
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator
 from functools import reduce
 
@@ -79,3 +80,10 @@ def ordinal(n: int) -> str:
 def word_list(parts: list[str]) -> str:
     """Parts joined as the language lists them ("a, b, c"; 甲，乙，丙)."""
     return reduce(lambda earlier, later: _("{earlier}, {later}", earlier=earlier, later=later), parts)
+
+
+def file_name(name: str, fallback: str, limit: int) -> str:
+    """An uploaded file's name as the page shows it and the server keeps it: no control or direction
+    characters, spaces collapsed, at most `limit` characters (`fallback` where nothing is left)."""
+    kept = "".join(c if unicodedata.category(c)[0] != "C" else " " for c in name)
+    return " ".join(kept.split())[:limit] or fallback

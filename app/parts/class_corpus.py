@@ -7,10 +7,10 @@ from __future__ import annotations
 import streamlit as st
 
 from minigpt import BUILTIN_CORPORA, CorpusError
-from minigpt.serve import BoardError, ClassCorpus
+from minigpt.serve import MAX_NAME, BoardError, ClassCorpus
 
 from app.chrome.i18n import _, error_text
-from app.chrome.text import md
+from app.chrome.text import file_name, md
 from app.state.classroom import NOTICE_KEY, classes
 from app.state.corpora import corpus_description, file_refusal, read_corpus_file
 
@@ -59,7 +59,7 @@ def upload(code: str, key: str) -> None:
         return
     try:
         text, _encoding = read_corpus_file(file.name, file.getvalue())
-        classes().set_corpus(code, key, ClassCorpus(file.name, text=text))
+        classes().set_corpus(code, key, ClassCorpus(file_name(file.name, "corpus.txt", MAX_NAME), text=text))
     except (CorpusError, BoardError) as err:  # BoardError: over the class's own limit, or the class has ended
         st.session_state[REFUSED_KEY] = (file.name, err)
 

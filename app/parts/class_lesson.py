@@ -27,7 +27,6 @@ to one lesson's questions.
 from __future__ import annotations
 
 import string
-import unicodedata
 
 import streamlit as st
 
@@ -35,7 +34,7 @@ from minigpt.serve import MAX_NAME, MAX_OPTIONS, BoardError, ClassLesson, Lesson
 
 from app.chrome import fields, site, url
 from app.chrome.i18n import _, display_name, error_text, language, languages, n_
-from app.chrome.text import md
+from app.chrome.text import file_name, md
 from app.parts import lesson_links
 from app.state import classroom
 from app.state.lesson_file import (MAX_BYTES, MAX_STEPS, Lesson, LessonFileError, LessonStep, builtin_lesson,
@@ -375,7 +374,7 @@ def upload(code: str, key: str, widget: str) -> None:
     file = st.session_state.get(widget)
     if file is None:
         return
-    name = file_name(file.name)
+    name = file_name(file.name, "lesson.md", MAX_NAME)
     try:
         text = decode_lesson(file.getvalue())
         parse_lesson(text)
@@ -396,9 +395,3 @@ def set_lesson(code: str, key: str, chosen: ClassLesson | None) -> None:
         return
     st.session_state.pop(REFUSED_KEY, None)
     st.session_state[UPLOADS_KEY] = st.session_state.get(UPLOADS_KEY, 0) + 1
-
-
-def file_name(name: str) -> str:
-    """A file's name as the class shows it: no control or direction characters, at most MAX_NAME long."""
-    kept = "".join(c if unicodedata.category(c)[0] != "C" else " " for c in name)
-    return " ".join(kept.split())[:MAX_NAME] or "lesson.md"

@@ -178,12 +178,14 @@ def own_runs(code: str) -> None:
     st.markdown(_("**Your runs in this class:**"))
     for run_id, key in reversed(mine):  # the newest first
         name_col, button_col = st.columns([3, 1], vertical_alignment="center")
-        entry = runs.registry().get(run_id)
+        # only a run in memory is read: twenty runs a learner, each read back from the store on every page
+        # run, would crowd out the runs others keep; Open reads one (and says so if it has gone)
+        entry = runs.registry().held(run_id)
         if entry is None:
-            name_col.markdown(_("`{run}`: no longer on this server", run=run_id))
-            continue
-        snap = entry.run.snapshot()
-        name_col.markdown(_("`{run}` on {corpus}: step {step:,}", run=run_id, corpus=md(entry.corpus), step=snap.step))
+            name_col.markdown(_("`{run}`, kept on the server", run=run_id))
+        else:
+            name_col.markdown(_("`{run}` on {corpus}: step {step:,}", run=run_id, corpus=md(entry.corpus),
+                                step=entry.run.snapshot().step))
         if button_col.button(_("Open on Train"), key=f"course_open_{run_id}"):
             open_run(code, run_id, key)
 
@@ -202,6 +204,9 @@ def personal(code: str, refused: str | None) -> None:
     st.caption(_("It carries your answers, runs and posts in this class to another browser: open the class's link "
                  "there and type the code in the box below. Keep it to yourself: whoever has it is you in this "
                  "class."))
+    st.button(_("Forget me on this browser"), key="course_forget_me", on_click=classroom.forget_browser, args=(code,),
+              help=_("On a shared computer: this browser no longer knows you in this class. Note your personal code "
+                     "first: it brings you back."))
     with st.form("course_claim", border=False):
         st.text_input(_("A personal code from your other device"), key=CLAIM_KEY, max_chars=32,
                       placeholder="····-····-····")  # the shape of a code, no letters to translate

@@ -39,11 +39,11 @@ TEACHER_KEY = "board_teacher"   # session_state: (code, key) of the class this b
 POSTS_KEY = "board_posts"       # session_state: {post id: its key} for the runs this session posted
 LEARNER_KEY = "board_learner"   # session_state: {class code: this browser's learner token in it}
 LEARNER_SENT_KEY = "board_learner_sent"  # session_state: {class code: the learner token its cookie holds now}
-ASKER_KEY = "board_asker"       # session_state: this session's id, what the server counts wrong personal codes by
 URL_READ_KEY = "board_url_read"
 NOTICE_KEY = "board_notice"
 COOKIE_PREFIX = "minigpt_teacher_"    # + the class code: the browser's cookie holding its teacher's key
 LEARNER_PREFIX = "minigpt_learner_"   # + the class code: the browser's cookie holding its learner token there
+FORGET_KEY = "board_forget"           # session_state: a class whose cookies (teacher's, learner's) the next run clears
 LEARNER_BOX = "board_learner_cookie"   # the hidden container of the script that writes it
 HIDE_BOX = f".st-key-{LEARNER_BOX} {{ display: none }}"
 # a learner token: new_learner_token's (letters and digits), or secrets.token_urlsafe's, which cookies
@@ -158,16 +158,13 @@ def cookie_seconds(code: str) -> int:
         return 0
 
 
-def asker() -> str:
-    """This session, as the server counts its wrong personal codes (a random id, nothing of the learner)."""
-    return st.session_state.setdefault(ASKER_KEY, secrets.token_urlsafe(12))
-
 
 def claim_learner(code: str, typed: str) -> None:
     """This browser becomes the learner whose personal code was typed (from another device of theirs):
     their answers, runs and posts. BoardError, saying why, for a code the class does not know or too
     many wrong tries; this browser then stays who it was."""
-    token = classes().claim(code, typed, asker=asker())
+    # the wrong tries are counted by this browser's own token, which a refresh keeps
+    token = classes().claim(code, typed, asker=learner(code))
     st.session_state.setdefault(LEARNER_KEY, {})[code] = token  # the next page run writes the cookie
 
 
@@ -232,6 +229,19 @@ def join_class() -> None:
     code = st.session_state.get("board_join_code", "").strip().upper()
     if code:
         st.session_state[CLASS_KEY] = code
+
+
+def forget_browser(code: str) -> None:
+    """On a shared computer: this browser forgets who it is in the class (the learner's token, or the
+    teacher's key) and leaves it; the board's next run clears the cookies (FORGET_KEY). The learner
+    comes back with their personal code, the teacher with their link."""
+    ss = st.session_state
+    if teacher_key(code) is not None:
+        ss.pop(TEACHER_KEY, None)
+    # a fresh token, not none: the cookies this session began with would otherwise hand the old one back
+    ss.setdefault(LEARNER_KEY, {})[code] = new_learner_token()
+    ss[FORGET_KEY] = code
+    leave_class()
 
 
 def leave_class() -> None:

@@ -31,6 +31,8 @@ STEP_FIELDS = ("view", "page", "train")   # key lines of a step, above its check
 CHECK_FIELDS = ("because",)                # key lines of a check
 TRAIN_KEYS = ("preset", "corpus", "steps")
 BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# a format a number may be written with in braces ({val_share:.0%}, {tiny_lr:g}, {steps:,}): a short width at most
+NUMBER_FORMAT = re.compile(r"(?:[<>^=]?[+ -]?\d{0,2}[,_]?(?:\.\d{1,2})?[deEfFgG%n]?)")
 # what makes Markdown run or point somewhere: a tag or an autolink (<b>, </p>, <!--, <https://…>), a link
 # or an image ([text](address), ![alt](address)), a link's definition ([name]: address)
 HTML = re.compile(r"<[A-Za-z!/?]")
@@ -135,12 +137,17 @@ def parse_lesson(text: str) -> Lesson:
 
 
 def check_characters(line: str, number: int) -> None:
-    """No control characters (a NUL says the file is not text) and no bidi overrides or isolates."""
+    """No control characters (a NUL says the file is not text), no bidi overrides or isolates, and no
+    other invisible format character."""
     for c in line:
         if c in BIDI:
             raise LessonFileError(Message("The text holds an invisible character ({char}) that turns the "
                                           "direction of the text around, so that it can read otherwise than it "
                                           "shows: delete it.", char=code_point(c)), number)
+        if unicodedata.category(c) == "Cf" and c != "\u200d":  # the joiner alone: it makes one emoji of several
+            # marks, spaces and joiners of no width (U+200B, U+200E, U+2060, …): two lines that look alike differ
+            raise LessonFileError(Message("The text holds an invisible character ({char}): delete it.",
+                                          char=code_point(c)), number)
         if unicodedata.category(c) == "Cc" and c != "\t":
             raise LessonFileError(Message("The text holds a control character ({char}), which no text file "
                                           "has: is this a text file? A lesson is plain text, .md or .txt.",
@@ -177,7 +184,9 @@ def check_field(name: str, spec: str, conversion: str | None, number: int) -> No
         raise LessonFileError(Message("{field} is not a number the lesson knows. It knows: {names}.",
                                       field=braced(name), names=", ".join(KINDS)), number)
     try:
-        if conversion or "{" in spec:
+        # a number's own format, and a short one: a width of a billion would make the server write a billion
+        # spaces on every learner's page
+        if conversion or not NUMBER_FORMAT.fullmatch(spec):
             raise ValueError
         format(KINDS[name](1), spec)
     except ValueError:
@@ -295,7 +304,8 @@ def train_named(value: str, line: int) -> TrainStart:
         raise LessonFileError(Message("“{value}” is not a built-in corpus. The corpora are: {known}.", value=corpus,
                                       known=", ".join(BUILTIN_CORPORA)), line)
     steps = found.get("steps")
-    if steps is not None and not (steps.isascii() and steps.isdigit()):
+    # at most 7 digits: Python refuses to read a whole number of thousands of them, and no lesson trains that long
+    if steps is not None and not (steps.isascii() and steps.isdigit() and len(steps) <= 7):
         raise LessonFileError(Message("“{value}” is not a whole number of steps.", value=steps), line)
     start = TrainStart(preset, corpus, int(steps) if steps is not None else None)
     chosen = PRESETS[preset or DEFAULT_PRESET]

@@ -32,12 +32,15 @@ from app.state import classroom, runs, serving
 from app.state.classroom import (
     CLASS_KEY,
     COOKIE_PREFIX,
+    FORGET_KEY,
+    LEARNER_PREFIX,
     NOTICE_KEY,
     POSTS_KEY,
     board_view,
     classes,
     cookies,
     join_class,
+    learner,
     leave_class,
     start_class,
     teacher_key,
@@ -45,7 +48,6 @@ from app.state.classroom import (
 from app.state.train_settings import SETTING_LABELS, setting_text
 
 COOKIE_SENT_KEY = "board_cookie_sent"  # session_state: the class whose key this session has written to the browser
-FORGET_KEY = "board_forget"           # session_state: a closed class whose cookie the next page run clears
 TAB_KEY = "board_tab"                 # session_state: the teacher's open tab (its label)
 MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
 STATES = {"waiting": N_("waiting"), "starting": N_("starting"),
@@ -326,8 +328,10 @@ def remember_key(code: str, key: str) -> None:
 
 
 def forget_key(code: str) -> None:
-    st.html(f"<script>document.cookie = {json.dumps(f'{COOKIE_PREFIX}{code}=; path=/; max-age=0; SameSite=Strict')};"
-            "</script>", unsafe_allow_javascript=True)
+    """Clear this browser's cookies for the class: the teacher's key and the learner's token."""
+    gone = [json.dumps(f"{prefix}{code}=; path=/; max-age=0; SameSite=Strict") for prefix in (COOKIE_PREFIX, LEARNER_PREFIX)]
+    st.html("<script>" + "".join(f"document.cookie = {cookie};" for cookie in gone) + "</script>",
+            unsafe_allow_javascript=True)
 
 
 COPY_BUTTON = """
@@ -436,6 +440,9 @@ def teacher_panel(code: str, key: str) -> None:
                               "the runs they posted, with their checkpoints. Erasing closes the class and deletes all "
                               "of it for good."))
     st.button(_("Erase the class's data"), key="board_erase", disabled=not sure, on_click=erase_class, args=(code, key))
+    st.button(_("Forget the controls on this browser"), key="board_forget_me", on_click=classroom.forget_browser,
+              args=(code,), help=_("On a shared computer: this browser no longer keeps the teacher's key for this "
+                                   "class. Your teacher's link gives you the controls back."))
 
 
 def challenge_corpus_label(code: str, corpus: str | None) -> str:
@@ -492,11 +499,13 @@ def erase_class(code: str, key: str) -> None:
 
 
 def my_posts(code: str) -> None:
-    """The runs this session posted (or whose run it owns, after a refresh), each with Withdraw."""
+    """The runs this learner posted (this session, or since in the same browser or one their personal
+    code moved: the class knows them by their token), each with Withdraw."""
     mine = st.session_state.get(POSTS_KEY, {})
     own = st.session_state.get(runs.OWN_RUN_KEY)
+    theirs = set(classes().posts_of(code, learner(code)))
     view = board_view(code)
-    posted = [row for row in view.rows if row.post_id in mine or own and row.run_id == own[0]]
+    posted = [row for row in view.rows if row.post_id in mine or row.post_id in theirs or own and row.run_id == own[0]]
     if not posted:
         return
     st.markdown(_("**Your runs on the board:**"))
@@ -512,7 +521,7 @@ def withdraw(code: str, post_id: str) -> None:
     mine = st.session_state.setdefault(POSTS_KEY, {})
     own = st.session_state.get(runs.OWN_RUN_KEY)
     try:
-        classes().withdraw(code, post_id, mine.get(post_id) or (own[1] if own else None))
+        classes().withdraw(code, post_id, mine.get(post_id) or (own[1] if own else None), learner=learner(code))
     except BoardError as err:
         st.error(md(error_text(err)))
         return

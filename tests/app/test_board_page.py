@@ -545,3 +545,19 @@ def test_the_course_and_the_learners_parts_in_chinese():
     assert_chinese(tab(teacher, "课程总览"), "the Course tab", besides=[code])
     learner = on_board(home("zh", **{"class": code}))
     assert_chinese(learner, "a learner's board", besides=[code, grouped(token_of(learner, code))])
+
+
+def test_on_a_shared_computer_a_learner_and_the_teacher_make_the_browser_forget_them(browser_cookies):
+    teacher, code = teacher_class()
+    ann = on_board(home(**{"class": code}))
+    token = token_of(ann, code)
+    ann.button(key="course_forget_me").click().run()
+    assert classroom.CLASS_KEY not in ann.session_state and token_of(ann, code) != token  # a new learner if back
+    cleared = [e.proto.body for e in ann.get("html") if "max-age=0" in e.proto.body]
+    assert len(cleared) == 1  # both of the class's cookies, emptied at once
+    for prefix in (classroom.LEARNER_PREFIX, classroom.COOKIE_PREFIX):
+        assert f"{prefix}{code}=; path=/; max-age=0" in cleared[0]
+    controls = tab(teacher, "Teacher's controls")
+    controls.button(key="board_forget_me").click().run()
+    assert classroom.TEACHER_KEY not in controls.session_state and classroom.CLASS_KEY not in controls.session_state
+    assert [e for e in controls.get("html") if f"{classroom.COOKIE_PREFIX}{code}=; path=/; max-age=0" in e.proto.body]

@@ -233,6 +233,9 @@ BROKEN = [
      "{vocabulary} is not a number the lesson knows", "{vocabulary} 不是课程认识的数字"),
     ("a bad number format", "## A\n\nThe share: {val_share:d}.\n", 3, "{val_share:d} cannot be written so",
      "{val_share:d} 不能这样写"),
+    # a width of a billion would have every learner's page write a billion spaces
+    ("a number a billion wide", "## A\n\nWe know {vocab:>1000000000}.\n", 3,
+     "{vocab:>1000000000} cannot be written so", "{vocab:>1000000000} 不能这样写"),
     ("a lone brace", "## A\n\nA set {a, b.\n", 3, "A brace stands alone", "落单的花括号"),
     ("a number in a title", "## {vocab} characters\n", 1, "A title cannot quote a number ({vocab})",
      "标题里不能引用数字（{vocab}）"),
@@ -254,7 +257,12 @@ BROKEN = [
     ("an unknown preset", "## A\n\ntrain: preset=huge\n", 3, "“huge” is not a preset", "“huge”不是预设"),
     ("an unknown corpus", "## A\n\ntrain: corpus=poems\n", 3, "“poems” is not a built-in corpus", "不是内置语料"),
     ("an unknown train setting", "## A\n\ntrain: lr=3\n", 3, "“lr=3” is not one of them", "“lr=3”不是其中之一"),
+    ("a right-to-left mark", "## A\n\nThe \u200fend.\n", 3, "The text holds an invisible character (U+200F)",
+     "（U+200F）"),
     ("steps not a number", "## A\n\ntrain: steps=many\n", 3, "“many” is not a whole number of steps", "不是一个整数步数"),
+    # more digits than Python reads into a whole number: a message, not a crash
+    ("steps of 5000 digits", "## A\n\ntrain: steps=" + "9" * 5000 + "\n", 3, "is not a whole number of steps",
+     "不是一个整数步数"),
     ("settings that cannot train", "## A\n\ntrain: steps=0\n", 3, "These settings cannot train: max_steps",
      "这些设置无法训练"),
 ]

@@ -27,10 +27,12 @@ from .roster import BoardError, ClassBoard, Roster, wall
 
 TOKEN_LENGTH = 12             # characters of a learner token: 60 bits from the 32-letter code alphabet
 PERSONAL_CODE_TRIES = 5       # wrong personal codes one asker may type per window
-CLASS_CODE_TRIES = 30         # wrong personal codes a whole class may see per window, from any asker
+# wrong personal codes a whole class may see per window, from any asker: high enough that one learner's
+# typos never lock the class out, low enough that a term of guessing finds a 60-bit code about once in 10^8
+CLASS_CODE_TRIES = 300
 TRY_WINDOW_SECONDS = 10 * 60
 MAX_LEARNERS = 500            # learners one class keeps (what a personal code can be checked against)
-MAX_RUNS_NOTED = 2000         # runs one class keeps for its learners to find again
+MAX_NOTES = 20                # runs one learner finds again in a class: the newest (older ones age as any run)
 SEEN_SAVE_SECONDS = 24 * 3600  # a learner's last visit is written at most once a day
 
 
@@ -59,7 +61,7 @@ class Learners(Roster):
     """The learners' part of Classes: seen, claimed by personal code, their runs, erased."""
 
     def _learners_init(self) -> None:
-        self._tries: dict[tuple[str, str], deque[float]] = {}  # (code, asker or "") -> wrong tries' times
+        self._tries: dict[tuple[str, bytes], deque[float]] = {}  # (code, asker's tag or b"") -> wrong tries' times
 
     def seen(self, code: str, learner: str) -> None:
         """This learner opened the class now: kept (first and last seen, a day's precision) so that their
@@ -81,10 +83,12 @@ class Learners(Roster):
 
     def claim(self, code: str, typed: str, asker: str) -> str:
         """The learner token for a personal code typed on another device; BoardError when no learner of
-        the class has it, or when `asker` (a session) or the class has typed too many wrong codes."""
+        the class has it, or when `asker` (the token of the browser that types it, which a refresh keeps)
+        or the class has typed too many wrong codes."""
         board = self.find(code)
         now = self._clock()
-        wait = self._refused_for(board.code, asker, now)
+        asker_tag = board.learner_tag(asker)  # kept as a tag, as every learner is
+        wait = self._refused_for(board.code, asker_tag, now)
         if wait:
             raise BoardError("Too many wrong codes: try again in {minutes} minutes.", minutes=-(-int(wait) // 60))
         token = typed_token(typed)
@@ -92,18 +96,21 @@ class Learners(Roster):
             known = board.learner_tag(token) in board.learners
         if not known:
             with self._lock:
-                for who in (asker, ""):
+                for who in (asker_tag, b""):
                     self._tries.setdefault((board.code, who), deque()).append(now)
             raise BoardError("No learner of class {code} has that personal code. Check it and type it again.",
                              code=board.code)
         return token
 
-    def _refused_for(self, code: str, asker: str, now: float) -> float:
-        """Seconds until `asker` may type a code again (0: now): while they, or the whole class ("" as
+    def _refused_for(self, code: str, asker: bytes, now: float) -> float:
+        """Seconds until `asker` may type a code again (0: now): while they, or the whole class (b"" as
         the asker), have had their limit of wrong codes within the window."""
         wait = 0.0
         with self._lock:
-            for who, limit in ((asker, PERSONAL_CODE_TRIES), ("", CLASS_CODE_TRIES)):
+            if len(self._tries) > 4096:  # askers who never came back: their tries are let go once old
+                for old in [k for k, tries in self._tries.items() if not tries or now - tries[-1] >= TRY_WINDOW_SECONDS]:
+                    del self._tries[old]
+            for who, limit in ((asker, PERSONAL_CODE_TRIES), (b"", CLASS_CODE_TRIES)):
                 tries = self._tries.setdefault((code, who), deque())
                 while tries and now - tries[0] >= TRY_WINDOW_SECONDS:
                     tries.popleft()
@@ -115,16 +122,21 @@ class Learners(Roster):
         return wait
 
     def note_run(self, code: str, learner: str, run_id: str, salt: bytes) -> None:
-        """A run this learner started in the class, to be found again from their token."""
+        """A run this learner started in the class, to be found again from their token: their newest
+        MAX_NOTES (an older note goes, and its run ages as any run does)."""
         board = self.find(code)
         tag = board.learner_tag(learner)
         self._see(board, tag)
         with board._lock:
-            if len(board.runs) >= MAX_RUNS_NOTED:
-                raise BoardError("This class keeps {limit} runs for its learners, its limit.", limit=MAX_RUNS_NOTED)
+            if tag not in board.learners:
+                return  # a class past MAX_LEARNERS: its newest learners keep their runs by their address alone
             board.runs[run_id] = (tag, salt)
+            theirs = [noted for noted, (owner, _salt) in board.runs.items() if owner == tag]
+            dropped = theirs[:-MAX_NOTES]
+            for noted in dropped:
+                del board.runs[noted]
         if self.store is not None:
-            self.store.classes.save_learner_run(board.code, run_id, tag, salt, time.time())
+            self.store.classes.save_learner_run(board.code, run_id, tag, salt, time.time(), dropped=dropped)
 
     def learner_runs(self, code: str, learner: str) -> list[tuple[str, bytes]]:
         """This learner's runs in the class, oldest first: (run id, salt) for run_key."""

@@ -50,7 +50,7 @@ class Leading(Roster):
             raise BoardError("There is no lesson step {step}.", step=step)
         now = self._clock()
         with board._lock:
-            started = step is not None and now - board.led_at > SESSION_GAP_HOURS * 3600
+            started = step is not None and (now - board.led_at > SESSION_GAP_HOURS * 3600 or not board.sessions)
             if started:
                 self._new_session(board, now)
             if step is not None:

@@ -142,15 +142,17 @@ class Posting(Roster):
             self.store.classes.update_post(post.post_id, name=post.name, wait=True)
         return post.post_id, None
 
-    def withdraw(self, code: str, post_id: str, key: str | None) -> None:
+    def withdraw(self, code: str, post_id: str, key: str | None, *, learner: str | None = None) -> None:
         """Take a post off the board: `key` is the post's own key, or the posted run's owner key
-        (which a learner's address keeps across a refresh)."""
+        (which a learner's address keeps across a refresh); or `learner` is the token of who posted it
+        (next week, in the same browser or one their personal code moved)."""
         board = self.find(code)
+        tag = board.learner_tag(learner) if learner else None
         with board._lock:
             post = board.posts.get(post_id)
             if post is None:
                 return  # withdrawn already (a second click, another tab): nothing to refuse
-            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key)):
+            if not (keys.matches(key, post.key) or keys.matches(key, post.run_key) or post.learner == tag):
                 raise BoardError("Only the learner who posted a run can withdraw it.")
             del board.posts[post_id]
             if board.pinned == post_id:
@@ -159,6 +161,13 @@ class Posting(Roster):
             board.last_active = self._clock()
         if self.store is not None:
             self.store.classes.delete_post(post_id)
+
+    def posts_of(self, code: str, learner: str) -> list[str]:
+        """The ids of this learner's posts on the board's current round."""
+        board = self.find(code)
+        tag = board.learner_tag(learner)
+        with board._lock:
+            return [post.post_id for post in board.posts.values() if post.learner == tag]
 
     def _save_post(self, board: ClassBoard, post: Post, wait: bool = True) -> None:
         """A new post's whole row (`wait`), or what a read of its run changed (not waited for)."""

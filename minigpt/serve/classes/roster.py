@@ -126,14 +126,16 @@ class Roster:
 
     def close(self, code: str, teacher_key: str | None, *, erase: bool = False) -> list[str]:
         """Close the class: its code says so from now on, and its rows leave the store. `erase`: the
-        runs posted to it go from the store too (the teacher erases the class's data). Returns the
-        posted runs' ids."""
+        runs posted to it, and those its learners started in it, go from the store too (the teacher
+        erases the class's data). Returns those runs' ids, for the caller to let go of."""
         board = self._as_teacher(code, teacher_key)
         with self._lock:
             self._classes.pop(board.code, None)
             self._remember_closed(board.code)
-        with board._lock:
-            posted = [post.run_id for post in board.posts.values()]  # the caller forgets them when it erases
+        with board._lock:  # the caller forgets them when it erases: every round's posts and every run noted
+            posted = [post.run_id for post in board.posts.values()]
+            posted += [post.run_id for posts in board.archive.values() for post in posts]
+            posted = list(dict.fromkeys([*posted, *board.runs]))
         if self.store is not None:
             self.store.classes.delete(board.code, with_runs=erase)
         return posted

@@ -112,6 +112,11 @@ class RunRegistry:
             self.store.runs.seen([entry.run_id])
         return entry
 
+    def held(self, run_id: str) -> RunEntry | None:
+        """The run if this registry holds it now, never read from the store: what a list of many runs
+        shows, without bringing each one back into memory."""
+        return self.book.held(run_id)
+
     def successor(self, run_id: str) -> RunEntry | None:
         """The run that replaced `run_id` (its owner's newest, following every replacement), if any:
         someone watching an owner's link follows the owner to their new run."""

@@ -116,7 +116,7 @@ class ClassRows:
     def save_session(self, code: str, session: dict) -> bool:
         """A lesson session's row (number, started, lesson, steps), inserted or replaced."""
         values = {**session, "steps": list(session["steps"]), "code": code}
-        return self._writer.write(lambda c: upsert(c, sessions_table, values, ["code", "number"]), wait=False)
+        return self._writer.write(lambda c: upsert(c, sessions_table, values, ["code", "number"]), wait=True)
 
     def save_round(self, code: str, round_: dict) -> bool:
         """A round of the board: its number, name and start (wall clock)."""
@@ -132,9 +132,17 @@ class ClassRows:
         return self._writer.write(lambda c: c.execute(sa.update(learners_table).where(where).values(last_seen=seen)),
                                   wait=False)
 
-    def save_learner_run(self, code: str, run_id: str, learner: bytes, salt: bytes, created: float) -> bool:
+    def save_learner_run(self, code: str, run_id: str, learner: bytes, salt: bytes, created: float, *,
+                         dropped: list[str] = ()) -> bool:
+        """A run a learner started in the class; `dropped`: their older notes that go (not their runs)."""
         values = {"code": code, "run_id": run_id, "learner": learner, "salt": salt, "created": created}
-        return self._writer.write(lambda c: upsert(c, learner_runs_table, values, ["code", "run_id"]), wait=True)
+
+        def save(connection: sa.Connection) -> None:
+            upsert(connection, learner_runs_table, values, ["code", "run_id"])
+            if dropped:
+                connection.execute(sa.delete(learner_runs_table).where(
+                    (learner_runs_table.c.code == code) & learner_runs_table.c.run_id.in_(list(dropped))))
+        return self._writer.write(save, wait=True)
 
     def delete_learner(self, code: str, learner: bytes, run_ids: list[str]) -> bool:
         """Every row of one learner in the class: posts, answers, seen, noted runs, and `run_ids` themselves."""

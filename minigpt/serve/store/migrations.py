@@ -60,11 +60,18 @@ def _migrate_2_to_3(connection: sa.Connection) -> None:
     rows = [dict(row._mapping, session=1) for row in connection.execute(sa.select(old))]
     if rows:
         connection.execute(sa.insert(answers_table), rows)
-    # a class that was led, or answered, is in its first lesson session (a table of the two columns alone:
-    # nothing borrowed from today's)
-    classes = sa.table("classes", sa.column("code"), sa.column("lesson_step"), sa.column("session"))
-    connection.execute(sa.update(classes).where(classes.c.lesson_step.is_not(None)
-                                                | classes.c.code.in_(sa.select(old.c.code))).values(session=1))
+    # every class is in its first round; a class that was led, or answered, is in its first lesson session,
+    # led last when its teacher was last there (a table of the columns alone: nothing borrowed from today's)
+    classes = sa.table("classes", sa.column("code"), sa.column("lesson_step"), sa.column("session"),
+                       sa.column("created"), sa.column("last_active"), sa.column("led_at"))
+    answered = {code for (code,) in connection.execute(sa.select(old.c.code).distinct())}
+    for code, step, created, last_active in connection.execute(
+            sa.select(classes.c.code, classes.c.lesson_step, classes.c.created, classes.c.last_active)).all():
+        connection.execute(sa.insert(rounds_table).values(code=code, number=1, name="", started=created))
+        if step is not None or code in answered:
+            connection.execute(sa.insert(sessions_table).values(code=code, number=1, started=created, lesson="",
+                                                                steps=[step] if step is not None else []))
+            connection.execute(sa.update(classes).where(classes.c.code == code).values(session=1, led_at=last_active))
     old.drop(connection)
 
 

@@ -275,6 +275,8 @@ def test_a_version_1_database_is_migrated_keeping_every_row_and_each_answer_beco
                    for code, session, step, learner, option in connection.execute(
                        sa.text("SELECT code, session, step, learner, option FROM lesson_answers"))}
         sessions = dict(connection.execute(sa.text("SELECT code, session FROM classes")).all())
+        rounds = connection.execute(sa.text("SELECT code, number, name FROM rounds ORDER BY code")).all()
+        led = connection.execute(sa.text("SELECT code, number, steps FROM lesson_sessions")).all()
         # version 3's lesson is the teacher's own file: nothing of version 1's lesson value is left in it
         teachers_lessons = [row[0] for row in connection.execute(sa.text("SELECT lesson FROM classes"))]
         tables = set(sa.inspect(connection).get_table_names())
@@ -283,6 +285,9 @@ def test_a_version_1_database_is_migrated_keeping_every_row_and_each_answer_beco
     # through version 2 into 3: every answer so far is the first lesson session's, in the table keyed by it
     assert "answers" not in tables and set(V3_TABLES) <= tables
     assert sessions == {"K7Q2": 1, "M3NP": None}
+    assert [tuple(r) for r in rounds] == [("K7Q2", 1, ""), ("M3NP", 1, "")]  # every class in its first round
+    assert [(code, number, json.loads(steps) if isinstance(steps, str) else steps)
+            for code, number, steps in led] == [("K7Q2", 1, [3])]  # the lesson led so far: its first session
     assert lessons == {"K7Q2": (3, [2]), "M3NP": (None, [])}
     assert answers == {("K7Q2", 1, 2, tags[0], 1), ("K7Q2", 1, 2, tags[1], 0), ("K7Q2", 1, 3, tags[0], 2)}
 
@@ -303,6 +308,12 @@ def test_a_version_1_database_is_migrated_keeping_every_row_and_each_answer_beco
     assert classes.find("K7Q2").is_teacher("teacher secret")
     assert classes.lesson("K7Q2").step == 3 and classes.lesson("K7Q2").revealed == {2}
     assert classes.counts("K7Q2", "teacher secret", 2, 3) == [1, 1, 0]
+    classes.lead("K7Q2", "teacher secret", 4)  # the teacher goes on: the same session, its reveals and counts kept
+    assert classes.lesson("K7Q2").revealed == {2} and classes.counts("K7Q2", "teacher secret", 2, 3) == [1, 1, 0]
+    session, = classes.course("K7Q2", "teacher secret")
+    assert (session.number, session.steps, session.tallies) == (1, (3, 4), {2: (1, 1), 3: (0, 0, 1)})
+    classes.new_round("K7Q2", "teacher secret", "week 2")
+    assert [r.number for r in classes.rounds("K7Q2")] == [1, 2]
 
 
 def test_a_migration_that_fails_leaves_the_version_1_database_as_it_was(database_url, stores):

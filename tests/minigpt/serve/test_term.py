@@ -286,3 +286,35 @@ def test_a_challenge_on_the_class_text_follows_the_text_the_class_has_now(regist
     assert refusals() == []
     with pytest.raises(ValueError):  # a built-in name and a text at once is no corpus
         classes.set_corpus(code, key, ClassCorpus("both", builtin="course-zh", text="x"))
+
+
+def test_closing_a_class_hands_back_every_run_of_it_and_a_learner_withdraws_their_post_next_week(registry, clock):
+    classes = Classes(clock=clock)
+    opened = classes.open()
+    code, key = opened.code, opened.teacher_key
+    archived, posted, noted = finished(registry), finished(registry), finished(registry)
+    classes.post(code, archived, archived.key, "week one", learner="ann", corpus="course-zh")
+    classes.new_round(code, key, "week 2")
+    post_id, _post_key = classes.post(code, posted, posted.key, "week two", learner="ann", corpus="course-zh")
+    classes.seen(code, "bo")
+    classes.note_run(code, "bo", noted.run_id, b"\x00" * 16)
+    clock.now += 7 * DAY  # next week, with no key of the post in hand: ann's token is enough
+    with pytest.raises(BoardError, match="Only the learner who posted"):
+        classes.withdraw(code, post_id, None, learner="bo")
+    assert classes.posts_of(code, "ann") == [post_id] and classes.posts_of(code, "bo") == []
+    classes.withdraw(code, post_id, None, learner="ann")
+    assert classes.view(code, registry.get).rows == ()
+    # erasing the class lets go of every run of it: archived, posted or only started there
+    assert set(classes.close(code, key, erase=True)) == {archived.run_id, noted.run_id}
+
+
+def test_a_learner_finds_their_newest_runs_again_and_older_notes_go(clock):
+    from minigpt.serve.classes.learners import MAX_NOTES
+
+    classes = Classes(clock=clock)
+    code = classes.open().code
+    for i in range(MAX_NOTES + 2):
+        classes.note_run(code, "ann", f"run{i}", bytes([i]) * 16)
+    classes.note_run(code, "bo", "bo's", b"\x01" * 16)
+    assert [run_id for run_id, _salt in classes.learner_runs(code, "ann")] == [f"run{i}" for i in range(2, MAX_NOTES + 2)]
+    assert classes.learner_runs(code, "bo") == [("bo's", b"\x01" * 16)]

@@ -6,15 +6,23 @@ from minigpt import N_
 
 from app import navigation
 from app.chrome import site
+from app.chrome.i18n import _, language
+from app.chrome.text import md
 from app.parts import class_lesson, lesson_links
 from app.state import loaded_model
+from app.state.lesson_file import builtin_lesson
 from app.views import lesson
 
-navigation.open_page(site.LESSON, N_(
-    "From what a language model predicts to training and sampling one of your own, on the loaded model and your own "
-    "text. Each step has a few sentences, a live view to try, and a question to check yourself."))
+INTRO = N_("From what a language model predicts to training and sampling one of your own, on the loaded model and "
+           "your own text. Each step has a few sentences, a live view to try, and a question to check yourself.")
 
+navigation.open_page(site.LESSON)
 followed = lesson_links.lesson()
+if followed == builtin_lesson(language()):
+    st.markdown(_(INTRO))
+else:  # the teacher's own file: its title, not the words that describe ours
+    st.markdown(_("Your teacher's lesson: **{title}**", title=md(followed.title)) if followed.title
+                else _("Your teacher's lesson."))
 n = class_lesson.follow(lesson_links.step_number(len(followed.steps)), followed)  # in a led class: the teacher's step
 lesson_links.steps_bar(followed, n, "top", on_move=class_lesson.leave_follow)
 loaded = loaded_model.require_model()

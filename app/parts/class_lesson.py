@@ -336,7 +336,9 @@ def lesson_picker(code: str, key: str, now: LessonNow) -> None:
         st.caption(_("Loading another lesson stops leading this one: you then lead the class from its step 1."))
     uploader(code, key)
     pick_col, load_col = st.columns([3, 1], vertical_alignment="bottom")
-    pick = pick_col.selectbox(_("…or a built-in lesson in one language for the whole class"), languages(),
+    offered = languages()
+    pick = pick_col.selectbox(_("…or a built-in lesson in one language for the whole class"), offered,
+                              index=offered.index(language()) if language() in offered else 0,  # the page's first
                               key=BUILTIN_KEY, format_func=lambda lang: f"{builtin_lesson(lang).title} · "
                                                                         f"{display_name(lang)}")
     load_col.button(_("Load it"), key="class_lesson_builtin_load", on_click=set_lesson, width="stretch",

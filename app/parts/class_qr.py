@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import html
 import io
+import ipaddress
+from urllib.parse import urlsplit
 
 import segno
 import streamlit as st
@@ -53,8 +55,20 @@ def _close() -> None:
     st.session_state.pop(SHOW_KEY, None)
 
 
+def only_here(link: str) -> bool:
+    """Whether the link names this computer itself (localhost, 127.0.0.1, ::1): no phone can open it."""
+    host = urlsplit(link).hostname or ""
+    try:
+        return ipaddress.ip_address(host).is_loopback or ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return host == "localhost" or host.endswith(".localhost")
+
+
 def _code(link: str) -> None:
     st.html(qr_html(link))
+    if only_here(link):  # under the code: the code keeps its place and size on the screen
+        st.warning(_("This address names this computer itself: a phone that scans it opens nothing. Open the app "
+                     "by its address on the school's network (docs/deploying.md), then show the code again."))
     st.caption(_("Scan this code with a phone's camera to join the class: it opens {link}", link=f"`{link}`"))
 
 

@@ -91,9 +91,10 @@ def fill(model: GPTConfig, train: TrainConfig) -> None:
 
 
 def apply_preset(name: str) -> None:
-    """Button callback: the preset's values, before the widgets are drawn."""
+    """Button callback: the preset's values, before the widgets are drawn; in a class, with the learner's
+    own seed kept (the preset's one seed would give the class identical runs)."""
     preset = PRESETS[name]
-    fill(preset.model, preset.train)
+    fill(preset.model, replace(preset.train, seed=own_seed()) if in_class() else preset.train)
 
 
 def ensure_filled(run_configs: tuple[GPTConfig, TrainConfig] | None) -> None:
@@ -270,7 +271,12 @@ def active_preset(model: GPTConfig, train: TrainConfig) -> str | None:
     """The preset whose settings the form holds, if any: every field of the form, and early stopping."""
     def values(m: GPTConfig, t: TrainConfig) -> tuple:
         return (*(getattr(m if f.config is GPTConfig else t, f.name) for f in FIELDS), t.early_stop_patience > 0)
-    return next((name for name, p in PRESETS.items() if values(p.model, p.train) == values(model, train)), None)
+
+    def seeded(preset_train: TrainConfig) -> TrainConfig:  # a learner's own seed in a class is the preset's still
+        own = st.session_state.get(OWN_SEED_KEY)
+        return replace(train, seed=preset_train.seed) if own is not None and train.seed == own else train
+    return next((name for name, p in PRESETS.items() if values(p.model, p.train) == values(model, seeded(p.train))),
+                None)
 
 
 def model_shape(model: GPTConfig) -> str:

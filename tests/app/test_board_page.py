@@ -20,6 +20,7 @@ from app.state import classroom
 from app.views import board
 from app.parts import course
 from app.chrome.site import BOARD, EXPERIMENTS, TRAIN
+from minigpt import PRESETS
 from minigpt.serve import PERSONAL_CODE_TRIES
 
 pytestmark = [pytest.mark.trains, pytest.mark.slow]
@@ -253,6 +254,15 @@ def test_two_learners_through_the_boards_train_link_get_seeds_of_their_own():
     _teacher, code = teacher_class()
     seeds = [train_from_the_board(code).session_state["train_seed"] for _learner in range(2)]
     assert seeds[0] != seeds[1], seeds
+
+
+def test_a_preset_pressed_in_a_class_keeps_the_learners_own_seed():
+    _teacher, code = teacher_class()
+    train = train_from_the_board(code)
+    own = train.session_state["train_seed"]
+    train.button(key="preset:tiny").click().run()
+    assert train.session_state["train_seed"] == own != PRESETS["tiny"].train.seed
+    assert any("Tiny" in c.value and "preset's settings" in c.value for c in train.caption)  # still that preset
 
 
 def test_the_challenge_is_on_a_learners_board_before_any_post():

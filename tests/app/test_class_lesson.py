@@ -315,6 +315,8 @@ def test_the_class_follows_the_teachers_lesson_file_answers_its_question_and_see
     teacher.button(key="lead_start").click().run()
     ann = learner(code)
     assert ann.header[0].value == "1. What comes next in a poem"
+    intro = [m.value for m in ann.markdown if "teacher's lesson" in m.value or "From what a language model" in m.value]
+    assert intro == ["Your teacher's lesson: **Poems**"]  # its title, not our lesson's words
     assert not [r for r in ann.radio if r.key == "lesson_answer:1"]  # a step without a check asks nothing
     teacher.button(key="lead_next").click().run()
     assert teacher.button(key="lead_next").disabled  # the lesson's last step: 2, not the built-in 15

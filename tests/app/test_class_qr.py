@@ -66,3 +66,13 @@ def test_the_code_is_drawn_only_when_the_teacher_asks():
     drawn = [h.proto.body for h in at.get("html") if "data:image/png" in h.proto.body]
     assert len(drawn) == 1 and LINKS[0] in drawn[0]
     assert any(LINKS[0] in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("link, warned", [(LINKS[0], True), ("http://127.0.0.1:8600/Board?class=K7Q2", True),
+                                          ("http://[::1]:8501/Board?class=K7Q2", True), (LINKS[1], False),
+                                          ("http://192.168.1.20:8501/Board?class=K7Q2", False)])
+def test_a_link_to_this_computer_itself_is_said_to_open_nothing_on_a_phone(link, warned):
+    at = AppTest.from_function(_board, args=(link,), default_timeout=30).run()
+    at.button(key="board_qr").click().run()
+    assert not at.exception
+    assert bool([w for w in at.warning if "names this computer itself" in w.value]) == warned

@@ -23,6 +23,7 @@ from app.state.lesson_file import builtin_lesson
 from app.chrome.site import BOARD, LESSON
 from helpers.apptest import every_text, home, page, unescaped, written_cookies
 from helpers.language import assert_chinese
+from helpers.lessons import POEMS
 from minigpt import DEFAULT_CORPUS, load_corpus
 
 pytestmark = pytest.mark.slow
@@ -259,33 +260,6 @@ def test_the_board_shows_where_the_class_is_in_the_lesson_once_the_teacher_leads
 
 
 # ------------------------------------------------------------------ the teacher's own lesson
-
-POEMS = """\
-# Poems
-
-## What comes next in a poem
-
-view: next
-page: Generate
-
-A model reads a poem one character at a time. Yours knows {vocab} characters.
-
-## Sampling a poem
-
-view: sampling
-page: Generate
-
-### Check
-
-? What does a temperature above 1 do?
-
-- [ ] It always picks the likeliest character
-- [x] It flattens the distribution
-- [ ] It stops the model after one line
-
-because: A larger T shrinks the gaps between the scores.
-"""
-
 
 def lead_tab(lang: str = "en"):
     """A teacher's board on the "Lead the lesson" tab, not leading yet."""

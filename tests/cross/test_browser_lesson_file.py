@@ -15,34 +15,10 @@ import pytest
 
 from app.parts.class_lesson import LESSON_UPLOAD
 from helpers.browser import PROJECTOR, drawn, main_button, new_context, screenshot_whole, start_class, wait_rendered
+from helpers.lessons import POEMS
 
 pytestmark = pytest.mark.browser
 LAPTOP = {"width": 1280, "height": 900}
-POEMS = """\
-# Poems
-
-## What comes next in a poem
-
-view: next
-page: Generate
-
-A model reads a poem one character at a time. Yours knows {vocab} characters.
-
-## Sampling a poem
-
-view: sampling
-page: Generate
-
-### Check
-
-? What does a temperature above 1 do?
-
-- [ ] It always picks the likeliest character
-- [x] It flattens the distribution
-- [ ] It stops the model after one line
-
-because: A larger T shrinks the gaps between the scores.
-"""
 
 
 def upload(page, name: str, text: str) -> None:

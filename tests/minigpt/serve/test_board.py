@@ -9,7 +9,7 @@ nothing here waits for time to pass.
 """
 import pytest
 
-from helpers.board_runs import BATCH, BLOCK, Clock, finished, submit
+from helpers.board_runs import BATCH, BLOCK, finished, submit
 from helpers.waiting import wait_until
 from minigpt import TrainConfig
 from minigpt.serve.classes.board import Challenge
@@ -23,22 +23,8 @@ from minigpt.viz import board_figure
 
 pytestmark = pytest.mark.trains
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def registry(clock):
-    registry = RunRegistry(max_runs=8, idle_seconds=600, clock=clock, dispatcher=False)
-    yield registry
-    registry.stop_all()
-
-
-@pytest.fixture
 def classes(clock):
     return Classes(max_classes=3, max_posts=4, max_per_learner=2, class_days=1, refresh_seconds=1.0, clock=clock)
-
-
 
 
 def test_a_code_is_short_and_readable_and_an_unknown_or_closed_one_says_which(classes):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from helpers.board_runs import Clock, finished
+from helpers.board_runs import finished
 
 from minigpt.serve.classes.board import CLASS_CORPUS, Challenge, ClassCorpus, ClassLesson
 from minigpt.serve.classes.classes import Classes
@@ -22,7 +22,6 @@ from minigpt.serve.classes.codes import CODE_ALPHABET
 from minigpt.serve.classes.learners import (CLASS_CODE_TRIES, PERSONAL_CODE_TRIES, TRY_WINDOW_SECONDS,
                                             new_learner_token, personal_code, run_key)
 from minigpt.serve.classes.roster import BoardError
-from minigpt.serve.line.registry import RunRegistry
 from minigpt.serve.store import keys
 from minigpt.serve.store.database import Store
 from minigpt.serve.store.retention import CLASS_DAYS
@@ -30,18 +29,6 @@ from minigpt.serve.store.schema import metadata
 
 pytestmark = pytest.mark.trains
 DAY = 86400.0
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def registry(clock):
-    registry = RunRegistry(max_runs=8, idle_seconds=600, clock=clock, dispatcher=False)
-    yield registry
-    registry.stop_all()
 
 
 def test_a_class_is_open_ten_idle_days_on_and_ends_when_its_term_is_over(clock):

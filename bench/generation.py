@@ -5,9 +5,11 @@ that fills the window (every step then sees a full window: the steady state of a
 generation) and after a 2-character prompt (the demo's seeds). Three ways:
 - demo: the reference demo's loop (re-implemented in bench/baselines.py): the last
   max_len tokens through the whole model, its extra attention recompute included, per token;
-- project re-run: minigpt.stream(use_cache=False), the same idea on MiniGPT;
-- project KV cache: minigpt.stream(use_cache=True): one position per token, plus a
-  re-prefill of 3/4 of the window each time the window fills (positions are absolute).
+- project re-run: minigpt.sample.stream(use_cache=False), the same idea on MiniGPT;
+- project KV cache: minigpt.sample.stream(use_cache=True): one position per token, plus a
+  re-prefill of 3/4 of the window each time the window fills (positions are absolute);
+- project batched: the same through minigpt.batching.Batcher, one learner alone in its batch:
+  what the Generate page runs.
 
     python -m bench.generation
     python -m bench.generation --configs demo --windows 128 --new-tokens 200 --repeats 7
@@ -19,17 +21,23 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
+import threading
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from minigpt import CharTokenizer, GPTConfig, MiniGPT, Sampling, load_corpus, load_pretrained, stream
+from minigpt import CharTokenizer, GPTConfig, MiniGPT, Sampling, demo_prompts, load_corpus, load_pretrained
+from minigpt.batching import Batcher
+from minigpt.corpus import DEFAULT_CORPUS
+from minigpt.sample import stream
 
 from .baselines import DemoGPT
 from .common import (
-    BABY, DEMO, add_common_args, apply_threads, clock_from, interleave, measure, paired_ratio, print_header, print_table,
+    BABY, DEMO, add_common_args, apply_threads, clock_from, interleave, measure, paired_ratio, percentile, print_header,
+    print_table,
 )
 
 CONFIGS = {"demo": DEMO, "baby": BABY}  # their models: the batches do not matter here
@@ -63,10 +71,14 @@ def cases_for(config: str, window: int, prompt_chars: int, args: argparse.Namesp
         return lambda: list(stream(model, tokenizer, prompt, args.new_tokens, Sampling(temperature=0.8), seed=0,
                                    use_cache=use_cache))
 
+    def batched() -> None:  # what the Generate page runs: a learner alone in the model's batch
+        list(Batcher(model).stream(tokenizer, prompt, args.new_tokens, Sampling(temperature=0.8), seed=0))
+
     cases = {
         "demo": lambda: demo_generate(demo, ids, args.new_tokens, window),
         "project re-run": project(False),
         "project KV cache": project(True),
+        "project batched": batched,
     }
     return cases, tokenizer.vocab_size
 
@@ -80,16 +92,17 @@ def bench_windows(args: argparse.Namespace) -> None:
         cases, vocab = cases_for(config, window, prompt_chars, args)
         # the three cases in turn, every round
         res = interleave(cases, repeats=args.repeats, warmup=1, clock=clock_from(args.clock))
-        demo, rerun, cached = res["demo"], res["project re-run"], res["project KV cache"]
+        demo, rerun, cached, batched = (res[k] for k in ("demo", "project re-run", "project KV cache",
+                                                          "project batched"))
         rows.append([
             f"{config} (vocab {vocab})", window, prompt_chars or "full", demo.map(per_sec).fmt(0),
-            rerun.map(per_sec).fmt(0), cached.map(per_sec).fmt(0), paired_ratio(demo, cached).fmt(1),
-            paired_ratio(rerun, cached).fmt(1),
+            rerun.map(per_sec).fmt(0), cached.map(per_sec).fmt(0), batched.map(per_sec).fmt(0),
+            paired_ratio(demo, cached).fmt(1), paired_ratio(demo, batched).fmt(1), paired_ratio(rerun, cached).fmt(1),
         ])
     print(f"tokens/s generating {args.new_tokens} new tokens ({args.repeats} interleaved rounds; prompt in characters, "
           f"'full' fills the window)")
-    print_table(["model", "window", "prompt", "demo", "project re-run", "project KV cache", "cache x demo",
-                 "cache x re-run"], rows)
+    print_table(["model", "window", "prompt", "demo", "project re-run", "project KV cache", "project batched",
+                 "cache x demo", "batched x demo", "cache x re-run"], rows)
 
 
 # what a learner waits for before the text starts to stream
@@ -116,6 +129,69 @@ def bench_first_token(args: argparse.Namespace) -> None:
     print_table(["prompt", "path", "ms to first token"], rows)
 
 
+def flops_per_token(config: GPTConfig, context: int) -> float:
+    """The arithmetic of one new token: 2 per weight of the matrix products (QKV, W_O, the FFN's
+    two, the tied head), and the attention's q·k and weights·V over `context` keys."""
+    d, layers = config.d_model, config.num_layers
+    per_layer = 2 * (3 * d * d + d * d + 2 * d * config.d_ff) + 2 * 2 * context * d
+    return layers * per_layer + 2 * d * config.vocab_size
+
+
+def class_writing(model: MiniGPT, tokenizer: CharTokenizer, learners: int, batched: bool, new_tokens: int,
+                  prompts: list[str]) -> tuple[float, list[float]]:
+    """`learners` threads each asking for `new_tokens` at once, as a class pressing Generate does:
+    alone (each its own sample.stream, as the Generate page did) or batched (one Batcher). The
+    wall time until the last finished, and each learner's seconds to its last token."""
+    batcher = Batcher(model)
+    done: list[float] = []
+    start = threading.Barrier(learners + 1)
+
+    def learner(i: int) -> None:
+        prompt, sampling = prompts[i % len(prompts)], Sampling(temperature=0.8, top_k=(0, 20)[i % 2])
+        start.wait()
+        t0 = time.perf_counter()
+        steps = (batcher.stream(tokenizer, prompt, new_tokens, sampling, seed=i) if batched
+                 else stream(model, tokenizer, prompt, new_tokens, sampling, seed=i))
+        for _ in steps:
+            pass
+        done.append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=learner, args=(i,)) for i in range(learners)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0, done
+
+
+def bench_learners(args: argparse.Namespace) -> None:
+    """Tokens/s for N learners generating at once from the shipped model, alone against batched."""
+    checkpoint = load_pretrained(DEFAULT_CORPUS)
+    model, tokenizer = checkpoint.model.eval(), checkpoint.tokenizer
+    prompts = demo_prompts(tokenizer) or ["\n"]
+    rows = []
+    for learners in args.learners:
+        results = {}
+        for batched in (False, True) * args.repeats:  # alone and batched in turn, round by round
+            wall, waits = class_writing(model, tokenizer, learners, batched, args.class_tokens, prompts)
+            results.setdefault(batched, []).append((wall, waits))
+        for batched, runs in results.items():
+            walls = [wall for wall, _ in runs]
+            waits = [w for _, ws in runs for w in ws]
+            wall = statistics.median(walls)
+            rows.append([learners, "batched" if batched else "alone", f"{learners * args.class_tokens / wall:,.0f}",
+                         f"{args.class_tokens / statistics.median(waits):,.0f}", f"{percentile(waits, 50):.2f}",
+                         f"{percentile(waits, 95):.2f}", f"{wall / (learners * args.class_tokens) * 1e3:.3f}"])
+    flops = flops_per_token(model.config, model.config.max_len // 2)
+    print(f"{args.class_tokens} new tokens for each of N learners at once from the shipped {DEFAULT_CORPUS} model "
+          f"({model.num_params():,} parameters, {flops / 1e6:.2f} MFLOP a token at half its context), "
+          f"{args.repeats} rounds, median; a learner's wait from the start to its last token")
+    print_table(["learners", "path", "tokens/s (all)", "tokens/s (a learner)", "wait p50 s", "wait p95 s",
+                 "ms a token"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
@@ -124,10 +200,16 @@ def main() -> None:
     parser.add_argument("--prompts", nargs="+", type=int, default=[0, 2],
                         help="prompt lengths in characters; 0 fills the window (the demo seeds with 2)")
     parser.add_argument("--data", default=None, help="text file for the baby model's vocabulary (default: Python's docs)")
+    parser.add_argument("--learners", nargs="+", type=int, default=[],
+                        help="instead: N learners generating at once (e.g. 1 10 100 300), alone and batched")
+    parser.add_argument("--class-tokens", type=int, default=40, help="new tokens each learner asks for (--learners)")
     add_common_args(parser, repeats=5)
     args = parser.parse_args()
     apply_threads(args.threads)
     print_header("Generation")
+    if args.learners:
+        bench_learners(args)
+        return
     bench_windows(args)
     bench_first_token(args)
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from .model import MiniGPT
     from .train import Trainer, build_model, estimate_loss, lr_schedule, validation_windows
     from .sample import (MAX_NEW_TOKENS, REFILL_KEPT, Prompt, SampledToken, Sampling, SamplingError,
-                         check_max_new_tokens, generate, prepare_prompt, stream)
+                         check_max_new_tokens, generate, prepare_prompt)
+    from .batching import batcher_for
     from .header import CheckpointError
     from .checkpoint import Checkpoint
     from .archive import checkpoint_zip, load_zip

@@ -107,6 +107,22 @@ class KVCache:
         self.values[layer][:, :, self.length : end] = V
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
+    def view_rows(self, start: int, count: int = 1, length: int = 0) -> "KVCache":
+        """Batch rows start..start+count-1 as a cache of their own, `length` positions filled, over
+        this one's storage: what a forward pass writes to it lands in those rows here."""
+        view = object.__new__(KVCache)
+        view.keys = [k[start : start + count] for k in self.keys]
+        view.values = [v[start : start + count] for v in self.values]
+        view.length = length
+        view.rows = [(k[0], v[0]) for k, v in zip(view.keys, view.values)]
+        return view
+
+    def move_row(self, source: int, target: int, length: int) -> None:
+        """Copy row `source`'s first `length` positions into row `target`, every layer."""
+        for k, v in zip(self.keys, self.values):
+            k[target, :, :length] = k[source, :, :length]
+            v[target, :, :length] = v[source, :, :length]
+
 
 @dataclass
 class DecodeWeights:
@@ -357,6 +373,36 @@ class MiniGPT(nn.Module):
             x = torch.addmv(x, W_2, torch.addcmul(z, z, torch.erf(z * _SQRT_HALF)), alpha=0.5).add_(b_2)
         cache.length += 1
         return torch.mv(w.head, F.layer_norm(x, (d,), *w.final_norm))  # (vocab,)
+
+    def decode_rows(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache,
+                    weights: "DecodeWeights | None" = None) -> torch.Tensor:
+        """The logits (B, vocab) of one new token for each of the first B rows of `cache`, row b's
+        token at its own position positions[b] (the tokens before it are in that row's cache, which
+        gains this one's keys and values). decode_one's maths for many sequences of different
+        lengths at once: one matrix product per weight instead of one product per sequence, and
+        attention over the longest row with the keys past each row's own length masked out.
+        The caller keeps each row's length (cache.length is not used). Eval mode, no hooks."""
+        B = tokens.numel()
+        if B and int(positions.max()) + 1 > self.config.max_len:
+            raise ValueError(f"sequence of {int(positions.max()) + 1} tokens exceeds max_len {self.config.max_len}")
+        w = weights or self.decode_weights()
+        d, heads, d_k = self.config.d_model, self.config.num_heads, self.config.d_k
+        span = int(positions.max()) + 1 if B else 0  # keys up to the longest row
+        rows = torch.arange(B, device=tokens.device)
+        hidden = torch.arange(span, device=tokens.device) > positions.view(B, 1, 1, 1)  # (B, 1, 1, span)
+        x = torch.add(w.positions.index_select(0, positions), w.embedding.index_select(0, tokens),
+                      alpha=math.sqrt(d))  # (B, d)
+        for (ln1, W_QKV, W_O, ln2, W_1, b_1, W_2, b_2), keys, values in zip(w.layers, cache.keys, cache.values):
+            q, k, v = torch.mm(F.layer_norm(x, (d,), *ln1), W_QKV.t()).view(B, 3, heads, d_k).unbind(1)
+            keys[rows, :, positions] = k  # keys, values: (rows, H, max_len, d_k); k, v: (B, H, d_k)
+            values[rows, :, positions] = v
+            scores = torch.matmul(q.unsqueeze(2), keys[:B, :, :span].transpose(2, 3)).mul_(w.scale)  # (B, H, 1, span)
+            weights_ = torch.softmax(scores.masked_fill_(hidden, float("-inf")), dim=-1)
+            out = torch.matmul(weights_, values[:B, :, :span])  # (B, H, 1, d_k)
+            x = torch.addmm(x, out.view(B, d), W_O.t())
+            z = torch.addmm(b_1, F.layer_norm(x, (d,), *ln2), W_1.t())  # (B, d_ff)
+            x = torch.addmm(x, torch.addcmul(z, z, torch.erf(z * _SQRT_HALF)), W_2.t(), alpha=0.5).add_(b_2)
+        return torch.mm(F.layer_norm(x, (d,), *w.final_norm), w.head.t())  # (B, vocab)
 
     def decode_weights(self) -> "DecodeWeights":
         """The tensors decode_one reads, gathered once: the parameters themselves, no copies, so an

@@ -164,6 +164,19 @@ def sample_index(probs: torch.Tensor, generator: torch.Generator) -> int:
     return index
 
 
+def draw(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> tuple[int, torch.Tensor]:
+    """The next token from the logits (V,) under `sampling`, and the model's own probabilities
+    (the untempered softmax). Raises SamplingError where the logits are not numbers."""
+    if not math.isfinite(logits.sum().item()):  # one NaN or inf makes the sum one
+        raise diverged()
+    model_probs = F.softmax(logits, dim=-1)
+    if sampling.temperature == 0:
+        return int(logits.argmax()), model_probs
+    untempered = sampling.temperature == 1 and not sampling.cuts_off  # the model's own softmax
+    probs = model_probs if untempered else next_token_distribution(logits, sampling)
+    return sample_index(probs, generator), model_probs
+
+
 @torch.inference_mode()  # like no_grad, minus autograd's version and view tracking: faster per token
 def stream(
     model: MiniGPT,
@@ -195,20 +208,8 @@ def stream(
     next_logits = _cached_logits if use_cache else _rerun_logits
     state = _Context(list(prompt.ids), model.new_kv_cache() if use_cache else None, block_size,
                      weights=model.decode_weights() if use_cache else None)
-    untempered = sampling.temperature == 1 and not sampling.cuts_off  # the model's own softmax
     for _ in range(max_new_tokens):
-        logits = next_logits(model, state).float()  # (V,)
-        if not math.isfinite(logits.sum().item()):  # one NaN or inf makes the sum one
-            raise SamplingError(
-                "the model's outputs are not numbers (NaN or inf): its training diverged, so it cannot "
-                "write. Train it again with a lower learning rate."
-            )
-        model_probs = F.softmax(logits, dim=-1)
-        if sampling.temperature == 0:
-            token = int(logits.argmax())
-        else:
-            probs = model_probs if untempered else next_token_distribution(logits, sampling)
-            token = sample_index(probs, generator)
+        token, model_probs = draw(next_logits(model, state).float(), sampling, generator)
         top_probs, top_ids = torch.topk(model_probs, min(5, model_probs.numel()))
         read = state.cache.length if use_cache else min(len(state.ids), block_size)  # after a refill, fewer
         state.ids.append(token)
@@ -219,6 +220,12 @@ def stream(
             top=[(tokenizer.chars[i], p) for p, i in zip(top_probs.tolist(), top_ids.tolist())],
             context=read,
         )
+
+
+def diverged() -> SamplingError:
+    """What a model whose outputs are not numbers says when asked to write."""
+    return SamplingError("the model's outputs are not numbers (NaN or inf): its training diverged, so it cannot "
+                         "write. Train it again with a lower learning rate.")
 
 
 def generate(model: MiniGPT, tokenizer: CharTokenizer, prompt: str, **kwargs) -> str:

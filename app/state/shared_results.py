@@ -13,7 +13,9 @@ computed. A hit returns a copy, so a page may change what it gets.
 
 Generation is shared too when it is deterministic, and it always is here: the Generate page
 draws with a seed. The first learner watches the model write; a learner who asks for the same
-text from the same model reads the steps it wrote, streamed the same way (`written`).
+text from the same model reads the steps it wrote, streamed the same way (`written`). Learners
+who ask the same model for different texts at the same moment share each step's forward pass
+(minigpt.batching), and each reads the text it would get alone.
 
 A computation takes its turn: at most DEFAULT_COMPUTE_SLOTS run at once (minigpt.serve.host.turns),
 first come, first served, and a learner whose request waits sees how many are ahead of it where
@@ -34,7 +36,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from minigpt import MiniGPT, Prompt, SampledToken, Sampling, SamplingError, Windows, estimate_loss, generate, stream
+from minigpt import MiniGPT, Prompt, SampledToken, Sampling, SamplingError, Windows, batcher_for, estimate_loss, generate
 from minigpt.lab import embeddings, heads, predictions
 from minigpt.lab.knockout import Knockout, head_importance, knocked_out
 from minigpt.serve import TurnQueue
@@ -277,8 +279,9 @@ def written(loaded: LoadedModel, prompt: Prompt, max_new_tokens: int, sampling: 
         yield from steps
         return
     steps = []
-    for step in stream(loaded.model, loaded.tokenizer, prompt, max_new_tokens=max_new_tokens, sampling=sampling,
-                       seed=seed, block_size=loaded.block_size):
+    # learners writing at the same moment from this model share each step (minigpt.batching)
+    for step in batcher_for(loaded.model).stream(loaded.tokenizer, prompt, max_new_tokens, sampling, seed,
+                                                 block_size=loaded.block_size):
         steps.append(step)
         yield step
     _generations().put(key, steps)

@@ -6,6 +6,7 @@ knock-out or model gets its own answer, checked against the forward pass by hand
 from __future__ import annotations
 
 import dataclasses
+import types
 import threading
 
 import numpy as np
@@ -126,7 +127,7 @@ def test_a_run_on_the_shipped_models_corpus_gets_its_own_next_character_distribu
 
 
 def test_a_learner_asking_for_the_text_another_wrote_reads_it_and_another_seed_is_drawn_anew(monkeypatch):
-    draws = counted(monkeypatch, shared_results, "stream")
+    draws = counted(monkeypatch, shared_results, "batcher_for")  # once per text drawn
     checkpoint = load_pretrained(DEFAULT_CORPUS)
     sessions = [page(home(), GENERATE.script) for _ in range(2)]
     prompt = sessions[0].text_input[0].value
@@ -180,11 +181,12 @@ def test_the_kept_generations_tell_apart_records_that_differ_in_any_one_setting(
     prompt = prepare_prompt(checkpoint.tokenizer, "注意力", checkpoint.block_size)
     drawn = []
 
-    def one_step_naming_its_record(*args, sampling: Sampling, **kwargs):
+    def one_step_naming_its_record(tokenizer, prompt, max_new_tokens, sampling: Sampling, seed, **kwargs):
         drawn.append(sampling)
         yield SampledToken(token=0, text=repr(sampling), prob=1.0)
 
-    monkeypatch.setattr(shared_results, "stream", one_step_naming_its_record)
+    monkeypatch.setattr(shared_results, "batcher_for", lambda model: types.SimpleNamespace(
+        stream=one_step_naming_its_record))
 
     def text(sampling: Sampling) -> str:
         return "".join(step.text for step in shared_results.written(loaded, prompt, 5, sampling, seed=0))
@@ -216,7 +218,7 @@ def test_a_learner_who_changes_only_one_sampling_setting_gets_their_own_text_not
         for _ in range(12):  # 3 + 12 characters: within the block, so nothing is cropped
             ids.append(int(model(torch.tensor([ids]))[0][0, -1].argmax()))
     greedy = "".join(tokenizer.chars[i] for i in ids[3:])
-    draws = counted(monkeypatch, shared_results, "stream")
+    draws = counted(monkeypatch, shared_results, "batcher_for")  # once per text drawn
 
     def text(sampling: Sampling) -> str:
         return "".join(step.text for step in shared_results.written(loaded, prompt, 12, sampling, seed=0))

@@ -18,7 +18,8 @@ import torch
 
 from helpers.maths import hand_forward, hand_lr, hand_positions, hand_softmax
 from helpers.tiny import tiny_config, tiny_tokenizer
-from minigpt import CharTokenizer, Sampling, TrainConfig, Trainer, build_model, load_pretrained, stream
+from minigpt import CharTokenizer, Sampling, TrainConfig, Trainer, build_model, load_pretrained
+from minigpt.sample import stream
 from minigpt.train import lr_at
 from minigpt.model import sinusoidal_positions
 from minigpt.sample import next_token_distribution

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from helpers.tiny import tiny_lm, tiny_tokenizer
-from minigpt import Sampling, SamplingError, check_max_new_tokens, generate, prepare_prompt, stream
+from minigpt import Sampling, SamplingError, check_max_new_tokens, generate, prepare_prompt
+from minigpt.sample import stream
 from minigpt.tokenizer import UnknownCharactersError
 from minigpt.sample import filter_logits, next_token_distribution, sample_index
 

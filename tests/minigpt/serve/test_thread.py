@@ -21,7 +21,8 @@ import torch
 from helpers import ROOT
 from helpers.tiny import TEXT, tiny_config, tiny_tokenizer
 from helpers.waiting import niceness, parked, wait_until
-from minigpt import TrainConfig, Trainer, build_model, stream
+from minigpt import TrainConfig, Trainer, build_model
+from minigpt.sample import stream
 from minigpt.serve.runs.thread import TrainingRun, stop_orphaned_runs
 from minigpt.serve.runs.run import steady_speed
 from minigpt.serve.runs.thread import THREAD_NAME

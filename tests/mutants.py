@@ -118,7 +118,24 @@ MUTANTS = {
     "no sqrt(d_model) embedding scale": ("minigpt/model.py", [(
         "self.token_embed(idx) * math.sqrt(self.config.d_model)", "self.token_embed(idx)")]),
     "ReLU instead of GELU": ("minigpt/model.py", [("F.gelu(self.linear1(x))", "F.relu(self.linear1(x))")]),
-    "decode: GELU without its 1/2": ("minigpt/model.py", [("alpha=0.5).add_(b_2)", ").add_(b_2)")]),
+    "decode: GELU without its 1/2": ("minigpt/model.py", [("_SQRT_HALF)), alpha=0.5).add_(b_2)", "_SQRT_HALF))).add_(b_2)")]),
+    "batch: a row sees the keys past its own length": ("minigpt/model.py", [(
+        "hidden = torch.arange(span, device=tokens.device) > positions.view(B, 1, 1, 1)",
+        "hidden = torch.zeros(B, 1, 1, span, dtype=torch.bool)")]),
+    "batch: GELU without its 1/2": ("minigpt/model.py", [("W_2.t(), alpha=0.5)", "W_2.t())")]),
+    "batch: a finished row's gap not closed up": ("minigpt/batching.py", [(
+        "self._cache.move_row(len(active), row, last.length)", "pass")]),
+    "batch: every learner draws from the first one's generator": ("minigpt/batching.py", [(
+        "generator=requests[row].generator", "generator=requests[rows[0]].generator")]),
+    "batch: a full context refilled whole": ("minigpt/batching.py", [(
+        "request.ids[-refill_keep(request.block_size):-1]", "request.ids[-request.block_size:-1]")]),
+    "batch: top-k keeps one token too many": ("minigpt/batching.py", [("[[max(c, 1) - 1] for c in k]", "[[min(c, V - 1)] for c in k]")]),
+    "batch: every row cut at the first row's top-p": ("minigpt/batching.py", [(
+        "[[settings[row].top_p] for row in cut]", "[[settings[cut[0]].top_p] for row in cut]")]),
+    "batch: learners step one by one": ("minigpt/batching.py", [(
+        "admitted, self._pending = self._pending[:room], self._pending[room:]",
+        "admitted, self._pending = self._pending[:min(room, 1 - len(self._active))], "
+        "self._pending[min(room, 1 - len(self._active)):]")]),
     "decode: no 1/sqrt(d_k) on the scores": ("minigpt/model.py", [("beta=0, alpha=w.scale)", "beta=0, alpha=1.0)")]),
     "decode: the key written one slot early": ("minigpt/model.py", [(
         "keys.narrow(1, pos, 1).copy_(k)", "keys.narrow(1, max(pos - 1, 0), 1).copy_(k)")]),
@@ -446,8 +463,16 @@ MUTANTS = {
         "if e.is_waiting()), key=lambda e: e.order)", "if e.is_waiting()), key=lambda e: -e.order)")]),
     "line: a second Start sends the owner's waiting run to the back": ("minigpt/serve/line/book.py", [(
         "                entry.order = old.order\n", "                entry.order = next(self._orders)\n")]),
-    "line: no length limit": ("minigpt/serve/line/book.py", [(
-        "                if len(waiting) >= self.max_waiting:", "                if False:")]),
+    "line: the places ignore the class": ("minigpt/serve/line/limit.py", [(
+        "return max(WAITING_FLOOR, class_learners + slots)", "return max(WAITING_FLOOR, slots)")]),
+    "line: a wait of any length is taken": ("minigpt/serve/line/limit.py", [(
+        "found.seconds > LONGEST_WAIT_SECONDS", "found.seconds > 1000 * LONGEST_WAIT_SECONDS")]),
+    "line: the busy note never speaks": ("minigpt/serve/line/slowdown.py", [(
+        "pace >= SLOW_SHARE * usual.steps_per_sec", "pace >= 0")]),
+    "line: the busy note's pace over the whole run": ("minigpt/serve/line/slowdown.py", [(
+        "e.elapsed <= last.elapsed - PRESENT_SECONDS), history[0])", "False), history[0])")]),
+    "line: no length limit": ("minigpt/serve/line/limit.py", [(
+        "    if waiting >= places:\n        line_full(", "    if False:\n        line_full(")]),
     "line: an absent owner's waiting run waits as long as a run is kept": ("minigpt/serve/line/book.py", [(
         "(self.waiting_idle_seconds if entry.is_waiting() else self.idle_seconds)", "self.idle_seconds")]),
     "line: a waiting run takes the slot that frees last": ("minigpt/serve/line/waiting.py", [(
@@ -637,7 +662,7 @@ MUTANTS = {
         "    rows = [dict(row._mapping, session=1) for row in connection.execute(sa.select(old))]",
         "    rows = [dict(row._mapping, session=0) for row in connection.execute(sa.select(old))]")]),
     "board: a name's markup reaches Plotly (viz)": ("minigpt/viz/training.py", [(
-        "        name = plain(row.label)\n", "        name = row.label\n")]),
+        "    name = plain(row.label)\n", "    name = row.label\n")]),
     "board: the teacher's key stays in the address (board page)": ("app/state/classroom.py", [(
         "    if url.TEACHER in st.query_params:\n        del st.query_params[url.TEACHER]\n", "")]),
     "board: a refreshed learner cannot withdraw (board page)": ("app/views/board.py", [(

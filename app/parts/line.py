@@ -1,11 +1,12 @@
 """The line for a training slot, as a learner sees it: the server's slots and how many wait, a
-waiting run's place and estimated start (kept up to date without a click), Cancel, and the
-sidebar's note on every page, which is also the owner's sign of life while they read elsewhere."""
+waiting run's place and estimated start (kept up to date without a click), Cancel, a training run
+slowed by a busy server, and the sidebar's note on every page, which is also the owner's sign of
+life while they read elsewhere."""
 from __future__ import annotations
 
 import streamlit as st
 
-from minigpt.serve import RunEntry
+from minigpt.serve import RunEntry, RunSnapshot, slowdown
 
 from app.chrome.i18n import _, n_
 from app.chrome.text import format_duration, ordinal
@@ -76,6 +77,18 @@ def paused_note(entry: RunEntry, owner: bool) -> None:
                       "stopped (its model stays loaded).",
                       "{n} runs wait for a training slot, and a paused run holds one: after {wait} paused, yours is "
                       "stopped (its model stays loaded).", registry.waiting_count(), wait=grace))
+
+
+def busy_note(entry: RunEntry, snap: RunSnapshot) -> None:
+    """A training run much slower now than runs of its size were here: the server is busy, and when the
+    run finishes at its pace now (minigpt.serve.slowdown decides)."""
+    if entry.spec is None:
+        return
+    slow = slowdown(snap.history, snap.max_steps, runs.registry().speeds.pace(entry.spec.shape))
+    if slow is not None:
+        st.info(_("**The server is busy**: this run now trains at {share:.0%} of the speed runs of its size have "
+                  "had on this server. At this speed it finishes in about {time}.", share=slow.share,
+                  time=format_duration(slow.seconds_left)))
 
 
 def sidebar_note() -> None:

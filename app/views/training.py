@@ -132,6 +132,8 @@ def _live(state: str) -> None:
     uniform = uniform_loss(trainer.tokenizer.vocab_size)
     last_val = snap.evals[-1].val_loss if snap.evals else None
     _metrics(snap, uniform, last_val)
+    if snap.state == "running":
+        line.busy_note(current, snap)
     line.paused_note(current, owner)
     if snap.notice is not None:  # its machine left the cluster: it went on from a checkpoint elsewhere
         st.info(error_text(snap.notice))

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .host.turns import TurnQueue
     from .line.entry import HeldSlot, NotOwnerError, RunEntry, RunLimitError
     from .line.registry import RunRegistry
+    from .line.slowdown import Slowdown, slowdown
     from .runs.cluster import ClusterError, Size
     from .runs.recipe import SAMPLE_TEMPERATURE, RunSpec
     from .runs.run import INTERRUPTED, RunSnapshot

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import Message
 from .classes.classes import Classes
+from .classes.learners import SEEN_SAVE_SECONDS
 from .host.capacity import Capacity, kept_runs_for, read_capacity, slots_for, threads_per_run
-from .line.registry import DEFAULT_MAX_WAITING, DEFAULT_WAITING_IDLE, RunRegistry
+from .line.registry import DEFAULT_WAITING_IDLE, RunRegistry
 from .runs.cluster import Cluster, ClusterError, Size, connect, unusable
 from .runs.recipe import CHILD_NICE
 from .store.database import Store
@@ -56,7 +57,7 @@ GPU_ENV = "MINIGPT_RUN_GPU"       # the share of a GPU each run takes on the clu
 MAX_RUNS_ENV = "MINIGPT_MAX_RUNS"  # runs that train at once; unset, what this process may really use affords
 IDLE_ENV, DEFAULT_IDLE_SECONDS = "MINIGPT_RUN_IDLE_SECONDS", 30 * 60
 WAITING_IDLE_ENV = "MINIGPT_WAITING_IDLE_SECONDS"  # an owner's absence that drops their waiting run
-MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length
+MAX_WAITING_ENV = "MINIGPT_MAX_WAITING"            # the line's length; unset, the slots' and classes' (line/limit.py)
 RUN_DAYS_ENV = "MINIGPT_KEEP_RUN_DAYS"             # days a run on no board is kept after its owner last opened it
 CHECKPOINTS_ENV = "MINIGPT_KEEP_CHECKPOINTS"       # checkpoints kept per run
 CLASS_DAYS_ENV = "MINIGPT_CLASS_DAYS"              # days a class lasts from the day it opened: a term
@@ -75,6 +76,9 @@ KEPT_RUN_BYTES = 3 * 2**19  # a finished challenge run kept small, rounded up (b
 # (python -m bench.run_threads), and so did one run alone on two busy cores (bench/RESULTS.md)
 MAX_RUN_THREADS = 1
 MIN_KEPT, MAX_KEPT = 40, 400  # finished runs kept: a class of 40 on the smallest box, and a bound on any box
+# the learners who each get a place in line: every one who opened their class within the last day. A
+# class stamps a visit at most once a day (classes/learners.py), so a stamp may be a day older than the visit
+LEARNERS_WINDOW_SECONDS = 2 * SEEN_SAVE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class ServerSettings:
     max_runs: int | None = None       # None: the cluster's slots, or what this box affords
     idle_seconds: int = DEFAULT_IDLE_SECONDS
     waiting_idle_seconds: int = DEFAULT_WAITING_IDLE
-    max_waiting: int = DEFAULT_MAX_WAITING
+    max_waiting: int | None = None    # None: the slots and the classes' learners say (line/limit.py)
     nice: int | None = None           # None: CHILD_NICE out of the server's interpreter, else DEFAULT_THREAD_NICE
     retention: Retention = field(default_factory=Retention)
     board_refresh_seconds: float = 1.0  # how often a board view is checked for runs that moved
@@ -111,7 +115,7 @@ class ServerSettings:
                    max_runs=_number(environ, MAX_RUNS_ENV, None, int, low=0),
                    idle_seconds=_number(environ, IDLE_ENV, DEFAULT_IDLE_SECONDS, int, low=1),
                    waiting_idle_seconds=_number(environ, WAITING_IDLE_ENV, DEFAULT_WAITING_IDLE, int, low=1),
-                   max_waiting=_number(environ, MAX_WAITING_ENV, DEFAULT_MAX_WAITING, int, low=1),
+                   max_waiting=_number(environ, MAX_WAITING_ENV, None, int, low=1),
                    nice=min(19, nice) if (nice := _number(environ, NICE_ENV, None, int, low=0)) is not None else None,
                    retention=_retention(environ), **values)
 
@@ -238,7 +242,7 @@ class Server:
                                max_waiting=self.settings.max_waiting,
                                waiting_idle_seconds=self.settings.waiting_idle_seconds,
                                kept_bytes=kept * KEPT_RUN_BYTES, store=self.store, builder=self.build_run,
-                               facts=self._facts)
+                               facts=self._facts, class_learners=lambda: learners_seen_lately(self._classes))
         if cluster is not None:  # the slots follow the cluster's machines as they join and leave
             self._watch(cluster, registry)
         return registry
@@ -322,6 +326,12 @@ def prepare_training(settings: ServerSettings) -> None:
         from .runs.process import start_fork_server
 
         start_fork_server()
+
+
+def learners_seen_lately(classes: Classes | None) -> int:
+    """The learners of the open classes seen within LEARNERS_WINDOW_SECONDS: each may hold a place in
+    line. 0 before any page has asked for the classes."""
+    return 0 if classes is None else classes.seen_within(LEARNERS_WINDOW_SECONDS)
 
 
 def server_sizes(capacity: Capacity, max_runs: int | None = None, cluster_slots: int | None = None) -> tuple[int, int]:

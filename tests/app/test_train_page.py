@@ -496,3 +496,22 @@ def test_the_forms_own_link_leaves_the_default_seed_out_so_a_class_gets_a_seed_e
     assert "train_seed" not in link and "max_steps:" in link
     at.number_input(key="train_seed").set_value(7).run()
     assert "train_seed:7" in next(c.value for c in at.code if "?train=" in c.value)
+
+
+def _busy_notes(at) -> list[str]:
+    return [i.value for i in at.info if "server is busy" in i.value]
+
+
+@pytest.mark.trains
+@pytest.mark.slow
+def test_a_run_much_slower_than_runs_of_its_size_here_says_the_server_is_busy_and_when_it_finishes():
+    """Issue 61: in a full lecture hall a learner's run crawled, and nothing said why."""
+    at = start_tiny_run()
+    wait_for_step(at, 30)  # a few events logged past its first steps
+    assert not _busy_notes(at)  # no run of its size has trained here: nothing to compare it with
+    runs.registry().speeds.finished(_entry(at).spec.shape, 10**9, 1.0)  # its size trained at 10^9 steps/s here
+    notes = _busy_notes(at.run())
+    assert len(notes) == 1 and "at 0% of the speed" in notes[0], notes
+    assert re.search(r"finishes in about \d+ (h|min|s)\b", notes[0]), notes[0]
+    at.button(key="stop").click().run()
+    assert not _busy_notes(at)  # a stopped run is not slowed by anyone

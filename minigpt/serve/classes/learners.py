@@ -81,6 +81,18 @@ class Learners(Roster):
         if self.store is not None:
             self.store.classes.save_learner(board.code, tag, wall(now, now), first=saved is None)
 
+    def seen_within(self, seconds: float) -> int:
+        """The learners of the open classes who opened theirs within the last `seconds` (a visit is
+        stamped at most once per SEEN_SAVE_SECONDS, so a stamp may be that much older than the visit)."""
+        now = self._clock()
+        with self._lock:  # the roster's lock, then each class's: never both held at once
+            boards = list(self._classes.values())
+        seen = 0
+        for board in boards:
+            with board._lock:
+                seen += sum(now - at < seconds for at in board.learners.values())
+        return seen
+
     def claim(self, code: str, typed: str, asker: str) -> str:
         """The learner token for a personal code typed on another device; BoardError when no learner of
         the class has it, or when `asker` (the token of the browser that types it, which a refresh keeps)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..runs.run import EXITING, Run
-from .entry import CLAIM_SECONDS, HeldSlot, RunEntry, RunLimitError
+from .entry import CLAIM_SECONDS, HeldSlot, RunEntry
 from .estimates import start_estimate
+from .limit import refuse_if_no_room, waiting_places
 from .memory import KeptRuns, LetGo
 from .waiting import Estimate, SpeedBook, WaitingRun
 
@@ -29,11 +30,12 @@ if TYPE_CHECKING:
 class LineBook:
     """The runs, their order and the slots, decided under one lock (thread-safe)."""
 
-    def __init__(self, max_runs: int, idle_seconds: float, *, max_waiting: int, waiting_idle_seconds: float,
+    def __init__(self, max_runs: int, idle_seconds: float, *, max_waiting: int | None, waiting_idle_seconds: float,
                  paused_grace_seconds: float, kept_bytes: int, clock: Callable[[], float], speeds: SpeedBook,
-                 store: Store | None) -> None:
+                 store: Store | None, class_learners: Callable[[], int] = lambda: 0) -> None:
         self.max_runs, self.idle_seconds = max_runs, idle_seconds
-        self.max_waiting, self.waiting_idle_seconds = max_waiting, waiting_idle_seconds
+        self.max_waiting, self.waiting_idle_seconds = max_waiting, waiting_idle_seconds  # None: limit.waiting_places
+        self.class_learners = class_learners   # learners seen lately: each may hold a place in line
         self.paused_grace_seconds = paused_grace_seconds
         self.clock, self.speeds = clock, speeds
         self.storing = False                   # no store: the runs last as long as this process
@@ -75,6 +77,12 @@ class LineBook:
         with self.lock:
             return len(self._waiting_locked())
 
+    def waiting_limit(self) -> int:
+        """Runs that may wait in line now, from the slots and the learners seen lately (limit.py)."""
+        learners = self.class_learners()  # before the lock: a class's own lock is never taken under it
+        with self.lock:
+            return waiting_places(self.max_runs, learners, self.max_waiting)
+
     def standing(self, entry: RunEntry) -> tuple[int, Estimate | None] | None:
         with self.lock:  # place and estimate read together: the line cannot move between them
             waiting = self._waiting_locked()
@@ -96,7 +104,8 @@ class LineBook:
     # -- joining and leaving ---------------------------------------------------------------------
     def admit(self, entry: RunEntry, replace: tuple[str, str] | None) -> RunEntry | None:
         """Put `entry` in line; the run it replaces (only its owner's key replaces one), which the caller
-        releases. RunLimitError when the line is full."""
+        releases. RunLimitError when the line has no room for it (limit.py)."""
+        learners = self.class_learners()  # before the lock: a board's lock is held while it asks the registry
         with self.lock:
             old = self._entries.get(replace[0]) if replace else None
             if old is not None and not old.is_owner(replace[1]):
@@ -105,8 +114,7 @@ class LineBook:
             if old is not None and old in waiting:  # a second Start keeps the owner's place: one run each in line
                 entry.order = old.order
             else:
-                if len(waiting) >= self.max_waiting:
-                    line_full(len(waiting), self._estimate_locked(waiting))
+                self._refuse_if_no_room_locked(waiting, learners)
                 entry.order = next(self._orders)
             if old is not None:
                 self._forget_locked(old, successor=entry)  # its watchers follow the owner to the new run
@@ -118,14 +126,13 @@ class LineBook:
             self._entries[entry.run_id] = entry
 
     def requeue(self, entry: RunEntry, stored, waiting: WaitingRun, saved: tuple) -> bool:
-        """A stored run its owner resumes joins the back of the line (RunLimitError when it is full);
+        """A stored run its owner resumes joins the back of the line (RunLimitError when it has no room);
         False when another page resumed it meanwhile."""
+        learners = self.class_learners()
         with self.lock:
             if self._entries.get(entry.run_id) is not entry or entry.run is not stored:
                 return False  # two pages pressed Resume: the first one's run is in line already
-            line = self._waiting_locked()
-            if len(line) >= self.max_waiting:
-                line_full(len(line), self._estimate_locked(line))
+            self._refuse_if_no_room_locked(self._waiting_locked(), learners)
             entry.order = next(self._orders)  # the back of the line: its old place went when it stopped
             entry.swap(waiting)
             entry.saved, entry.saved_at = saved, self.clock()  # the store has its history up to its checkpoint
@@ -254,6 +261,10 @@ class LineBook:
         # runs being built count as busy: their slot is theirs before their process exists
         return sum(entry.is_active() for entry in self._entries.values()) + self._reserved
 
+    def _refuse_if_no_room_locked(self, waiting: list[RunEntry], learners: int) -> None:
+        places = waiting_places(self.max_runs, learners, self.max_waiting)
+        refuse_if_no_room(len(waiting), places, lambda: self._estimate_locked(waiting))
+
     def _estimate_locked(self, ahead: list[RunEntry]) -> Estimate | None:
         return start_estimate(self._entries.values(), self.max_runs, self.clock(), self.speeds, ahead)
 
@@ -278,12 +289,3 @@ def _is_stored(run) -> bool:
 
     return isinstance(run, StoredRun)
 
-
-def line_full(waiting: int, wait: Estimate | None) -> None:
-    """Refuse a run the line has no place for, saying when one that joined now would start."""
-    if wait is None:
-        raise RunLimitError("All {waiting} places in the line for training on this server are taken. Try again when "
-                            "the line is shorter.", waiting=waiting)
-    raise RunLimitError("All {waiting} places in the line for training on this server are taken: a run that joined "
-                        "now would start in about {minutes:.0f} minutes. Try again when the line is shorter.",
-                        waiting=waiting, minutes=max(1.0, wait.seconds / 60))

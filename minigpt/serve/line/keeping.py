@@ -155,7 +155,7 @@ class Keeping:
     def resume(self, entry: RunEntry) -> bool:
         """An interrupted run's owner resumes it: it joins the line, to train on from its newest
         checkpoint (from step 0 where it has none), its history kept up to there. False when another
-        page resumed it first; RunLimitError when the line is full."""
+        page resumed it first; RunLimitError when the line has no room for it."""
         stored = entry.run
         step, files, history, evals = stored.resume_from()
         resume = Resume(files, history, evals) if files is not None else None

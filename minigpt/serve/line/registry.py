@@ -4,6 +4,7 @@ and what is kept of runs that train no more. Plain threading, no Streamlit.
 A run belongs to the session that started it (it holds the run's secret key; others may watch by
 id, never steer). At most `max_runs` train at once; every other Start waits in line (book.py),
 first in, first out, one run per owner, and a dispatcher thread starts the head when a slot frees.
+The line has room for every learner the server's classes saw lately and for the slots (limit.py).
 Runs whose owner has gone are let go: a waiting one after `waiting_idle_seconds`, any after
 `idle_seconds`. A run that trains no more is kept in its small form (kept.py) within `kept_bytes`.
 The line's book (book.py) holds the runs; the mover (moving.py) moves the line.
@@ -41,10 +42,8 @@ if TYPE_CHECKING:  # for the annotations only: looking a run up needs no torch (
 
 # the records and constants callers import from here, wherever they live now
 __all__ = ["RunRegistry", "RunEntry", "HeldSlot", "NotOwnerError", "RunLimitError", "CLAIM_SECONDS",
-           "DISPATCH_EVERY", "DEFAULT_MAX_WAITING", "DEFAULT_WAITING_IDLE", "DEFAULT_PAUSED_GRACE",
-           "DEFAULT_KEPT_BYTES", "SEEN_EVERY"]
+           "DISPATCH_EVERY", "DEFAULT_WAITING_IDLE", "DEFAULT_PAUSED_GRACE", "DEFAULT_KEPT_BYTES", "SEEN_EVERY"]
 
-DEFAULT_MAX_WAITING = 120  # runs in line: a few times the largest class
 DEFAULT_WAITING_IDLE = 5 * 60  # seconds an owner may show no sign of life before their waiting run is dropped
 DEFAULT_PAUSED_GRACE = 3 * 60  # seconds a paused run may hold a slot while others wait
 DEFAULT_KEPT_BYTES = 64 * 2**20  # what finished runs may hold (server.server_sizes sizes it from the box)
@@ -61,20 +60,24 @@ class RunRegistry:
     """
 
     def __init__(self, max_runs: int = 2, idle_seconds: float = 30 * 60, *,
-                 max_waiting: int = DEFAULT_MAX_WAITING, waiting_idle_seconds: float = DEFAULT_WAITING_IDLE,
+                 max_waiting: int | None = None, waiting_idle_seconds: float = DEFAULT_WAITING_IDLE,
                  paused_grace_seconds: float = DEFAULT_PAUSED_GRACE, kept_bytes: int = DEFAULT_KEPT_BYTES,
                  clock: Callable[[], float] = time.monotonic, dispatcher: bool = True,
                  store: Store | None = None, builder: Builder | None = None,
-                 facts: Callable[[RunSpec], Any] = lambda spec: None) -> None:
+                 facts: Callable[[RunSpec], Any] = lambda spec: None,
+                 class_learners: Callable[[], int] = lambda: 0) -> None:
         """`store`: where runs outlive this process (None: memory only). `builder(spec, resume)` builds a
         run the store gave back, to go on from `resume` (server.Server.build_run, where the server trains);
-        `facts(spec)` is what the caller keeps with it (RunEntry.facts)."""
+        `facts(spec)` is what the caller keeps with it (RunEntry.facts). `max_waiting`: the runs that may
+        wait in line, where whoever runs the server set it; None: as many as `class_learners()`, the
+        learners the server's classes have seen lately, and the slots call for (limit.py)."""
         self._clock = clock  # seconds; tests pass one they move by hand
         self.speeds = SpeedBook()
         self.kept_bytes = kept_bytes
         self.book = LineBook(max_runs, idle_seconds, max_waiting=max_waiting,
                              waiting_idle_seconds=waiting_idle_seconds, paused_grace_seconds=paused_grace_seconds,
-                             kept_bytes=kept_bytes, clock=clock, speeds=self.speeds, store=store)
+                             kept_bytes=kept_bytes, clock=clock, speeds=self.speeds, store=store,
+                             class_learners=class_learners)
         self.keeping = Keeping(self.book, store, builder, facts)
         self.mover = LineMover(self.book, self.keeping, self.speeds, kept_bytes, dispatcher)
         if store is not None:
@@ -84,7 +87,7 @@ class RunRegistry:
 
     # the settings live in the book, which decides by them under its lock
     max_runs = property(lambda self: self.book.max_runs)
-    max_waiting = property(lambda self: self.book.max_waiting)
+    max_waiting = property(lambda self: self.book.waiting_limit())  # now: the learners and slots change
     idle_seconds = property(lambda self: self.book.idle_seconds)
     waiting_idle_seconds = property(lambda self: self.book.waiting_idle_seconds)
     paused_grace_seconds = property(lambda self: self.book.paused_grace_seconds)
@@ -162,8 +165,8 @@ class RunRegistry:
         given, makes it instead, and the run lasts as long as this process. When a slot is free and nobody
         waits, it starts now, on the caller's thread. It replaces the caller's own previous run
         (`replace`: its id and key): a waiting one gives it its place, a training one is released.
-        RunLimitError when the line is full. `key`: the owner key to give it (a learner's, derived from their
-        token: classes/learners.py), else a fresh one."""
+        RunLimitError when the line has no room for it (limit.py). `key`: the owner key to give it (a
+        learner's, derived from their token: classes/learners.py), else a fresh one."""
         spec = dataclasses.replace(spec, run_id=secrets.token_urlsafe(9))
         lasting = build is None  # a caller's own build cannot be redone after a restart: memory only
         if build is None:

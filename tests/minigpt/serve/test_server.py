@@ -46,7 +46,8 @@ def test_ray_is_asked_for_by_either_setting_and_the_box_keeps_its_own_way_to_tra
     ("MINIGPT_TRAIN_NICE", "-1", "nice", None),
     ("MINIGPT_MAX_RUNS", "0", "max_runs", 0),         # allowed: a cluster with no machine yet trains nothing
     ("MINIGPT_MAX_RUNS", "two", "max_runs", None),
-    ("MINIGPT_MAX_WAITING", "0", "max_waiting", 120),
+    ("MINIGPT_MAX_WAITING", "0", "max_waiting", None),  # unset or out of range: the slots and classes say
+    ("MINIGPT_MAX_WAITING", "500", "max_waiting", 500),
     ("MINIGPT_RUN_IDLE_SECONDS", "60", "idle_seconds", 60),
     ("MINIGPT_TRAIN_IN", "THREAD", "train_in", DEFAULT_TRAIN_IN),  # the values are written as documented
     ("MINIGPT_TRAIN_IN", "thread", "train_in", "thread"),

@@ -108,15 +108,15 @@ def setup_page(script: str) -> None:
         for linked in PAGES:
             st.page_link(linked.script, label=_(linked.label), icon=linked.icon, query_params={url.LANG: lang})
         st.divider()
-        source, learned = model_source(), loaded_model.loaded_corpus()
+        source, learned, corpus = model_source(), loaded_model.loaded_corpus(), current_corpus()
         model = (_("{source}, trained on {corpus}", source=model_source_label(source), corpus=md(learned))
                  if learned else model_source_label(source))
         st.caption(_("**Model** {model}  \n**Corpus for new runs** {corpus}  \n**Device** {device}",
-                     model=model, corpus=md(current_corpus().label), device=device_label()))
-        if source != SHIPPED and current_corpus().key in BUILTIN_CORPORA:
+                     model=model, corpus=md(corpus.label), device=device_label()))
+        if source != SHIPPED and corpus.key in BUILTIN_CORPORA:
             st.button(_("Back to the shipped model"), key="use_shipped", on_click=loaded_model.use_shipped_model,
                       help=_("Generate, Attention and the other pages use the model shipped for {corpus} again; "
-                             "your run stays as it is.", corpus=current_corpus().key))
+                             "your run stays as it is.", corpus=corpus.key))
         if entry is not None:
             st.caption(_("**Run** `{run}` (yours)", run=entry.run_id) if owner
                        else _("**Run** `{run}` (watching)", run=entry.run_id))

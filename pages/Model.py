@@ -26,9 +26,9 @@ st.subheader(_("Positional encoding"))
 pe, similarity = shared_results.positions(loaded)
 pe_col, sim_col = st.columns(2)
 with pe_col:
-    st.plotly_chart(positions_figure(pe, tr=_), key="model_pe", config=charts.config())
+    st.plotly_chart(charts.shared_figure(positions_figure, pe), key="model_pe", config=charts.config())
 with sim_col:
-    st.plotly_chart(similarity_figure(similarity, tr=_), key="model_pe_similarity",
+    st.plotly_chart(charts.shared_figure(similarity_figure, similarity), key="model_pe_similarity",
                     config=charts.config())
 st.caption(_("Left: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos(…), for the {block} positions "
              "the model was trained on. Right: how alike two positions' vectors are. Each entry depends only on the "
@@ -44,7 +44,8 @@ chosen = st.selectbox(_("Find a character, and the characters whose vectors are 
                       index=in_text[0] if in_text else 0, format_func=lambda i: shown_char(chars[i]),
                       key=f"embedding_pick:{loaded.vocab_id}", help=_("Type to search the vocabulary."))
 near = nearest_rows(table, chosen, NEIGHBOURS)
-st.plotly_chart(embeddings_figure(coords, chars, share, labelled=in_text, chosen=chosen, neighbours=near, tr=_),
+st.plotly_chart(charts.shared_figure(embeddings_figure, coords, chars, share, labelled=in_text, chosen=chosen,
+                                     neighbours=near),
                 key="model_embeddings", config=charts.config())
 st.caption(_("Every one of the {vocab} characters' embedding vectors (d_model = {d_model} numbers) is a dot, drawn on "
              "the two directions along which they differ most (principal components); hover to name one. Labelled: "

@@ -3,12 +3,18 @@ as a PNG in the browser (no server-side renderer: that would be a heavy dependen
 in the page's language through a Plotly locale of our own; under the charts of an experiment,
 a button that saves them as an HTML page that stays interactive; and, for a reader who cannot see
 them, what every chart and displayed formula needs (`describe_for_readers`): each chart named, in
-the page's language, from its own figure, and a formula too wide for its box reachable by keyboard."""
+the page's language, from its own figure, and a formula too wide for its box reachable by keyboard.
+A figure a class asks for in every session (one model, one text) is built once per process
+(`shared_figure`)."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import pickle
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -20,6 +26,34 @@ if TYPE_CHECKING:  # Plotly is heavy to import, and config() is on every page's 
     import plotly.graph_objects as go
 
 SAVE = "Download plot as a PNG"  # Plotly's own words for the button, the key of its locale dictionary
+FIGURES_KEPT = 128  # built figures the process keeps: a class's few models × texts × views, in each language
+
+
+def shared_figure(build: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+    """`build(*args, **kwargs, tr=_)`, a minigpt.viz figure in the page's language, built once per process
+    for the same arguments: a class on one model and text asks every session for the same one. Its key is
+    the builder, the language and the arguments themselves (arrays by their contents), so a learner's own
+    text, model or choice gets its own figure. Shared by every session that asks: draw it, never change it."""
+    # the arguments by their pickle, which writes every value whole; Streamlit's own caches hash each
+    # character of a vocabulary one by one, and took longer than building the figure
+    digest = hashlib.blake2b(pickle.dumps((args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+    return _built(_Figure(build, language(), digest, args, kwargs))
+
+
+@dataclass(frozen=True)
+class _Figure:
+    """A figure asked for: equal, for the cache, when the builder, language and arguments' digest are."""
+
+    build: Callable[..., go.Figure]
+    lang: str
+    digest: str
+    args: tuple = field(compare=False)
+    kwargs: dict = field(compare=False)
+
+
+@functools.lru_cache(maxsize=FIGURES_KEPT)  # two sessions asking at once may both build it: the same figure
+def _built(asked: _Figure) -> go.Figure:
+    return asked.build(*asked.args, tr=_, **asked.kwargs)  # `_` speaks asked.lang: the session asking builds it
 
 
 def config() -> dict:
@@ -142,6 +176,11 @@ def reader_words() -> dict:
 
 
 def reader_script() -> str:
+    return _reader_script(language())
+
+
+@functools.cache  # per language: the catalogs do not change while the process runs
+def _reader_script(lang: str) -> str:
     # as streamlit_words.script: JSON with every "<" escaped, and no "<" in the code (its patterns write \x3c),
     # as st.html's sanitizer drops a script whose text holds "<" before a letter, "/" or "!"
     words = json.dumps(reader_words(), ensure_ascii=False).replace("<", "\\u003c")

@@ -18,12 +18,14 @@ import gettext
 import json
 import re
 import string
+import threading
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 from babel import Locale, UnknownLocaleError, negotiate_locale
 from babel.numbers import get_decimal_symbol, get_group_symbol
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from minigpt import LabError, Message
 
@@ -34,6 +36,9 @@ DOMAIN = "messages"
 SOURCE = "en"
 LANG_KEY, LANG_WIDGET_KEY = "lang", "lang_choice"  # session_state: the language, and the switch's own key
 _NUMBER = re.compile(r"[+\- ]?,?(?:\.\d+)?[fdg%]?")   # the specs whose '.' and ',' the language rewrites
+# (session id, language) as this script thread last set them (choose_language, the switch): `_` asks for the
+# language some eighty times a page run, and each read of session_state costs more than the translation
+_held = threading.local()
 
 
 @functools.cache
@@ -50,14 +55,27 @@ def catalog(lang: str) -> gettext.NullTranslations:
     return gettext.translation(DOMAIN, LOCALES, languages=[lang])
 
 
+@functools.cache
 def display_name(lang: str) -> str:
     """A language's name in that language: what a learner who reads only it looks for."""
     return Locale.parse(lang).get_display_name(lang)
 
 
 def language() -> str:
+    held, ctx = getattr(_held, "lang", None), get_script_run_ctx(suppress_warning=True)
+    if held is not None and ctx is not None and held[0] == ctx.session_id:
+        return held[1]
     lang = st.session_state.get(LANG_KEY)
     return lang if lang in languages() else SOURCE
+
+
+def _hold() -> str:
+    """Read the session's language afresh, after a write to it, and keep it for this thread's further reads
+    in this session (a fragment's run, in another thread or another session, reads session_state)."""
+    _held.lang = None
+    lang, ctx = language(), get_script_run_ctx(suppress_warning=True)
+    _held.lang = (ctx.session_id, lang) if ctx is not None else None
+    return lang
 
 
 def from_code(code: str | None) -> str | None:
@@ -76,7 +94,7 @@ def choose_language() -> str:
     ss = st.session_state
     if LANG_KEY not in ss:
         ss[LANG_KEY] = from_code(st.query_params.get(url.LANG)) or from_code(st.context.locale) or SOURCE
-    lang = language()
+    lang = _hold()  # a page's run begins here
     if st.query_params.get(url.LANG) != lang:
         st.query_params[url.LANG] = lang
     return lang
@@ -111,25 +129,35 @@ def painted_css(selector: str, text: str, size: str) -> str:
 def _switched() -> None:
     """The switch's callback: the session takes the new language (choose_language then mirrors it in the URL)."""
     st.session_state[LANG_KEY] = st.session_state[LANG_WIDGET_KEY]
+    _hold()
 
 
 def _(message: str, /, **params: Any) -> str:
     """`message` in the session's language, its fields filled when there are parameters."""
     lang = language()
     text = catalog(lang).gettext(message)
-    return _NumberFormatter(lang).vformat(text, (), params) if params else text
+    return _fill(lang, text, params) if params else text
 
 
 def n_(singular: str, plural: str, n: int, /, **params: Any) -> str:
     """The singular or plural message for n, as the language counts; `n` is a field too."""
     lang = language()
     text = catalog(lang).ngettext(singular, plural, n)
-    return _NumberFormatter(lang).vformat(text, (), {"n": n, **params})
+    return _fill(lang, text, {"n": n, **params})
+
+
+def _fill(lang: str, text: str, params: dict[str, Any]) -> str:
+    """`text`'s fields filled, numbers written the language's way: where it writes them as Python does
+    (English, Chinese), by str.format itself, ten times quicker than a Formatter written in Python."""
+    if _symbols(lang) == (".", ","):
+        return text.format(**params)
+    return _NumberFormatter(lang).vformat(text, (), params)
 
 
 def number(value: float, spec: str = ",") -> str:
     """A number on its own, as `_` writes one: number(1234.5, ",.1f") is '1,234.5' in English."""
-    return _NumberFormatter(language()).format_field(value, spec)
+    lang = language()
+    return format(value, spec) if _symbols(lang) == (".", ",") else _NumberFormatter(lang).format_field(value, spec)
 
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")

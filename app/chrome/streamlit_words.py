@@ -12,6 +12,7 @@ shows the English; the script then makes the page's own text say it too.
 """
 from __future__ import annotations
 
+import functools
 import json
 
 import streamlit as st
@@ -148,6 +149,12 @@ def rules() -> list[dict]:
 
 
 def script() -> str:
+    """The script in the page's language."""
+    return _script(language())
+
+
+@functools.cache  # per language: the catalogs and the rules do not change while the process runs
+def _script(lang: str) -> str:
     # the rules go in as JSON with every "<" escaped: no message can end the <script> early, and
     # st.html's sanitizer (DOMPurify) drops a script whose text holds "<" before a letter, "/" or "!"
     chrome = CHROME_TEXT.split(", ")

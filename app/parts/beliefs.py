@@ -12,6 +12,7 @@ from minigpt.lab.predictions import beliefs
 from minigpt.viz import beliefs_figure, step_attention_figure
 
 from app.chrome.charts import config as chart_config
+from app.chrome.charts import shared_figure
 from app.chrome.i18n import _, n_, number
 from app.chrome.text import md
 from app.state import shared_results
@@ -30,7 +31,7 @@ def next_character(loaded: LoadedModel, prompt: str, sampling: Sampling) -> None
         st.caption(_("Type a prompt the model can read to see its next-character distribution."))
         return
     belief = beliefs(shared_results.next_logits(loaded, prompt), sampling)
-    st.plotly_chart(beliefs_figure(belief, loaded.tokenizer.chars, tr=_), key="beliefs", config=chart_config())
+    st.plotly_chart(shared_figure(beliefs_figure, belief, loaded.tokenizer.chars), key="beliefs", config=chart_config())
     st.caption(_("After “{prompt}”, at temperature {temperature:g}: the entropy is {entropy:.2f} nats, as unsure "
                  "as a fair choice among {choices:.1f} characters; top-k and top-p cut off {cut} of them.",
                  prompt=md(prompt[-20:]), temperature=sampling.temperature, entropy=belief.entropy,

@@ -12,6 +12,7 @@ from minigpt.lab.tasks import Task, find_task, right_key_chance, right_key_mask,
 from minigpt.viz import POSITIONS_PER_HEATMAP, attention_heatmap
 
 from app.chrome.charts import config as chart_config
+from app.chrome.charts import shared_figure
 from app.chrome.i18n import _
 from app.state.run_notes import task_label
 
@@ -41,7 +42,7 @@ def draw_panels(panels: list[tuple[str, np.ndarray]], text: str, span: tuple[int
     for row_start in range(0, len(panels), PER_ROW):
         row = panels[row_start : row_start + PER_ROW]
         for i, (col, (title, weights)) in enumerate(zip(st.columns(PER_ROW), row)):
-            col.plotly_chart(attention_heatmap(weights, text, title, *span, tr=_, expected=expected),
+            col.plotly_chart(shared_figure(attention_heatmap, weights, text, title, *span, expected=expected),
                              key=f"{key}:{row_start + i}", config=chart_config())
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 from minigpt.viz import logit_lens_figure
 
 from app.chrome.charts import config as chart_config
+from app.chrome.charts import shared_figure
 from app.chrome.i18n import _
 from app.state import shared_results
 from app.state.loaded_model import LoadedModel
@@ -14,7 +15,8 @@ from app.state.loaded_model import LoadedModel
 
 def logit_lens_view(loaded: LoadedModel, text: str, key: str) -> None:
     lens = shared_results.logit_lens(loaded, text)
-    st.plotly_chart(logit_lens_figure(lens, text, loaded.tokenizer.chars, tr=_), key=key, config=chart_config())
+    st.plotly_chart(shared_figure(logit_lens_figure, lens, text, loaded.tokenizer.chars), key=key,
+                    config=chart_config())
     st.caption(_("Each cell is the likeliest next character after that position, read out of the residual stream "
                  "after the embedding and after each layer through the final LayerNorm and the tied head; its colour "
                  "is that character's probability. The last row is the model's own prediction. The first row "

@@ -4,6 +4,7 @@ pages' links to their steps. Light on purpose: Home and every tool page import i
 views (app.views.lesson) bring in numpy, pandas and Plotly, which those pages need not wait for."""
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,7 @@ STEP_LIST_KEY = "lesson_list"           # session_state: the step list's choice
 MOST_LINKS = 3                          # a tool page's links to a teacher's lesson, side by side
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@functools.lru_cache(maxsize=32)  # the Lesson is frozen: one copy serves every session, none unpickled per call
 def parsed(text: str) -> Lesson:
     """A class's lesson, read once per text: every page of every learner in the class shows it."""
     return parse_lesson(text)

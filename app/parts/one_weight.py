@@ -8,6 +8,7 @@ import streamlit as st
 from minigpt.viz import position_labels, weight_figure
 
 from app.chrome.charts import config as chart_config
+from app.chrome.charts import shared_figure
 from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _
 from app.state import shared_results
@@ -35,7 +36,7 @@ def weight_view(loaded: LoadedModel, text: str, unscaled: bool, prefix: str = "i
                  "weight. √d_k = √{d_k} = {root:.2f}; without the scaling the divisor is 1.",
                  key=labels[top], divisor=row.divisor, d_k=config.d_k, root=config.d_k ** 0.5))
     # one chart for the three steps: Streamlit draws a changed chart from scratch, a visible wait each in the browser
-    st.plotly_chart(weight_figure(row, text, tr=_), key=f"{prefix}_weight", config=chart_config())
+    st.plotly_chart(shared_figure(weight_figure, row, text), key=f"{prefix}_weight", config=chart_config())
     st.caption(_("These weights are row {query} of this head's heatmap on the Attention page; the output joins the "
                  "other heads' and goes through W_O.", query=labels[query]))
 

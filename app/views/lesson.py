@@ -29,6 +29,7 @@ from minigpt.viz import (
 
 from app.chrome import url
 from app.chrome.charts import config as chart_config
+from app.chrome.charts import shared_figure
 from app.chrome.fields import REMEMBERED
 from app.chrome.i18n import _, error_text, language, n_, number, textbook
 from app.chrome.site import HOME, LESSON, PAGES, TRAIN
@@ -139,8 +140,8 @@ def embed_view(loaded: LoadedModel) -> None:
 def positions_view(loaded: LoadedModel) -> None:
     pe = loaded.model.pos_encoding[: loaded.block_size].cpu().numpy()
     pe_col, sim_col = st.columns(2)
-    pe_col.plotly_chart(positions_figure(pe, tr=_), key="lesson_pe", config=chart_config())
-    sim_col.plotly_chart(similarity_figure(position_similarity(pe), tr=_), key="lesson_pe_similarity",
+    pe_col.plotly_chart(shared_figure(positions_figure, pe), key="lesson_pe", config=chart_config())
+    sim_col.plotly_chart(shared_figure(similarity_figure, position_similarity(pe)), key="lesson_pe_similarity",
                          config=chart_config())
 
 
@@ -164,9 +165,10 @@ def scaling_view(loaded: LoadedModel) -> None:
                   low=min(DEMO_D_KS), high=max(DEMO_D_KS), seq_len=DEMO_SEQ_LEN))
     table = _random_scaling()
     entropy_col, max_col = st.columns(2)
-    entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="lesson_scaling_entropy",
+    entropy_col.plotly_chart(shared_figure(scaling_figure, table, "entropy"), key="lesson_scaling_entropy",
                              config=chart_config())
-    max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="lesson_scaling_max", config=chart_config())
+    max_col.plotly_chart(shared_figure(scaling_figure, table, "max_weight"), key="lesson_scaling_max",
+                         config=chart_config())
 
 
 def mask_view(loaded: LoadedModel) -> None:
@@ -287,7 +289,7 @@ def _live_curves(key: str) -> None:
 
 def train_view(loaded: LoadedModel) -> None:
     schedule = PRESETS[PRESET].train
-    st.plotly_chart(lr_figure(lr_schedule(schedule), schedule.warmup_steps, tr=_), key="lesson_lr",
+    st.plotly_chart(shared_figure(lr_figure, lr_schedule(schedule), schedule.warmup_steps), key="lesson_lr",
                     config=chart_config())
     _train(None, _("Train the Tiny preset on {corpus}", corpus=current_corpus().label), "lesson_train")
     _live_curves("lesson_train_curves")

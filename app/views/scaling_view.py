@@ -56,9 +56,9 @@ def experiment() -> None:
     table = scaling_table(tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples))
 
     entropy_col, max_col = st.columns(2)  # side by side on a wide screen, one under the other on a phone
-    entropy_col.plotly_chart(scaling_figure(table, "entropy", tr=_), key="scaling_entropy",
+    entropy_col.plotly_chart(charts.shared_figure(scaling_figure, table, "entropy"), key="scaling_entropy",
                              config=charts.config())
-    max_col.plotly_chart(scaling_figure(table, "max_weight", tr=_), key="scaling_max_weight",
+    max_col.plotly_chart(charts.shared_figure(scaling_figure, table, "max_weight"), key="scaling_max_weight",
                          config=charts.config())
     demo_settings = (tuple(sorted(d_ks)), int(seq_len), int(seed), int(num_samples)) == (DEMO_D_KS, DEMO_SEQ_LEN,
                                                                                          DEMO_SEED, 1)

@@ -34,7 +34,8 @@ from helpers.checkpoints import (RunsCode, TOKENIZER, bomb_zip, edit, folder_fil
 from minigpt import (CharTokenizer, CheckpointError, ConfigError, CorpusError, GPTConfig, Sampling, SamplingError,
                      TrainConfig, Trainer, build_model, check_corpus_fits, check_max_new_tokens, check_memory_budget,
                      generate,
-                     load_corpus, load_pretrained, load_zip, prepare_prompt, stream)
+                     load_corpus, load_pretrained, load_zip, prepare_prompt)
+from minigpt.sample import stream
 from minigpt.checkpoint import from_pretrained
 from minigpt.corpus import MAX_CORPUS_BYTES, decode_corpus
 from minigpt.pretrained import pretrained_dir

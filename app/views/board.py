@@ -1,7 +1,8 @@
 """The class board in the app: starting a class, joining it from its link, posting and
-withdrawing a run, the teacher's controls, and the board itself (one live chart of every posted
-run, the settings that differ, each run's latest sample, the challenge's ranking, and the HTML and
-CSV to take away).
+withdrawing a run, the teacher's controls, and the board itself (one live chart of the posted runs:
+every one, or on a lecture hall's board the best, the pinned and the viewer's own over the class in
+grey; the settings that differ, the latest samples, the challenge's ranking, and the HTML and CSV to
+take away).
 
 The class code travels in the address (?class=K7Q2), so a refresh or a page change keeps the
 class. The teacher's key does not, and the page never draws it: a projector shows the address
@@ -13,7 +14,9 @@ teacher's link opened elsewhere hands the key over, and it leaves the address ba
 """
 from __future__ import annotations
 
+import functools
 import json
+import math
 
 import streamlit as st
 
@@ -50,6 +53,9 @@ from app.state.train_settings import SETTING_LABELS, setting_text
 COOKIE_SENT_KEY = "board_cookie_sent"  # session_state: the class whose key this session has written to the browser
 TAB_KEY = "board_tab"                 # session_state: the teacher's open tab (its label)
 MOVING = ("running", "waiting", "starting")  # states that change without anyone pressing anything
+# a board of up to this many runs redraws at the full pace, each as many more slows it by as much again: about
+# as many viewers watch a board as it has runs, and a lecture hall's redraws must fit one core (bench/class_board.py)
+PACE_RUNS = 100
 STATES = {"waiting": N_("waiting"), "starting": N_("starting"),
           "running": N_("training"), "paused": N_("paused"), "finished": N_("finished"), "stopped": N_("stopped"),
           "error": N_("stopped by an error"), "released": N_("ended (its owner left)"), "idle": N_("starting"),
@@ -164,10 +170,9 @@ def progress_line(rows) -> str:
 
 
 def live_board(code: str, key: str | None) -> None:
-    view = board_view(code)
-    training = any(row.state in MOVING for row in view.rows)
+    pace = redraw_seconds(board_view(code))
 
-    @st.fragment(run_every=serving.REFRESH_SECONDS if training else serving.REFRESH_SECONDS * 3)
+    @st.fragment(run_every=pace)
     def board() -> None:
         try:
             now = board_view(code)
@@ -175,10 +180,19 @@ def live_board(code: str, key: str | None) -> None:
             st.warning(md(error_text(err)))
             return
         draw(now, teacher=key is not None)
-        if any(row.state in MOVING for row in now.rows) != training:
-            st.rerun()  # training began or ended: redraw at the other pace
+        if redraw_seconds(now) != pace:
+            st.rerun()  # training began or ended, or the class grew past a hundred: redraw at the other pace
 
     board()
+
+
+def redraw_seconds(view: BoardView) -> float:
+    """How often the board redraws itself: every REFRESH_SECONDS while a run on it trains, three times as
+    far apart when none does; twice as far apart on a board of more than PACE_RUNS runs, three times on one
+    of more than twice as many, and so on."""
+    training = any(row.state in MOVING for row in view.rows)
+    hundreds = max(1, math.ceil(len(view.rows) / PACE_RUNS))
+    return (serving.REFRESH_SECONDS if training else serving.REFRESH_SECONDS * 3) * hundreds
 
 
 def draw(view: BoardView, teacher: bool) -> None:
@@ -190,30 +204,87 @@ def draw(view: BoardView, teacher: bool) -> None:
             ranking(view)
         return
     from minigpt.viz import board_title
+    own = own_posts(view)
+    chosen = choice(view, own)
+    marked = own if chosen.summarised else frozenset()  # a small board marks no one's: one chart for every viewer
     st.markdown(f"**{board_title(_)}**")
     st.caption(progress_line(rows))
-    st.plotly_chart(figure(view), key="board_chart", config=chart_config())
+    st.plotly_chart(figure(view, own=marked), key="board_chart", config=chart_config())
+    if chosen.summarised:
+        st.caption(summary_text(view, chosen, own))
+    drawn = {row.label for row in chosen.drawn}
     for group in view.coinciding():
+        group = [label for label in group if label in drawn]  # on a large board, those in the band are not lines
+        if len(group) < 2:
+            continue
         st.caption(n_("{runs} trained exactly alike (the same settings and seed): their curves lie on one another, "
                       "so the chart draws one line for {n} run.",
                       "{runs} trained exactly alike (the same settings and seed): their curves lie on one another, "
                       "so the chart draws one line for {n} runs.", len(group), runs=word_list([md(g) for g in group])))
     if view.challenge is not None:
-        ranking(view)
-    st.markdown(_("**The runs** (the settings that differ between them, and what each reached):"))
-    table = shown_table(view)
-    runs_table(table, "board_table")
-    st.markdown(_("**Each run's latest sample:**"))
+        ranking(view, chosen)
+    if chosen.summarised:
+        st.markdown(_("**The runs**, the lowest validation loss first (the settings that differ between them, and "
+                      "what each reached):"))
+    else:
+        st.markdown(_("**The runs** (the settings that differ between them, and what each reached):"))
+    runs_table(shown_arrow(view, best_first=chosen.summarised), "board_table")
+    if chosen.summarised:
+        st.markdown(_("**The latest sample of each run drawn on the chart** ({shown} of {total}):",
+                      shown=len(chosen.drawn), total=chosen.total))
+    else:
+        st.markdown(_("**Each run's latest sample:**"))
     swipe_hint("board_samples")
-    st.dataframe(samples_table(view), hide_index=True, key="board_samples")
+    st.dataframe(samples_table(view, chosen.drawn if chosen.summarised else None), hide_index=True, key="board_samples")
     if not teacher:  # the exports are the teacher's: a viewer's redraw does without them
         return
+    table = shown_table(view, best_first=chosen.summarised)
     html_col, csv_col = st.columns(2)
     with html_col:
-        html_button([figure(view, titled=True)], _("Class {code}", code=view.code), f"class-{view.code}")
+        html_button([figure(view, titled=True, own=marked)], _("Class {code}", code=view.code), f"class-{view.code}")
     csv_col.download_button(_("Download the table (.csv)"), data=lambda: csv_text(table),
                             file_name=f"minigpt-class-{view.code}.csv", mime="text/csv", on_click="ignore",
                             key="board_csv", type="tertiary", icon=":material/download:")
+
+
+def own_posts(view: BoardView) -> frozenset[str]:
+    """The posts on the board that are this browser's: posted in this session, by this learner (their
+    token), or of the run this session owns."""
+    mine = st.session_state.get(POSTS_KEY, {})
+    own = st.session_state.get(runs.OWN_RUN_KEY)
+    try:
+        theirs = set(classes().posts_of(view.code, learner(view.code)))
+    except BoardError:  # the class has ended meanwhile: the board says so at its next redraw
+        theirs = set()
+    return frozenset(row.post_id for row in view.rows
+                     if row.post_id in mine or row.post_id in theirs or own and row.run_id == own[0])
+
+
+def choice(view: BoardView, own: frozenset[str]):
+    """The runs the chart draws as curves (viz.board_choice), for this viewer."""
+    from minigpt.viz import board_choice
+    return board_choice(view.visible(), own)
+
+
+def summary_text(view: BoardView, chosen, own: frozenset[str]) -> str:
+    """Under a large board's chart: which runs are drawn, and what the grey stands for."""
+    from minigpt.viz import BOARD_BAND
+    low, high = BOARD_BAND
+    # above BOARD_ALL runs: the best and the whole class are always several, so no plural forms
+    said = [_("The {best} runs with the lowest validation loss, of {total}, are drawn in colour. All {total} are in "
+              "grey: the dashed line is their median validation loss at each step, the band runs from their {low}th "
+              "to their {high}th percentile.", best=chosen.best, total=chosen.total, low=low, high=high)]
+    if view.challenge is not None:
+        said.append(_("The runs that meet the challenge come first."))
+    extra = chosen.drawn[chosen.best:]
+    if any(row.pinned for row in extra):
+        said.append(_("The pinned run is drawn too."))
+    mine = sum(row.post_id in own for row in chosen.drawn)
+    if mine:
+        said.append(n_("Your run is drawn thicker, marked “(yours)”.",
+                       "Your {n} runs are drawn thicker, marked “(yours)”.", mine))
+    # sentences one after another: Chinese runs one on into the next, with no space
+    return functools.reduce(lambda earlier, later: _("{earlier} {later}", earlier=earlier, later=later), said)
 
 
 def runs_table(table, key: str) -> None:
@@ -251,20 +322,31 @@ def earlier_rounds(code: str, teacher: bool) -> None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _figure(code: str, view_key: tuple, lang: str, titled: bool, _view: BoardView):
+def _figure(code: str, digest: str, lang: str, titled: bool, own: tuple[str, ...], _view: BoardView):
     from minigpt.viz import board_figure
-    return board_figure(_view.visible(), tr=_, titled=titled)
+    return board_figure(_view.visible(), tr=_, titled=titled, own=own, band=_band(code, digest, _view))
 
 
-def figure(view: BoardView, titled: bool = False):
-    """The board's chart, built once per update and language for every viewer (titled for the
-    HTML export; on the page, the title is a line above it, which wraps on a phone)."""
-    return _figure(view.code, view.key, language(), titled, view)
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _band(code: str, digest: str, _view: BoardView):
+    from minigpt.viz import board_band
+    return board_band(_view.visible())
+
+
+def figure(view: BoardView, titled: bool = False, own: frozenset[str] = frozenset()):
+    """The board's chart, built once per update, language and set of `own` runs (marked on a large
+    board alone: pass none for a small one, the same for every viewer), the class's band once per
+    update for every viewer; titled for the HTML export (on the page, the title is a line above it,
+    which wraps on a phone: Plotly cuts it off)."""
+    return _figure(view.code, view.digest, language(), titled, tuple(sorted(own)), view)
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _table(code: str, view_key: tuple, lang: str, past: int | None, _view: BoardView):  # past: a key part only
+def _table(code: str, digest: str, lang: str, past: int | None, best_first: bool,
+           _view: BoardView):  # past: a key part only
     table = _view.table()
+    if best_first:
+        table = table.sort_values("best_val", kind="stable", na_position="last", ignore_index=True)
     settings = [name for name in table.columns if name in SETTING_LABELS]
     table[settings] = table[settings].map(setting_text)
     return table.rename(columns={**{name: _(label) for name, label in SETTING_LABELS.items()},
@@ -272,47 +354,81 @@ def _table(code: str, view_key: tuple, lang: str, past: int | None, _view: Board
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _samples(code: str, view_key: tuple, lang: str, _view: BoardView):
+def _samples(code: str, digest: str, lang: str, drawn: tuple[str, ...] | None, _view: BoardView):
     import pandas as pd
     rows = _view.visible()
-    return pd.DataFrame({_("run"): [row.label for row in rows],
-                         _("state"): [state_text(row) for row in rows],
-                         _("latest sample"): [row.sample.replace("\n", " ⏎ ") for row in rows]})
+    if drawn is not None:
+        by_id = {row.post_id: row for row in rows}
+        rows = [by_id[post_id] for post_id in drawn]
+    return arrow(pd.DataFrame({_("run"): [row.label for row in rows],
+                               _("state"): [state_text(row) for row in rows],
+                               _("latest sample"): [row.sample.replace("\n", " ⏎ ") for row in rows]}))
 
 
-def samples_table(view: BoardView):
-    """Each run's latest sample, in the page's language, built once per update and language."""
-    return _samples(view.code, view.key, language(), view)
+def samples_table(view: BoardView, drawn=None):
+    """Each run's latest sample (`drawn`: only these rows', in their order), in the page's language,
+    built once per update and language."""
+    return _samples(view.code, view.digest, language(), None if drawn is None else tuple(r.post_id for r in drawn),
+                    view)
 
 
-def shown_table(view: BoardView, past: int | None = None):
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _arrow(code: str, digest: str, lang: str, best_first: bool, _view: BoardView):
+    return arrow(_table(code, digest, lang, None, best_first, _view))
+
+
+def arrow(table):
+    """A table as Arrow, which st.dataframe sends without converting it again for every viewer."""
+    import pyarrow as pa
+    return pa.Table.from_pandas(table, preserve_index=False)
+
+
+def shown_arrow(view: BoardView, best_first: bool = False):
+    """The live board's table (shown_table) as Arrow, converted once per update and language."""
+    return _arrow(view.code, view.digest, language(), best_first, view)
+
+
+def shown_table(view: BoardView, past: int | None = None, best_first: bool = False):
     """The board's table with its columns in the page's language, built once per update and language
-    (`past`: the number of the earlier round `view` is of)."""
-    return _table(view.code, view.key, language(), past, view)
+    (`past`: the number of the earlier round `view` is of; `best_first`: sorted by best validation loss)."""
+    return _table(view.code, view.digest, language(), past, best_first, view)
 
 
-def ranking(view: BoardView) -> None:
+def ranking(view: BoardView, chosen=None) -> None:
+    """The challenge, and its ranking; on a large board (`chosen` summarised), the places of the runs drawn
+    on the chart alone, and how many more there are."""
     challenge = view.challenge
     own = classes().class_corpus(view.code) if challenge.corpus == CLASS_CORPUS else None
     st.markdown("### " + _("Challenge: the lowest validation loss") + "  \n" + challenge_text(challenge, own))
+    drawn = {row.post_id for row in chosen.drawn} if chosen is not None and chosen.summarised else None
     ranked = view.ranking()
     if ranked:
+        placed = [(place, row) for place, row in zip(places(ranked), ranked) if drawn is None or row.post_id in drawn]
         st.markdown("  \n".join(_("**{place}.** {run}: {loss:.3f}", place=place, run=md(row.label), loss=row.best_val)
-                                for place, row in zip(places(ranked), ranked)))
+                                for place, row in placed))
+        if len(placed) < len(ranked):
+            st.caption(n_("{n} more run meets the challenge: the table lists every run.",
+                          "{n} more runs meet the challenge: the table lists every run.", len(ranked) - len(placed)))
     else:
         st.caption(_("No run meets the challenge yet."))
-    refused = [row for row in view.visible() if row.refusals]
+    every = [row for row in view.visible() if row.refusals]
+    refused = [row for row in every if drawn is None or row.post_id in drawn]
     if refused:
         st.markdown(_("**Outside the challenge:**") + "  \n" + "  \n".join(
             _("{run}: {reasons}", run=md(row.label), reasons="; ".join(error_text(r) for r in row.refusals))
             for row in refused))
+    if len(refused) < len(every):
+        st.caption(n_("{n} more run is outside the challenge.", "{n} more runs are outside the challenge.",
+                      len(every) - len(refused)))
 
 
 def places(ranked: list) -> list[int]:
     """Each ranked run's place, best first: runs whose results read the same (to the three decimals
     shown) share one, and the place after them skips as many ("1. a, 1. b, 3. c")."""
-    shown = [round(row.best_val, 3) for row in ranked]
-    return [shown.index(value) + 1 for value in shown]
+    first: dict[float, int] = {}
+    for place, row in enumerate(ranked, 1):
+        first.setdefault(round(row.best_val, 3), place)
+    return [first[round(row.best_val, 3)] for row in ranked]
 
 
 def remember_key(code: str, key: str) -> None:
@@ -501,11 +617,9 @@ def erase_class(code: str, key: str) -> None:
 def my_posts(code: str) -> None:
     """The runs this learner posted (this session, or since in the same browser or one their personal
     code moved: the class knows them by their token), each with Withdraw."""
-    mine = st.session_state.get(POSTS_KEY, {})
-    own = st.session_state.get(runs.OWN_RUN_KEY)
-    theirs = set(classes().posts_of(code, learner(code)))
     view = board_view(code)
-    posted = [row for row in view.rows if row.post_id in mine or row.post_id in theirs or own and row.run_id == own[0]]
+    own = own_posts(view)
+    posted = [row for row in view.rows if row.post_id in own]
     if not posted:
         return
     st.markdown(_("**Your runs on the board:**"))

@@ -18,11 +18,13 @@ from .generate import beliefs_figure, step_attention_figure, steps_table
 from .inside import (attention_row_figure, embeddings_figure, keys_figure, logit_lens_figure, positions_figure,
                      similarity_figure, values_figure, weight_figure)
 from .scaling import race_figure, score_std_figure, scaling_figure
-from .training import board_figure, board_title, compare_figure, loss_figure, lr_figure, task_figure
+from .training import (BOARD_ALL, BOARD_BAND, BOARD_BEST, BoardChoice, board_band, board_choice, board_figure,
+                       board_title, compare_figure, loss_figure, lr_figure, task_figure)
 
 __all__ = [
-    "POSITIONS_PER_HEATMAP", "attention_heatmap", "attention_panels", "attention_row_figure", "beliefs_figure", "board_figure", "board_title",
-    "compare_figure", "embeddings_figure", "english", "figures_html", "importance_figure", "keys_figure",
+    "BOARD_ALL", "BOARD_BAND", "BOARD_BEST", "POSITIONS_PER_HEATMAP", "BoardChoice", "attention_heatmap",
+    "attention_panels", "attention_row_figure", "beliefs_figure", "board_band", "board_choice", "board_figure",
+    "board_title", "compare_figure", "embeddings_figure", "english", "figures_html", "importance_figure", "keys_figure",
     "logit_lens_figure", "loss_figure", "lr_figure", "position_labels", "positions_figure", "race_figure",
     "right_key_figure", "scaling_figure", "score_std_figure", "similarity_figure", "step_attention_figure",
     "steps_table", "task_figure", "values_figure", "weight_figure",

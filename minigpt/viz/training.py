@@ -1,9 +1,11 @@
 """Training: the loss curves, the learning-rate schedule, a task's accuracy, runs side by side."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import plotly.graph_objects as go
 
 from ._layout import (COLORS, LR_TICKS, MARGIN, Translate, axis_title, downsample, english, figure, hline,
@@ -124,37 +126,67 @@ def compare_figure(records: Sequence, tr: Translate = english) -> go.Figure:
 
 
 BOARD_TYPE = 18  # px: a class board's chart is read from the back of a room
-BOARD_POINTS = 200  # training-loss points per run on a class board: 30 runs stay light to send to 30 viewers
+BOARD_POINTS = 200  # points per line on a class board (a run's training loss, the class's band): light to send to every viewer
+BOARD_ALL = 15  # a board of up to this many runs draws every run; a larger one draws BOARD_BEST and sums up the class
+BOARD_BEST = 10  # on a larger board, the runs drawn for their validation loss: ten colours a projector tells apart
+BOARD_BAND = (10, 90)  # percentiles: a larger board's grey band of the class's validation loss, its median between
 # one colour per run on a class board, distinct enough for 30 runs on a projector: Plotly's Dark24,
 # then its Alphabet palette's darker half for the rest (a colour repeats only past 36 runs)
 BOARD_COLORS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B",
                 "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1",
                 "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038", "#0068FF", "#2ED9FF", "#E83C2B",
                 "#8F6C00", "#1C8356", "#005C31", "#C075A6", "#5B3F8C", "#FE00FA", "#3283FE", "#85660D", "#782AB6")
+BAND_GREY, MEDIAN_GREY = "rgba(117, 117, 117, 0.22)", "#616161"
 
 
-def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True) -> go.Figure:
-    """A class board's runs on one chart for a projector: each run's validation loss (solid, at its
-    evaluations) and training loss (dotted), one colour and one legend entry per run, in large type.
-    A pinned run's lines are drawn thicker. `rows` are board rows (serve.classes.board.BoardRow): label,
-    record and pinned, read by attribute; a label is plain text, shown as typed (`plain`).
-    titled=False leaves the title to the page, which wraps it on a phone (Plotly cuts it off)."""
+@dataclass(frozen=True)
+class BoardChoice:
+    """What a class board's chart draws as curves. `drawn`: the rows, in the legend's order; `best`: how
+    many of them lead it for their validation loss; `total`: the board's runs. A board of more than
+    BOARD_ALL runs is `summarised`: the rest are only in the class's grey band and median."""
+
+    drawn: tuple
+    best: int
+    total: int
+
+    @property
+    def summarised(self) -> bool:
+        return self.total > BOARD_ALL
+
+
+def board_choice(rows: Sequence, own: Collection[str] = ()) -> BoardChoice:
+    """Which of a board's rows its chart draws: every row on a board of up to BOARD_ALL, in the board's
+    order; on a larger one the BOARD_BEST best by best validation loss (those that meet the teacher's
+    challenge first: no `refusals`), then the pinned run and the viewer's `own` (post ids) among the rest."""
+    if len(rows) <= BOARD_ALL:
+        return BoardChoice(tuple(rows), len(rows), len(rows))
+    best = sorted(rows, key=_merit)[:BOARD_BEST]  # stable: equal results keep the board's order
+    chosen = {row.post_id for row in best}
+    extra = [row for row in rows if (row.pinned or row.post_id in own) and row.post_id not in chosen]
+    return BoardChoice((*best, *extra), len(best), len(rows))
+
+
+def _merit(row) -> tuple:
+    # a run refused by the challenge after every run that meets it; one not yet evaluated last
+    best = min(row.record.val_loss, default=None)
+    return bool(getattr(row, "refusals", ())), best is None, best or 0.0
+
+
+def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True, own: Collection[str] = (),
+                 band: tuple[list[int], np.ndarray] | None = None) -> go.Figure:
+    """A class board's runs on one chart for a projector: each drawn run's validation loss (solid, at
+    its evaluations) and training loss (dotted), one colour and one legend entry per run, in large type.
+    A pinned run's lines are drawn thicker. `rows` are board rows (serve.classes.board.BoardRow): post_id,
+    label, record, pinned and refusals, read by attribute; a label is plain text, shown as typed (`plain`).
+    A board of more than BOARD_ALL runs draws `board_choice`'s runs, best first, the viewer's `own`
+    (post ids) thicker and named theirs, over the class's validation loss in grey: `band`, board_band(rows),
+    which every viewer's figure shares. titled=False leaves the title to the page, which wraps it on a phone (Plotly cuts it off)."""
     _ = tr
-    data = []
-    for i, row in enumerate(rows):
-        color, width = BOARD_COLORS[i % len(BOARD_COLORS)], 5 if row.pinned else 2.5
-        name = plain(row.label)
-        record = row.record
-        train = downsample(list(zip(record.steps, record.train_loss)), BOARD_POINTS)
-        data.append({"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
-                     "name": name, "legendgroup": row.post_id, "line": {"color": color, "width": width},
-                     "marker": {"size": 7}, "hovertemplate": _("{run}: val loss %{{y:.3f}} at step %{{x}}",
-                                                              run=TRACE_NAME) + "<extra></extra>"})
-        data.append({"type": "scatter", "mode": "lines", "x": [s for s, _loss in train], "y": [v for _s, v in train],
-                     "name": name, "legendgroup": row.post_id, "showlegend": False, "opacity": 0.55,
-                     "line": {"color": color, "dash": "dot", "width": width * 0.6},
-                     "hovertemplate": _("{run}: train loss %{{y:.3f}} at step %{{x}}",
-                                        run=TRACE_NAME) + "<extra></extra>"})
+    choice = board_choice(rows, own)
+    data = band_traces(band or board_band(rows), tr) if choice.summarised else []
+    for i, row in enumerate(choice.drawn):
+        data += run_traces(row, BOARD_COLORS[i % len(BOARD_COLORS)], tr, mine=choice.summarised and row.post_id in own)
+
     def axis(title: str) -> dict:
         return {"title": {"text": title, "font": {"size": BOARD_TYPE + 2}}, "tickfont": {"size": BOARD_TYPE}}
     return figure(data, {
@@ -167,6 +199,77 @@ def board_figure(rows: Sequence, tr: Translate = english, *, titled: bool = True
                    "itemdoubleclick": "toggleothers"},
         "margin": {"l": 80, "r": 20, "t": 70 if titled else 20, "b": 70}, "hoverlabel": {"font": {"size": BOARD_TYPE}},
     })
+
+
+def run_traces(row, color: str, tr: Translate, mine: bool = False) -> list[dict]:
+    """One run's two lines on the board: its validation loss, in the legend, and its training loss."""
+    _ = tr
+    width = 5 if row.pinned or mine else 2.5
+    name = plain(row.label)
+    if mine:
+        name = _("{run} (yours)", run=name)
+    record = row.record
+    train = downsample(list(zip(record.steps, record.train_loss)), BOARD_POINTS)
+    return [{"type": "scatter", "mode": "lines+markers", "x": list(record.val_steps), "y": list(record.val_loss),
+             "name": name, "legendgroup": row.post_id, "line": {"color": color, "width": width},
+             "marker": {"size": 7}, "hovertemplate": _("{run}: val loss %{{y:.3f}} at step %{{x}}",
+                                                      run=TRACE_NAME) + "<extra></extra>"},
+            {"type": "scatter", "mode": "lines", "x": [s for s, _loss in train], "y": [v for _s, v in train],
+             "name": name, "legendgroup": row.post_id, "showlegend": False, "opacity": 0.55,
+             "line": {"color": color, "dash": "dot", "width": width * 0.6},
+             "hovertemplate": _("{run}: train loss %{{y:.3f}} at step %{{x}}", run=TRACE_NAME) + "<extra></extra>"}]
+
+
+def band_traces(band: tuple[list[int], np.ndarray], tr: Translate) -> list[dict]:
+    """The class's validation loss in grey (board_band's), under the drawn runs: the band between the
+    BOARD_BAND percentiles (one legend entry) and the median, a dashed line."""
+    _ = tr
+    steps, (low, median, high) = band
+    if not steps:
+        return []
+    class_rank = {"legendrank": 2000}  # after the runs in the legend (plotly's default rank: 1000)
+    edge = {"type": "scatter", "mode": "lines", "x": steps, "legendgroup": "class band", "line": {"width": 0},
+            **class_rank}
+    low_pct, high_pct = BOARD_BAND
+    return [
+        {**edge, "y": low.tolist(), "showlegend": False, "hoverinfo": "skip"},
+        {**edge, "y": high.tolist(), "fill": "tonexty", "fillcolor": BAND_GREY, "hoverinfo": "skip",
+         "name": _("the class's middle {share}% ({low}th–{high}th percentile)", share=high_pct - low_pct,
+                   low=low_pct, high=high_pct)},
+        {"type": "scatter", "mode": "lines", "x": steps, "y": median.tolist(), "name": _("the class's median"),
+         "line": {"color": MEDIAN_GREY, "width": 4, "dash": "dash"}, **class_rank,
+         "hovertemplate": _("{run}: val loss %{{y:.3f}} at step %{{x}}", run=TRACE_NAME) + "<extra></extra>"},
+    ]
+
+
+def board_band(rows: Sequence) -> tuple[list[int], np.ndarray]:
+    """The class's validation loss at each step where a run was evaluated (at most BOARD_POINTS of
+    them): its BOARD_BAND low percentile, median and high percentile across the runs, each run's curve
+    read between its own evaluations (straight between two) and never beyond its first or last. An
+    array of those three rows, one column per step; no steps where no run has been evaluated."""
+    curves = [(np.asarray(row.record.val_steps, dtype=float), np.asarray(row.record.val_loss, dtype=float))
+              for row in rows if row.record.val_loss]
+    if not curves:
+        return [], np.empty((3, 0))
+    grid = np.asarray(downsample(np.unique(np.concatenate([steps for steps, _loss in curves])), BOARD_POINTS))
+    losses = np.full((len(curves), len(grid)), np.nan)  # (runs, steps)
+    for i, (steps, loss) in enumerate(curves):
+        inside = (grid >= steps[0]) & (grid <= steps[-1])
+        losses[i, inside] = np.interp(grid[inside], steps, loss)
+    return grid.astype(int).tolist(), percentiles(losses, [BOARD_BAND[0], 50, BOARD_BAND[1]])
+
+
+def percentiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """np.nanpercentile(values, qs, axis=0), linear between ranks, for columns of at least one value:
+    every column at once, where numpy's applies itself to one column after another."""
+    ordered = np.sort(values, axis=0)  # NaN last
+    n = np.count_nonzero(~np.isnan(values), axis=0)  # (columns,)
+    rank = (n - 1) * np.asarray(qs, dtype=float)[:, None] / 100  # (qs, columns)
+    below = np.floor(rank).astype(int)
+    above = np.minimum(below + 1, n - 1)
+    columns = np.arange(values.shape[1])
+    low, high = ordered[below, columns], ordered[above, columns]
+    return low + (rank - below) * (high - low)
 
 
 def board_title(tr: Translate = english) -> str:

@@ -67,8 +67,9 @@ def tab(at, label: str):
 
 
 def legend(at) -> list[str]:
-    spec = plotly_spec(at, 0)
-    return [t["name"] for t in spec["data"] if t.get("showlegend") is not False]
+    """The chart's legend in the order plotly draws it: by legendrank (1000 unless set), then trace order."""
+    shown = [t for t in plotly_spec(at, 0)["data"] if t.get("showlegend") is not False]
+    return [t["name"] for t in sorted(shown, key=lambda t: t.get("legendrank", 1000))]
 
 
 def test_a_teacher_and_three_learners_post_withdraw_hide_rank_and_close():
@@ -571,3 +572,103 @@ def test_on_a_shared_computer_a_learner_and_the_teacher_make_the_browser_forget_
     controls.button(key="board_forget_me").click().run()
     assert classroom.TEACHER_KEY not in controls.session_state and classroom.CLASS_KEY not in controls.session_state
     assert [e for e in controls.get("html") if f"{classroom.COOKIE_PREFIX}{code}=; path=/; max-age=0" in e.proto.body]
+
+
+# -- a lecture hall: 300 runs on one board (issue 61) ---------------------------------------------------
+
+HALL = 300
+
+
+def posted_run(i: int, best: float):
+    """A finished run as the board reads one (its snapshot, its trainer's settings), trained by no one:
+    validation loss 4.0 at step 0, `best` at step 20, a training loss that follows it (two runs of one
+    `best` coincide), and a sample naming it."""
+    from types import SimpleNamespace
+
+    from minigpt import GPTConfig, TrainConfig
+    from minigpt.serve.runs.run import EvalRecord, RunSnapshot
+    from minigpt.train import TrainEvent
+    history = [TrainEvent(step, 20, train, 1e-3, 1000.0, 1.0, val)
+               for step, train, val in ((0, 4.0, 4.0), (10, best + 0.3, None), (20, best + 0.1, best))]
+    snapshot = RunSnapshot.of(f"hall-{i}", "finished", step=20, max_steps=20, history=history,
+                              evals=[EvalRecord(20, 3.8, best, f"样本{i:03d}")])
+    trainer = SimpleNamespace(model_config=GPTConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32),
+                              cfg=TrainConfig(max_steps=20, eval_interval=20))
+    return SimpleNamespace(run_id=f"hall-{i}", corpus="course-zh", is_owner=lambda key: key == "owner",
+                           run=SimpleNamespace(snapshot=lambda: snapshot, trainer=trainer))
+
+
+def lecture_hall(monkeypatch, lang: str | None = None):
+    """A class of 300 posted runs, named 学员000 … 学员299: 学员i's best validation loss is 3.500 + i/1000,
+    but for 学员001, 学员000's twin (3.500), and for 学员290 … 学员299, the ten best: 学员299 2.00, 学员298
+    2.01, … 学员290 2.09. 学员150's posted by a learner whose board this is too (on top of the teacher's)."""
+    teacher, code = teacher_class(lang)
+    monkeypatch.setattr(classroom.classes(), "max_posts", HALL)  # the server's limit, raised for the hall
+    learner = on_board(home(lang, **{"class": code}))
+    for i in range(HALL):
+        best = 2.0 + (299 - i) / 100 if i >= 290 else 3.5 + (i if i > 1 else 0) / 1000
+        who = token_of(learner, code) if i == 150 else f"learner-{i:04d}"
+        classroom.classes().post(code, posted_run(i, best), "owner", f"学员{i:03d}", learner=who, corpus="course-zh")
+    return on_board(teacher), learner.run(), code
+
+
+THE_BEST = [f"学员{i:03d}" for i in range(299, 289, -1)]  # 2.00, 2.01, … 2.09
+
+
+def test_a_board_of_300_draws_the_ten_best_and_the_viewers_own_and_sums_up_the_class(monkeypatch):
+    teacher, learner, code = lecture_hall(monkeypatch)
+    assert classroom.classes().view(code, lambda run_id: None).coinciding() == [("学员000", "学员001")]
+    band = ["the class's middle 80% (10th–90th percentile)", "the class's median"]
+    assert legend(teacher) == [*THE_BEST, *band]
+    assert legend(learner) == [*THE_BEST, "学员150 (yours)", *band]
+    said = "The 10 runs with the lowest validation loss, of 300, are drawn in colour. All 300 are in grey: the dashed " \
+           "line is their median validation loss at each step, the band runs from their 10th to their 90th percentile."
+    assert said in [c.value for c in teacher.caption]
+    assert said + " Your run is drawn thicker, marked “(yours)”." in [c.value for c in learner.caption]
+    for at, drawn in ((teacher, THE_BEST), (learner, [*THE_BEST, "学员150"])):
+        runs, samples = (frame.value for frame in at.dataframe)
+        assert len(runs) == HALL and list(runs["run"][:10]) == THE_BEST  # every run, the best first
+        assert list(runs["best val loss"][10:13]) == [3.5, 3.5, 3.502]
+        # the twins 学员000 and 学员001 are in the grey band alone: no line of theirs to say coincides
+        assert not [c for c in at.caption if "trained exactly alike" in c.value]
+        assert list(samples["run"]) == drawn and list(samples["latest sample"])[-1] == f"样本{drawn[-1][2:]}"
+        assert any(f"({len(drawn)} of 300)" in m.value for m in at.markdown)
+
+
+def test_a_board_of_300_ranks_the_runs_drawn_and_counts_the_rest(monkeypatch):
+    from minigpt.serve import Challenge
+    teacher, learner, code = lecture_hall(monkeypatch)
+    key = teacher.session_state[classroom.TEACHER_KEY][1]
+    classroom.classes().set_challenge(code, key, Challenge(max_steps=30))  # every run meets it
+    for at, places in ((teacher.run(), 10), (learner.run(), 11)):
+        ranked = next(m.value for m in at.markdown if m.value.startswith("**1.** "))
+        lines = ranked.split("  \n")
+        assert lines[:2] == ["**1.** 学员299: 2.000", "**2.** 学员298: 2.010"] and len(lines) == places
+        more = [c.value for c in at.caption if "more runs meet the challenge" in c.value]
+        assert more == [f"{300 - places} more runs meet the challenge: the table lists every run."]
+        assert any("The runs that meet the challenge come first." in c.value for c in at.caption)
+    # 学员150, 3.650: after the ten best and 学员000 … 学员149 (3.500 … 3.649)
+    assert lines[-1] == "**161.** 学员150: 3.650"  # the learner's own place, below the ten
+
+
+def test_the_board_of_300_in_chinese(monkeypatch):
+    teacher, learner, code = lecture_hall(monkeypatch, "zh")
+    said = "在 300 个运行中，验证损失最低的 10 个以彩色画出。全部 300 个都在灰色中：虚线是它们每一步验证损失的中位数，" \
+           "灰带从第 10 百分位延伸到第 90 百分位。"
+    assert said in [c.value for c in teacher.caption]
+    assert said + "你的运行画得更粗，标着“（你的）”。" in [c.value for c in learner.caption]
+    assert "学员150（你的）" in legend(learner)
+    names = [f"学员{i:03d}" for i in range(HALL)] + [f"样本{i:03d}" for i in range(HALL)]
+    assert_chinese(teacher, "the board of 300 runs", besides=[code, *names])
+    assert_chinese(learner, "a learner's board of 300 runs", besides=[code, *names])
+
+
+@pytest.mark.parametrize("runs, training, seconds", [(1, True, 5.0), (100, True, 5.0), (101, True, 10.0),
+                                                     (300, True, 15.0), (300, False, 45.0), (0, False, 15.0)])
+def test_a_board_redraws_less_often_for_every_hundred_runs_on_it(runs, training, seconds):
+    """A lecture hall's board has about as many viewers as runs: 301 redraws every 5 s were more than the
+    server's core answered (bench/class_board.py), so each hundred runs slows the board by one pace more."""
+    from types import SimpleNamespace
+    rows = [SimpleNamespace(state="running" if training and i == 0 else "finished") for i in range(runs)]
+    assert board.serving.REFRESH_SECONDS == 5.0 and board.PACE_RUNS == 100
+    assert board.redraw_seconds(SimpleNamespace(rows=rows)) == seconds

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ...lab.run_records import RunRecord
@@ -214,14 +215,30 @@ class BoardView:
         """The visible runs whose curves lie on top of each other, each group by its labels: the
         same train loss at every step both have logged (at least two), as two runs with the same
         settings and seed have. The chart draws one line for them, so the board says so."""
+        return list(self._coinciding)
+
+    @cached_property
+    def _coinciding(self) -> tuple[tuple[str, ...], ...]:
+        # once per view, which every viewer shares; a run is compared only with the groups whose first
+        # run logged one of its (step, loss) points: two curves that coincide share two at least
         groups: list[list[BoardRow]] = []
+        holding: dict[tuple[int, float], list[int]] = {}  # a logged point: the groups whose first run has it
         for row in self.visible():
-            group = next((g for g in groups if _same_curve(g[0].record, row.record)), None)
-            if group is not None:
-                group.append(row)
+            points = list(zip(row.record.steps, row.record.train_loss))
+            near = sorted({g for point in points for g in holding.get(point, ())})
+            found = next((g for g in near if _same_curve(groups[g][0].record, row.record)), None)
+            if found is not None:
+                groups[found].append(row)
             elif len(row.record.steps) >= 2:  # one logged step agrees with any curve: no group on it alone
+                for point in points:
+                    holding.setdefault(point, []).append(len(groups))
                 groups.append([row])
-        return [tuple(row.label for row in group) for group in groups if len(group) > 1]
+        return tuple(tuple(row.label for row in group) for group in groups if len(group) > 1)
+
+    @cached_property
+    def digest(self) -> str:
+        """A short stand-in for `key`, for the caches of what every viewer of this view is shown."""
+        return hashlib.blake2b(repr((self.code, self.key)).encode(), digest_size=12).hexdigest()
 
     def table(self) -> pd.DataFrame:
         """One row per visible run: its name, the settings that differ between the runs, then

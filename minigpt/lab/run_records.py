@@ -112,7 +112,8 @@ def differing_settings(records: list[RunRecord]) -> pd.DataFrame:
     """The settings whose values differ between the records: one row per setting, one column
     per record (by name, numbered where two share one). Empty when every setting is the same."""
     import pandas as pd  # here, not at the top: every page's start-up does without it
-    rows = {name: [r.settings()[name] for r in records] for name in ["corpus"] + SETTINGS}
+    every = [r.settings() for r in records]  # once per record: a lecture hall's board has hundreds
+    rows = {name: [settings[name] for settings in every] for name in ["corpus"] + SETTINGS}
     differ = {name: values for name, values in rows.items() if len({repr(v) for v in values}) > 1}
     return pd.DataFrame.from_dict(differ, orient="index", columns=labels(records))
 

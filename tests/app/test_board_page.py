@@ -603,7 +603,7 @@ def lecture_hall(monkeypatch, lang: str | None = None):
     but for 学员001, 学员000's twin (3.500), and for 学员290 … 学员299, the ten best: 学员299 2.00, 学员298
     2.01, … 学员290 2.09. 学员150's posted by a learner whose board this is too (on top of the teacher's)."""
     teacher, code = teacher_class(lang)
-    monkeypatch.setattr(classroom.classes(), "max_posts", HALL)  # the server's limit, raised for the hall
+    # the server's own limit holds a hall (it once refused every post after 40)
     learner = on_board(home(lang, **{"class": code}))
     for i in range(HALL):
         best = 2.0 + (299 - i) / 100 if i >= 290 else 3.5 + (i if i > 1 else 0) / 1000

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from ..store.database import Store
 
 
+# runs on one board's round: a lecture hall of 300, with room. A post is its run's settings, curves and
+# sample, a few KB, and a board of more than a few runs draws the best of them over the class's band
+MAX_POSTS = 400
+
+
 class Classes(Leading, Posting, Learners):
     """Every class on this server: the roster of open classes (roster.py) with their posts and rounds
     (posts.py), their lesson (lesson.py), their learners (learners.py), their challenge, corpus and
@@ -39,7 +44,7 @@ class Classes(Leading, Posting, Learners):
     says it has closed.
     """
 
-    def __init__(self, max_classes: int = 20, max_posts: int = 40, max_per_learner: int = 3,
+    def __init__(self, max_classes: int = 20, max_posts: int = MAX_POSTS, max_per_learner: int = 3,
                  class_days: float = CLASS_DAYS, refresh_seconds: float = 1.0,
                  clock: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         super().__init__(max_classes, class_days, clock, store)  # the roster, whose classes every part reads

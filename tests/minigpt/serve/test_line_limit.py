@@ -11,58 +11,16 @@ from __future__ import annotations
 import threading
 
 from helpers.tiny import tiny_plan
+from helpers.scripted_run import Scripted
 from helpers.waiting import wait_until
 
 from minigpt.serve.classes.classes import Classes
 from minigpt.serve.classes.learners import new_learner_token
 from minigpt.serve.line.limit import waiting_places
 from minigpt.serve.line.registry import RunLimitError, RunRegistry
-from minigpt.serve.runs.run import RunSnapshot
 from minigpt.serve.server import learners_seen_lately
 
 DAY = 24 * 3600
-
-
-class Training:
-    """A run that trains until the test ends it, at step 0: all the line reads of a run (run.Run)."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id, self.step, self.elapsed, self._state = run_id, 0, 0.0, "idle"
-        self.trainer = self
-
-    @property
-    def state(self) -> str:
-        return self._state
-
-    def start(self, paused: bool = False) -> None:
-        self._state = "paused" if paused else "running"
-
-    def resume(self) -> None:
-        self._state = "running"
-
-    def pause(self) -> None:
-        self._state = "paused"
-
-    def run_steps(self, n: int) -> None:
-        self.step += n
-
-    def stop(self, timeout=None) -> None:
-        self._state = "stopped"
-
-    def close(self, timeout=None) -> None:
-        self._state = "closed"
-
-    def is_alive(self) -> bool:
-        return self._state in ("running", "paused")
-
-    def snapshot(self) -> RunSnapshot:
-        return RunSnapshot(self.run_id, self._state, self.step, 300, [], [], 0.0, self.elapsed)
-
-    def inference_model(self):
-        raise RuntimeError("a scripted run has no weights")
-
-    def checkpoint_parts(self):
-        raise RuntimeError("a scripted run has no weights")
 
 
 def _class_of(classes: Classes, learners: int) -> str:
@@ -74,7 +32,7 @@ def _class_of(classes: Classes, learners: int) -> str:
 
 
 def _start(registry: RunRegistry):
-    return registry.submit(tiny_plan(max_steps=300), corpus="c", build=Training)
+    return registry.submit(tiny_plan(max_steps=300), corpus="c", build=Scripted)
 
 
 def test_the_places_are_one_per_learner_and_one_per_slot_never_fewer_than_the_floor():
